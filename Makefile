@@ -1,0 +1,72 @@
+# Builds the CPU trainer (train), the GPU trainer (train_gpt) and their tests.
+#   make train       CPU trainer; with MPI when mpicxx is found (MPI=0 to turn off)
+#   make test        builds and runs every test that this machine can run
+#   make bench       CPU speed: GPT-2 124M shape and the default model
+#   make check       per-tensor comparison of the CPU trainer with the PyTorch golden file
+#   make train_gpt   GPU trainer (needs nvcc; CUDA_ARCH=sm_90 to choose the GPU)
+#   make test_gpu    GPU tests (build here, run where there is a GPU)
+
+CXX ?= g++
+CXXFLAGS ?= -O3 -march=native
+CXXFLAGS += -std=c++17 -Wall -Wextra -Wno-unused-parameter
+ifeq ($(shell uname -m),x86_64)
+  # GCC prefers 256-bit vectors on many AVX-512 chips; the matmul kernel is written for 512
+  CXXFLAGS += -mprefer-vector-width=512
+endif
+
+# OpenMP: all the CPU parallelism. Without it everything still works, on one core.
+OPENMP := $(shell echo 'int main(){return 0;}' | $(CXX) -fopenmp -x c++ - -o /dev/null 2>/dev/null && echo yes)
+ifeq ($(OPENMP),yes)
+  CXXFLAGS += -fopenmp
+else
+  $(warning ************************************************************)
+  $(warning OpenMP not found: the CPU trainer will run on ONE core.)
+  $(warning Install it (Debian: apt-get install libgomp1, or libomp-dev).)
+  $(warning ************************************************************)
+  CXXFLAGS += -Wno-unknown-pragmas
+endif
+
+# MPI for several CPU replicas: found through mpicxx; MPI=0 builds without it.
+MPI ?= 1
+MPICXX := $(if $(filter 1,$(MPI)),$(shell command -v mpicxx 2>/dev/null))
+ifneq ($(MPICXX),)
+  TRAIN_CXX := OMPI_CXX=$(CXX) $(MPICXX)
+  TRAIN_DEFS := -DTRAIN_MPI -DOMPI_SKIP_MPICXX  # C API only
+  TRAIN_NOTE := with MPI ($(MPICXX))
+else
+  TRAIN_CXX := $(CXX)
+  TRAIN_NOTE := without MPI (single process; install libopenmpi-dev for replicas)
+endif
+
+HOST_HEADERS := $(wildcard host/*.h)
+
+.PHONY: all test bench check clean
+all: train
+
+train: train.cpp $(HOST_HEADERS)
+	@echo "building train $(TRAIN_NOTE)"
+	$(TRAIN_CXX) $(CXXFLAGS) $(TRAIN_DEFS) -o $@ train.cpp
+
+# ---- tests (doctest, from Debian's doctest-dev)
+DOCTEST_OK := $(shell test -f /usr/include/doctest/doctest.h && echo yes)
+
+test/test_cpu: test/test_cpu.cpp train.cpp $(HOST_HEADERS)
+ifneq ($(DOCTEST_OK),yes)
+	$(error doctest is missing: apt-get install doctest-dev)
+endif
+	$(CXX) $(CXXFLAGS) -o $@ test/test_cpu.cpp
+
+test/check_reference: test/check_reference.cpp train.cpp $(HOST_HEADERS)
+	$(CXX) $(CXXFLAGS) -o $@ test/check_reference.cpp
+
+test: train test/test_cpu test/check_reference
+	@bash test/run_all.sh
+
+check: test/check_reference
+	./test/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
+
+bench: train
+	@bash scripts/bench_cpu.sh
+
+clean:
+	rm -f train train_gpt test/test_cpu test/check_reference test/test_gpu

@@ -1,0 +1,280 @@
+"""Shared helpers for the data scripts: the on-disk formats the trainer reads.
+
+Token shard (what -i/-j point at):
+    header: 256 little-endian int32  [0]=20240520 (magic) [1]=1 (version)
+                                     [2]=number of tokens, rest zero
+    body:   the tokens, uint16 little-endian
+
+Tokenizer file (what --tokenizer points at, used to print samples):
+    header: 256 little-endian uint32 [0]=20240328 (magic) [1]=2 (version)
+                                     [2]=vocab size [3]=end-of-text id
+    body:   for each token id in order: uint8 length n (1..255), n raw bytes
+
+Only the standard library is imported at module level, so that
+text_to_shards.py in byte mode (and the tests) work without numpy.
+Download helpers import their optional dependencies lazily.
+"""
+import os
+import struct
+import sys
+from array import array
+
+SHARD_MAGIC = 20240520
+SHARD_VERSION = 1
+TOKENIZER_MAGIC = 20240328
+TOKENIZER_VERSION = 2
+HEADER_INTS = 256
+HEADER_BYTES = HEADER_INTS * 4
+GPT2_EOT = 50256
+GPT2_VOCAB = 50257
+
+
+def _pack_header(values, fmt_char):
+    values = list(values) + [0] * (HEADER_INTS - len(values))
+    return struct.pack("<%d%s" % (HEADER_INTS, fmt_char), *values)
+
+
+def _as_uint16_bytes(tokens):
+    """Little-endian uint16 bytes of `tokens`; ValueError if any is out of range.
+
+    Accepts a list/range/array of ints, bytes (one token per byte), or a numpy
+    integer array (fast path, so 100M-token fineweb shards are not converted
+    element by element).
+    """
+    if isinstance(tokens, (bytes, bytearray)):
+        # byte-level tokens: each byte becomes the low half of a uint16.  (array("H",
+        # some_bytes) would instead reinterpret the raw bytes, pairing them up.)
+        out = bytearray(2 * len(tokens))
+        out[0::2] = tokens
+        return bytes(out)
+    if hasattr(tokens, "dtype"):  # numpy array, checked without importing numpy
+        if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= 65536):
+            raise ValueError("token ids must be in [0, 65536) to fit in uint16; "
+                             "got range [%d, %d]" % (tokens.min(), tokens.max()))
+        return tokens.astype("<u2", copy=False).tobytes()
+    try:
+        arr = array("H", tokens)
+    except OverflowError:
+        bad = next(t for t in tokens if not 0 <= t < 65536)
+        raise ValueError("token id %d does not fit in uint16 (must be < 65536)" % bad) from None
+    if sys.byteorder != "little":
+        arr.byteswap()
+    return arr.tobytes()
+
+
+class ShardWriter:
+    """Writes one shard incrementally; the token count is patched in on close.
+
+    Streaming matters for TinyStories' ~925M-token train file, which would not
+    fit in memory as a Python list.  Use as a context manager.  On an error the
+    half-written file is removed so it can never be mistaken for a good shard.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.count = 0
+        self._f = open(path, "wb")
+        self._f.write(_pack_header([SHARD_MAGIC, SHARD_VERSION, 0], "i"))
+
+    def write(self, tokens):
+        data = _as_uint16_bytes(tokens)
+        self._f.write(data)
+        self.count += len(data) // 2
+
+    def close(self):
+        if self.count >= 2 ** 31:
+            raise ValueError("%s: %d tokens do not fit in the int32 header" % (self.path, self.count))
+        self._f.seek(0)
+        self._f.write(_pack_header([SHARD_MAGIC, SHARD_VERSION, self.count], "i"))
+        self._f.close()
+
+    def abort(self):
+        self._f.close()
+        os.remove(self.path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+
+def write_shard(path, tokens, quiet=False):
+    """Write a whole shard at once; returns the number of tokens written."""
+    with ShardWriter(path) as w:
+        w.write(tokens)
+    if not quiet:
+        print("wrote %s tokens to %s" % (format(w.count, ","), path))
+    return w.count
+
+
+def read_shard_header(path):
+    """Return the token count after checking magic, version and file size."""
+    with open(path, "rb") as f:
+        raw = f.read(HEADER_BYTES)
+    if len(raw) != HEADER_BYTES:
+        raise ValueError("%s: too short for a shard header" % path)
+    magic, version, count = struct.unpack("<3i", raw[:12])
+    if magic != SHARD_MAGIC:
+        raise ValueError("%s: bad magic %d (expected %d)" % (path, magic, SHARD_MAGIC))
+    if version != SHARD_VERSION:
+        raise ValueError("%s: unsupported version %d" % (path, version))
+    expected = HEADER_BYTES + 2 * count
+    actual = os.path.getsize(path)
+    if actual != expected:
+        raise ValueError("%s: header says %d tokens (%d bytes) but file has %d bytes"
+                         % (path, count, expected, actual))
+    return count
+
+
+def read_shard(path):
+    """Return the tokens of a shard as array('H')."""
+    count = read_shard_header(path)
+    arr = array("H")
+    with open(path, "rb") as f:
+        f.seek(HEADER_BYTES)
+        arr.fromfile(f, count)
+    if sys.byteorder != "little":
+        arr.byteswap()
+    return arr
+
+
+def write_tokenizer(path, token_bytes, eot, quiet=False):
+    """Write the tokenizer file; token_bytes[i] is the raw byte string of id i."""
+    for i, b in enumerate(token_bytes):
+        if not 1 <= len(b) <= 255:
+            raise ValueError("token %d is %d bytes long; the format allows 1..255" % (i, len(b)))
+    with open(path, "wb") as f:
+        f.write(_pack_header([TOKENIZER_MAGIC, TOKENIZER_VERSION, len(token_bytes), eot], "I"))
+        for b in token_bytes:
+            f.write(bytes([len(b)]) + b)
+    if not quiet:
+        print("wrote tokenizer (%d tokens, end-of-text %d) to %s" % (len(token_bytes), eot, path))
+
+
+def read_tokenizer(path):
+    """Return (token_bytes list, eot id); raises ValueError on a malformed file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < HEADER_BYTES:
+        raise ValueError("%s: too short for a tokenizer header" % path)
+    magic, version, vocab, eot = struct.unpack("<4I", data[:16])
+    if magic != TOKENIZER_MAGIC or version != TOKENIZER_VERSION:
+        raise ValueError("%s: bad magic/version %d/%d" % (path, magic, version))
+    pos, tokens = HEADER_BYTES, []
+    for i in range(vocab):
+        n = data[pos] if pos < len(data) else 0
+        if n == 0 or pos + 1 + n > len(data):
+            raise ValueError("%s: entry %d is truncated or empty" % (path, i))
+        tokens.append(data[pos + 1:pos + 1 + n])
+        pos += 1 + n
+    if pos != len(data):
+        raise ValueError("%s: %d trailing bytes after %d entries" % (path, len(data) - pos, vocab))
+    return tokens, eot
+
+
+def byte_tokenizer_table():
+    """The 256-entry table of byte mode: token id i is the single byte i."""
+    return [bytes([i]) for i in range(256)]
+
+
+# --------------------------------------------------------------------------
+# Helpers for the downloaders.  Imports are lazy so the module stays
+# standard-library-only for callers that do not download anything.
+
+def die(msg):
+    """One clear line on stderr and a non-zero exit."""
+    print("error: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def download(url, path):
+    """Download url to path with a tqdm progress bar; exit cleanly when offline.
+
+    Writes to path + ".part" and renames only a complete download, so an
+    interrupted one is redone on the next run instead of being used.
+    """
+    import urllib.error
+    import urllib.request
+    from tqdm import tqdm
+
+    if os.path.exists(path):
+        print("%s already present, not downloading" % path)
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".part"
+    try:
+        with urllib.request.urlopen(url, timeout=60) as resp:
+            total = int(resp.headers.get("Content-Length") or 0) or None
+            with open(tmp, "wb") as f, tqdm(total=total, unit="B", unit_scale=True,
+                                            unit_divisor=1024, desc=os.path.basename(path)) as bar:
+                while True:
+                    chunk = resp.read(1 << 20)
+                    if not chunk:
+                        break
+                    f.write(chunk)
+                    bar.update(len(chunk))
+    except urllib.error.HTTPError as e:
+        die("download of %s failed: HTTP %d %s" % (url, e.code, e.reason))
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        die("cannot download %s (no network? %s). Fetch it elsewhere and place it at %s"
+            % (url, reason, path))
+    os.replace(tmp, path)
+
+
+GPT2_BPE_URL = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe"
+# sha256 of the GPT-2 merge ranks in tiktoken's own file format.  The same bytes
+# are published as r50k_base.tiktoken and shipped inside the openai-whisper
+# source package (whisper/assets/gpt2.tiktoken), a way to get them from PyPI.
+GPT2_RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
+GPT2_RANKS_DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpt2.tiktoken")
+
+
+def gpt2_encoding(quiet=False):
+    """(tiktoken gpt2 encoding, None), or (None, why it could not be loaded).
+
+    tiktoken downloads the BPE file on first use (and caches it), so a machine
+    that was never online fails.  The fallback is a local rank file: the path in
+    $GPT2_BPE_FILE, or data/gpt2.tiktoken; its hash is checked, and it encodes
+    exactly like tiktoken's "gpt2" (same ranks, split pattern and end-of-text id).
+    """
+    try:
+        import tiktoken
+    except ImportError:
+        return None, "tiktoken is not installed (pip install -r data/requirements.txt)"
+    try:
+        return tiktoken.get_encoding("gpt2"), None
+    except Exception as e:  # a connection error whose class depends on the tiktoken version
+        why = "tiktoken could not fetch %s (%s)" % (GPT2_BPE_URL, type(e).__name__)
+    path = os.environ.get("GPT2_BPE_FILE") or GPT2_RANKS_DEFAULT
+    if not os.path.exists(path):
+        return None, why + " and there is no local rank file at %s ($GPT2_BPE_FILE)" % path
+    try:
+        from tiktoken.load import load_tiktoken_bpe
+        from tiktoken_ext.openai_public import r50k_pat_str
+        ranks = load_tiktoken_bpe(path, expected_hash=GPT2_RANKS_SHA256)
+        enc = tiktoken.Encoding(name="gpt2", pat_str=r50k_pat_str, mergeable_ranks=ranks,
+                                special_tokens={"<|endoftext|>": GPT2_EOT}, explicit_n_vocab=GPT2_VOCAB)
+    except Exception as e:
+        return None, why + "; local rank file %s unusable: %s" % (path, e)
+    if not quiet:
+        print("note: gpt2 ranks loaded from local file %s" % path)
+    return enc, None
+
+
+def load_gpt2_encoding():
+    """The gpt2 encoding, or a one-line error and exit (for the downloaders)."""
+    enc, why = gpt2_encoding()
+    if enc is None:
+        die(why + ". Offline, data/text_to_shards.py --tokenizer bytes works without it")
+    return enc
+
+
+def gpt2_tokenizer_table(enc):
+    """Raw bytes of every gpt2 token id, end-of-text included."""
+    return [enc.decode_single_token_bytes(i) for i in range(enc.n_vocab)]

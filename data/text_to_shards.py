@@ -1,0 +1,149 @@
+"""Local UTF-8 text file(s) -> token shards and a tokenizer file, offline.
+
+The path to real-text training on a machine without network access.
+
+Tokenizers (--tokenizer):
+  gpt2   tiktoken's GPT-2 BPE (vocab 50257).  Each input file is one document
+         led by the end-of-text token 50256 (--blank-line-docs: every
+         blank-line separated passage is a document, as for tiny Shakespeare).
+         tiktoken downloads its BPE file on first use, so this needs the
+         network once (it is cached), or a local rank file: $GPT2_BPE_FILE or
+         data/gpt2.tiktoken (see data/shards.py, gpt2_encoding).
+  bytes  byte-level: token = byte value (vocab 256), one token per byte of the
+         file, no end-of-text token.  Needs only the Python standard library.
+  auto   (default) gpt2 if the encoding loads, otherwise bytes.
+
+Output, in --out-dir (default data/<name>):
+  <name>_val_000000.bin                 the first --val-tokens tokens
+  <name>_train_000001.bin, _000002 ...  the rest, --shard-tokens per file
+  <name>_tokenizer.bin                  so the trainer can print samples as text
+The last lines printed are the trainer flags that match the output.
+"""
+import argparse
+import glob
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shards import (GPT2_EOT, ShardWriter, byte_tokenizer_table, die, gpt2_encoding,  # noqa: E402
+                    gpt2_tokenizer_table, write_tokenizer)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_VAL_FRACTION = 0.1
+DEFAULT_VAL_CAP = 1 << 20  # 1M tokens is plenty of validation for the trainer's -m batches
+# Byte mode has no end-of-text token, but the tokenizer header needs an id there
+# (the trainer starts its samples from it).  A newline is a natural start of text.
+BYTES_START_TOKEN = 10
+
+
+def tokenize_gpt2(enc, paths, blank_line_docs):
+    from tinyshakespeare import encode_documents
+    tokens = []
+    for p in paths:
+        try:
+            with open(p, encoding="utf-8") as f:
+                text = f.read()
+        except UnicodeDecodeError as e:
+            die("%s is not valid UTF-8 (%s); --tokenizer bytes accepts any bytes" % (p, e))
+        if blank_line_docs:
+            tokens.extend(encode_documents(text, enc.encode_ordinary, GPT2_EOT))
+        else:
+            tokens.append(GPT2_EOT)
+            tokens.extend(enc.encode_ordinary(text))
+    return tokens
+
+
+def tokenize_bytes(paths):
+    data = bytearray()
+    for p in paths:
+        with open(p, "rb") as f:
+            data += f.read()
+    return bytes(data)  # token i is data[i]; shards.py widens bytes to uint16
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 2)[2])
+    ap.add_argument("inputs", nargs="+", help="UTF-8 text file(s), concatenated in order")
+    ap.add_argument("--tokenizer", choices=["auto", "gpt2", "bytes"], default="auto")
+    ap.add_argument("--name", help="file name prefix (default: first input's name without extension)")
+    ap.add_argument("--out-dir", help="default: data/<name>")
+    ap.add_argument("--val-tokens", type=int,
+                    help="first N tokens are validation (default: 10%% of the tokens, at most %d)" % DEFAULT_VAL_CAP)
+    ap.add_argument("--shard-tokens", type=int, default=10 ** 8, help="training tokens per shard file")
+    ap.add_argument("--blank-line-docs", action="store_true",
+                    help="gpt2 only: one document per blank-line separated passage")
+    args = ap.parse_args(argv)
+
+    for p in args.inputs:
+        if not os.path.isfile(p):
+            die("input file not found: %s" % p)
+    if args.shard_tokens < 1:
+        die("--shard-tokens must be positive")
+    name = args.name or os.path.splitext(os.path.basename(args.inputs[0]))[0]
+    out_dir = args.out_dir or os.path.join(HERE, name)
+
+    enc, why = None, None
+    if args.tokenizer in ("auto", "gpt2"):
+        enc, why = gpt2_encoding()
+        if enc is None and args.tokenizer == "gpt2":
+            die(why + "; use --tokenizer bytes to work offline")
+    if enc is not None:
+        kind, vocab, padded = "gpt2", 50257, 50304
+        print("tokenizer: gpt2 (tiktoken BPE, vocab 50257)")
+        tokens = tokenize_gpt2(enc, args.inputs, args.blank_line_docs)
+    else:
+        if why:
+            print("note: %s; falling back to byte-level tokens" % why)
+        if args.blank_line_docs:
+            print("note: --blank-line-docs ignored: byte mode has no end-of-text token")
+        kind, vocab, padded = "bytes", 256, 256
+        print("tokenizer: bytes (token = byte value, vocab 256)")
+        tokens = tokenize_bytes(args.inputs)
+
+    total = len(tokens)
+    val = args.val_tokens
+    if val is None:
+        val = min(int(total * DEFAULT_VAL_FRACTION), DEFAULT_VAL_CAP)
+    if not 0 <= val < total:
+        die("--val-tokens %d must be in [0, %d): the %d tokens must leave some for training"
+            % (val, total, total))
+
+    os.makedirs(out_dir, exist_ok=True)
+    # Shards of an earlier run with more files would otherwise match the trainer's glob.
+    for old in glob.glob(os.path.join(out_dir, name + "_val_*.bin")) + \
+            glob.glob(os.path.join(out_dir, name + "_train_*.bin")):
+        os.remove(old)
+
+    def write(index, split, lo, hi):
+        path = os.path.join(out_dir, "%s_%s_%06d.bin" % (name, split, index))
+        with ShardWriter(path) as w:
+            w.write(tokens[lo:hi])
+        print("wrote %s %s tokens to %s" % (format(hi - lo, ","), split, path))
+
+    if val:
+        write(0, "val", 0, val)
+    else:
+        print("note: --val-tokens 0: no validation shard written")
+    for i, lo in enumerate(range(val, total, args.shard_tokens)):
+        write(i + 1, "train", lo, min(lo + args.shard_tokens, total))
+
+    tok_path = os.path.join(out_dir, name + "_tokenizer.bin")
+    if kind == "gpt2":
+        write_tokenizer(tok_path, gpt2_tokenizer_table(enc), GPT2_EOT)
+    else:
+        write_tokenizer(tok_path, byte_tokenizer_table(), BYTES_START_TOKEN)
+
+    print("%s tokens: %s val, %s train; tokenizer %s"
+          % (format(total, ","), format(val, ","), format(total - val, ","), kind))
+    flags = "-i '%s'" % os.path.join(out_dir, name + "_train_*.bin")
+    if val:
+        flags += " -j '%s'" % os.path.join(out_dir, name + "_val_*.bin")
+    flags += " --tokenizer %s --vocab %d --padded-vocab %d" % (tok_path, vocab, padded)
+    print("trainer flags: " + flags)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+// Batch arithmetic. One identity governs every run:
+//
+//     global batch (tokens per optimizer step) = B × T × A × R
+//
+// B sequences of T tokens form a micro-batch (what one forward/backward holds in memory),
+// A micro-batches are accumulated on each replica before the optimizer steps, and R
+// replicas (processes, one per GPU) each contribute their own A micro-batches. The user
+// chooses the global batch, B and T; R comes from the launcher; A follows. A split that
+// does not divide is an error that shows the numbers, never a silent change of batch.
+#pragma once
+#include <algorithm>
+#include <string>
+
+#include "error.h"
+
+struct BatchPlan {
+    int B = 0, T = 0;  // micro-batch: B sequences × T tokens
+    int A = 0;         // accumulation steps per optimizer step
+    int R = 0;         // replicas
+    long long micro_tokens() const { return (long long)B * T; }
+    long long global_tokens() const { return (long long)B * T * A * R; }
+    long long global_sequences() const { return (long long)B * A * R; }
+};
+
+// total_tokens = 0 means "one micro-batch per replica" (A = 1).
+inline BatchPlan plan_batch(int B, int T, int R, long long total_tokens) {
+    BatchPlan p;
+    p.B = B, p.T = T, p.R = R;
+    long long per_round = (long long)B * T * R;  // tokens of one micro-batch on every replica
+    if (total_tokens == 0) total_tokens = per_round;
+    if (total_tokens % per_round != 0) {
+        long long below = total_tokens / per_round * per_round, above = below + per_round;
+        std::string msg = strf("global batch %s tokens is not a multiple of B×T×R = %d×%d×%d = %s tokens; ",
+                               with_commas(total_tokens).c_str(), B, T, R, with_commas(per_round).c_str());
+        if (below > 0) msg += "nearest valid --total-batch: " + with_commas(below) + " or " + with_commas(above);
+        else msg += "smallest valid --total-batch: " + with_commas(above);
+        // Also suggest micro-batch sizes that divide the requested global batch.
+        if (total_tokens % ((long long)T * R) == 0) {
+            long long seqs = total_tokens / ((long long)T * R);
+            std::string options;
+            for (long long b = std::min<long long>(seqs, 1024); b >= 1 && options.size() < 40; b--)
+                if (seqs % b == 0 && b != B) options += (options.empty() ? "" : ", ") + std::to_string(b);
+            msg += "; or keep it with --batch-size " + options;
+        }
+        throw Error(msg);
+    }
+    p.A = (int)(total_tokens / per_round);
+    return p;
+}
+
+// "micro-batch 4×64 = 256 tokens × 8 accumulation × 1 replica = 2,048 tokens per step;
+//  500 steps = 1,024,000 tokens"
+inline std::string describe_plan(const BatchPlan& p, int steps) {
+    return strf("micro-batch %d×%d = %s tokens × %d accumulation × %d replica%s = %s tokens per step; "
+                "%d steps = %s tokens",
+                p.B, p.T, with_commas(p.micro_tokens()).c_str(), p.A, p.R, p.R == 1 ? "" : "s",
+                with_commas(p.global_tokens()).c_str(), steps,
+                with_commas(p.global_tokens() * steps).c_str());
+}

@@ -1,0 +1,212 @@
+// Command line: every option of both trainers, its default and its help text, in one
+// table. --help is generated from the same table the parser reads, so the two cannot
+// drift apart.
+#pragma once
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "error.h"
+
+struct Config {
+    // data
+    std::string train_data;  // glob of llm.c token shards; empty = the built-in corpus
+    std::string val_data;    // glob; empty = the built-in corpus' validation split
+    std::string tokenizer;   // llm.c tokenizer file used to print samples; empty = bytes
+    // model: a checkpoint to start from, or the shape of a randomly initialised one
+    std::string load;
+    int layers = 4, heads = 4, channels = 128, max_seq_len = 256;
+    int vocab = 0;         // 0 = 256 for the built-in corpus, 50257 (GPT-2) for shards
+    int padded_vocab = 0;  // 0 = vocab rounded up to a multiple of 128
+    // batch: global tokens per step = batch_size × seq_len × accumulation × replicas
+    int batch_size = 16, seq_len = 64;
+    long long total_batch = 0;  // tokens per optimizer step; 0 = batch_size × seq_len × replicas
+    int steps = 300;
+    // optimizer and schedule
+    float lr = 3e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+    float grad_clip = 1.0f;  // 0 disables clipping
+    std::string lr_schedule = "cosine";
+    int warmup = 20;
+    float lr_final_frac = 0.1f;
+    // data order
+    unsigned long long seed = 1337;
+    int shuffle = 1;
+    // evaluation, samples, checkpoints, logging
+    int val_every = 50, val_batches = 8;
+    int sample_every = 100, sample_len = 96;
+    float temperature = 1.0f;
+    int top_k = 0;
+    unsigned long long sample_seed = 42;
+    std::string prompt;  // empty = start from the end-of-text token (a newline for bytes)
+    std::string out_dir = "out";
+    int ckpt_every = 0;  // 0 = only at the end of the run
+    int resume = 0;
+    int threads = 0;  // 0 = OpenMP's default (all cores)
+    int dry_run = 0;
+    // GPU trainer only
+    int tf32 = 0;
+};
+
+// One row of the option table. `value` points into a Config; kind says how to parse it.
+struct Option {
+    const char* name;   // long name, without "--"
+    char shortname;     // 0 = none
+    const char* kind;   // "int", "long", "u64", "float", "str", "bool"
+    void* value;
+    const char* help;
+};
+
+inline std::vector<Option> option_table(Config& c) {
+    return {
+        {"train-data", 'i', "str", &c.train_data, "training shards (glob); default: built-in corpus"},
+        {"val-data", 'j', "str", &c.val_data, "validation shards (glob); default: built-in corpus"},
+        {"tokenizer", 0, "str", &c.tokenizer, "llm.c tokenizer file for samples; default: bytes"},
+        {"load", 'e', "str", &c.load, "model file to start from; default: random init"},
+        {"layers", 0, "int", &c.layers, "L, transformer blocks (random init)"},
+        {"heads", 0, "int", &c.heads, "NH, attention heads (random init)"},
+        {"channels", 0, "int", &c.channels, "C, embedding width (random init)"},
+        {"max-seq-len", 0, "int", &c.max_seq_len, "maxT, position table size (random init)"},
+        {"vocab", 0, "int", &c.vocab, "V; 0 = 256 (built-in corpus) or 50257 (shards)"},
+        {"padded-vocab", 0, "int", &c.padded_vocab, "Vp >= V; 0 = V rounded up to 128"},
+        {"batch-size", 'b', "int", &c.batch_size, "B, sequences per micro-batch"},
+        {"seq-len", 't', "int", &c.seq_len, "T, tokens per sequence"},
+        {"total-batch", 'd', "long", &c.total_batch, "tokens per optimizer step; 0 = B*T*replicas"},
+        {"steps", 'n', "int", &c.steps, "optimizer steps"},
+        {"lr", 'l', "float", &c.lr, "peak learning rate"},
+        {"lr-schedule", 0, "str", &c.lr_schedule, "cosine (warm-up, then cosine) or constant"},
+        {"warmup", 0, "int", &c.warmup, "linear warm-up steps"},
+        {"lr-final-frac", 0, "float", &c.lr_final_frac, "cosine floor as a fraction of --lr"},
+        {"beta1", 0, "float", &c.beta1, "AdamW beta1"},
+        {"beta2", 0, "float", &c.beta2, "AdamW beta2"},
+        {"eps", 0, "float", &c.eps, "AdamW epsilon"},
+        {"weight-decay", 'c', "float", &c.weight_decay, "decoupled weight decay (matrices and embeddings)"},
+        {"grad-clip", 0, "float", &c.grad_clip, "clip the global gradient norm; 0 = off"},
+        {"seed", 0, "u64", &c.seed, "seed for init and shuffling"},
+        {"shuffle", 0, "bool", &c.shuffle, "shuffle batch order each epoch (0 or 1)"},
+        {"val-every", 'v', "int", &c.val_every, "validation loss every N steps; 0 = off"},
+        {"val-batches", 'm', "int", &c.val_batches, "micro-batches per validation"},
+        {"sample-every", 's', "int", &c.sample_every, "print a sample every N steps; 0 = off"},
+        {"sample-len", 'g', "int", &c.sample_len, "tokens per sample"},
+        {"temperature", 0, "float", &c.temperature, "sampling temperature"},
+        {"top-k", 0, "int", &c.top_k, "sample among the k likeliest tokens; 0 = all"},
+        {"sample-seed", 0, "u64", &c.sample_seed, "seed for sampling"},
+        {"prompt", 0, "str", &c.prompt, "sample prompt (bytes, or token ids \"1,2,3\" with a tokenizer)"},
+        {"out-dir", 'o', "str", &c.out_dir, "log and checkpoints go here; \"\" = none"},
+        {"ckpt-every", 0, "int", &c.ckpt_every, "checkpoint every N steps; 0 = at the end only"},
+        {"resume", 0, "bool", &c.resume, "continue from the latest checkpoint in --out-dir"},
+        {"threads", 0, "int", &c.threads, "CPU threads; 0 = all"},
+        {"dry-run", 0, "bool", &c.dry_run, "print the batch arithmetic and memory, then exit"},
+        {"tf32", 0, "bool", &c.tf32, "GPU only: TF32 tensor-core matmuls"},
+    };
+}
+
+inline std::string option_value_string(const Option& o) {
+    if (!strcmp(o.kind, "int") || !strcmp(o.kind, "bool")) return std::to_string(*(int*)o.value);
+    if (!strcmp(o.kind, "long")) return std::to_string(*(long long*)o.value);
+    if (!strcmp(o.kind, "u64")) return std::to_string(*(unsigned long long*)o.value);
+    if (!strcmp(o.kind, "float")) return strf("%g", *(float*)o.value);
+    return "\"" + *(std::string*)o.value + "\"";
+}
+
+inline void print_help(const char* program) {
+    Config defaults;
+    printf("usage: %s [options]\n\n", program);
+    printf("Trains GPT-2. With no data options it trains a small model on a built-in corpus.\n\n");
+    for (const Option& o : option_table(defaults)) {
+        std::string flags = o.shortname ? strf("-%c, --%s", o.shortname, o.name) : strf("    --%s", o.name);
+        printf("  %-22s %-48s [%s]\n", flags.c_str(), o.help, option_value_string(o).c_str());
+    }
+    printf("  %-22s %s\n", "-h, --help", "print this help and exit");
+}
+
+// Parses one value; the error names the option and shows what was given.
+inline void parse_value(const Option& o, const char* text) {
+    std::string name = std::string("--") + o.name;
+    char* end = nullptr;
+    errno = 0;
+    if (!strcmp(o.kind, "str")) {
+        *(std::string*)o.value = text;
+    } else if (!strcmp(o.kind, "float")) {
+        float v = strtof(text, &end);
+        if (end == text || *end || errno || !std::isfinite(v))
+            throw UsageError(strf("%s expects a number, got '%s'", name.c_str(), text));
+        *(float*)o.value = v;
+    } else {
+        long long v = strtoll(text, &end, 10);
+        if (end == text || *end || errno) throw UsageError(strf("%s expects an integer, got '%s'", name.c_str(), text));
+        if (!strcmp(o.kind, "bool")) {
+            if (v != 0 && v != 1) throw UsageError(strf("%s expects 0 or 1, got '%s'", name.c_str(), text));
+            *(int*)o.value = (int)v;
+        } else if (!strcmp(o.kind, "int")) {
+            if (v < 0 || v > 2147483647LL)
+                throw UsageError(strf("%s expects a non-negative integer, got '%s'", name.c_str(), text));
+            *(int*)o.value = (int)v;
+        } else if (!strcmp(o.kind, "long")) {
+            if (v < 0) throw UsageError(strf("%s expects a non-negative integer, got '%s'", name.c_str(), text));
+            *(long long*)o.value = v;
+        } else {
+            if (v < 0) throw UsageError(strf("%s expects a non-negative integer, got '%s'", name.c_str(), text));
+            *(unsigned long long*)o.value = (unsigned long long)v;
+        }
+    }
+}
+
+// Checks the combinations a single value cannot express.
+inline void validate_config(const Config& c) {
+    auto require = [](bool ok, const std::string& msg) {
+        if (!ok) throw UsageError(msg);
+    };
+    require(c.batch_size >= 1, "--batch-size must be at least 1");
+    require(c.seq_len >= 1, "--seq-len must be at least 1");
+    require(c.layers >= 1 && c.heads >= 1 && c.channels >= 1, "--layers, --heads and --channels must be at least 1");
+    require(c.channels % c.heads == 0,
+            strf("--channels %d is not divisible by --heads %d", c.channels, c.heads));
+    require(c.lr_schedule == "cosine" || c.lr_schedule == "constant",
+            "--lr-schedule must be 'cosine' or 'constant', got '" + c.lr_schedule + "'");
+    require(c.lr >= 0 && c.weight_decay >= 0 && c.grad_clip >= 0, "--lr, --weight-decay and --grad-clip must be >= 0");
+    require(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1, "--beta1 and --beta2 must be in [0, 1)");
+    require(c.eps > 0, "--eps must be positive");
+    require(c.temperature > 0, "--temperature must be positive");
+    require(c.val_batches >= 1, "--val-batches must be at least 1");
+}
+
+// Parses argv into a Config. Returns false when --help was printed.
+inline bool parse_command_line(int argc, char** argv, Config& c) {
+    std::vector<Option> table = option_table(c);
+    for (int i = 1; i < argc; i++) {
+        std::string arg = argv[i];
+        if (arg == "-h" || arg == "--help") {
+            print_help(argv[0]);
+            return false;
+        }
+        const Option* found = nullptr;
+        std::string value;
+        bool has_inline_value = false;
+        if (arg.rfind("--", 0) == 0) {
+            std::string name = arg.substr(2);
+            size_t eq = name.find('=');
+            if (eq != std::string::npos) {  // --name=value
+                value = name.substr(eq + 1);
+                name = name.substr(0, eq);
+                has_inline_value = true;
+            }
+            for (const Option& o : table)
+                if (name == o.name) found = &o;
+        } else if (arg.size() == 2 && arg[0] == '-') {
+            for (const Option& o : table)
+                if (o.shortname == arg[1]) found = &o;
+        }
+        if (!found) throw UsageError("unknown option '" + arg + "' (see --help)");
+        if (!has_inline_value) {
+            if (i + 1 >= argc) throw UsageError(strf("%s needs a value (see --help)", arg.c_str()));
+            value = argv[++i];
+        }
+        parse_value(*found, value.c_str());
+    }
+    validate_config(c);
+    return true;
+}

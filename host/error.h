@@ -1,0 +1,37 @@
+// Errors: every failure the user can cause (bad option, missing or malformed file,
+// impossible batch split) is reported as one line and a non-zero exit, never a crash.
+// Code throws; main() catches, prints "error: <message>" and exits.
+#pragma once
+#include <cstdarg>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+// A problem with the input files or the numbers given: exit status 1.
+struct Error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+// A malformed command line: exit status 2, like other Unix tools.
+struct UsageError : Error {
+    using Error::Error;
+};
+
+inline std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+inline std::string strf(const char* fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+// 1234567 -> "1,234,567": token counts are easier to read with separators.
+inline std::string with_commas(long long n) {
+    std::string digits = std::to_string(n < 0 ? -n : n), out;
+    for (size_t i = 0; i < digits.size(); i++) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return n < 0 ? "-" + out : out;
+}

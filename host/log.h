@@ -1,0 +1,62 @@
+// Logging: the per-step console line and a machine-readable JSON Lines file with the same
+// fields (one object per line: "config", "train", "val" and "sample" records), which
+// scripts/plot.py reads.
+#pragma once
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "error.h"
+
+// "1:02:03" or "4:05"
+inline std::string format_duration(double seconds) {
+    if (!(seconds >= 0) || seconds > 1e8) return "?";
+    long s = (long)(seconds + 0.5);
+    return s >= 3600 ? strf("%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60) : strf("%ld:%02ld", s / 60, s % 60);
+}
+
+// Escapes text for a JSON string (samples may hold any byte).
+inline std::string json_string(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') out += '\\', out += (char)c;
+        else if (c == '\n') out += "\\n";
+        else if (c < 0x20 || c >= 0x7f) out += strf("\\u%04x", c);  // bytes as code points; keeps the file ASCII
+        else out += (char)c;
+    }
+    return out + "\"";
+}
+
+class RunLog {
+public:
+    RunLog() = default;
+    RunLog(const RunLog&) = delete;
+    RunLog& operator=(const RunLog&) = delete;
+    ~RunLog() {
+        if (f_) fclose(f_);
+    }
+    // append = true when resuming, so the log of the earlier part is kept
+    void open(const std::string& path, bool append) {
+        f_ = fopen(path.c_str(), append ? "a" : "w");
+        if (!f_) throw Error("cannot write log file '" + path + "'");
+    }
+    void write(const std::string& json_object) {
+        if (!f_) return;
+        fprintf(f_, "%s\n", json_object.c_str());
+        fflush(f_);  // a crash loses at most the line being written
+    }
+    void train(int step, int steps, long long tokens, double loss, float lr, float norm, double ms, double tps) {
+        write(strf("{\"type\":\"train\",\"step\":%d,\"steps\":%d,\"tokens\":%lld,\"loss\":%.6f,\"lr\":%.6e,"
+                   "\"grad_norm\":%.6f,\"ms\":%.3f,\"tokens_per_s\":%.1f}",
+                   step, steps, tokens, loss, lr, norm, ms, tps));
+    }
+    void val(int step, long long tokens, double val_loss) {
+        write(strf("{\"type\":\"val\",\"step\":%d,\"tokens\":%lld,\"val_loss\":%.6f}", step, tokens, val_loss));
+    }
+    void sample(int step, const std::string& text) {
+        write(strf("{\"type\":\"sample\",\"step\":%d,\"text\":", step) + json_string(text) + "}");
+    }
+
+private:
+    FILE* f_ = nullptr;
+};

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Plot one or more trainer JSONL logs into a single PNG with four panels.
+
+  loss (train, and validation as markers) | learning rate
+  gradient norm                           | throughput (tokens/s)
+
+all against tokens seen.  Several logs are overlaid, one colour per run.
+
+  python3 scripts/plot.py out/run1/log.jsonl out/run2/log.jsonl -o compare.png --smooth 20
+
+Only "train" and "val" records are used; other record types ("config",
+"sample", ...) and unknown fields are ignored, so the log format can grow.
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def read_log(path):
+    """Return (train records, val records) of a JSONL log."""
+    train, val = [], []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                # a run killed mid-write leaves a partial last line; skip it, say so
+                print("warning: %s:%d is not JSON, skipped" % (path, lineno), file=sys.stderr)
+                continue
+            if not isinstance(rec, dict):
+                continue
+            if rec.get("type") == "train" and "tokens" in rec:
+                train.append(rec)
+            elif rec.get("type") == "val" and "tokens" in rec and "val_loss" in rec:
+                val.append(rec)
+    return train, val
+
+
+def smooth(ys, n):
+    """Trailing moving average over up to n points (no lag-free tricks, no numpy)."""
+    if n <= 1:
+        return list(ys)
+    out, acc = [], 0.0
+    for i, y in enumerate(ys):
+        acc += y
+        if i >= n:
+            acc -= ys[i - n]
+        out.append(acc / min(i + 1, n))
+    return out
+
+
+def series(records, key):
+    """(tokens, values) of the records that have a numeric `key`."""
+    pts = [(r["tokens"], r[key]) for r in records
+           if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("logs", nargs="+", help="trainer JSONL log files")
+    ap.add_argument("-o", "--output", default="training.png", help="PNG to write (default training.png)")
+    ap.add_argument("--labels", help="comma-separated run names (default: each log's directory name)")
+    ap.add_argument("--smooth", type=int, default=1, metavar="N",
+                    help="moving average over N steps for train loss, grad norm and tokens/s")
+    args = ap.parse_args(argv)
+
+    labels = args.labels.split(",") if args.labels else \
+        [os.path.basename(os.path.dirname(os.path.abspath(p))) or p for p in args.logs]
+    if len(labels) != len(args.logs):
+        sys.exit("error: %d labels for %d logs" % (len(labels), len(args.logs)))
+
+    runs = []
+    for path, label in zip(args.logs, labels):
+        if not os.path.isfile(path):
+            sys.exit("error: no such log file: %s" % path)
+        train, val = read_log(path)
+        if not train:
+            sys.exit("error: %s has no train records (lines with \"type\": \"train\")" % path)
+        runs.append((label, train, val))
+
+    import matplotlib
+    matplotlib.use("Agg")  # files only; no display is needed or wanted
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
+    ax_loss, ax_lr, ax_gn, ax_tps = axes.flat
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (label, train, val) in enumerate(runs):
+        c = colors[i % len(colors)]
+        x, y = series(train, "loss")
+        ax_loss.plot(x, smooth(y, args.smooth), color=c, lw=1.2, label=label + " train")
+        x, y = series(val, "val_loss")
+        if x:
+            ax_loss.plot(x, y, color=c, ls="--", marker="o", ms=4, label=label + " val")
+        x, y = series(train, "lr")
+        ax_lr.plot(x, y, color=c, label=label)
+        x, y = series(train, "grad_norm")
+        ax_gn.plot(x, smooth(y, args.smooth), color=c, lw=1, label=label)
+        x, y = series(train, "tokens_per_s")
+        ax_tps.plot(x, smooth(y, args.smooth), color=c, lw=1, label=label)
+
+    from matplotlib.ticker import EngFormatter, FuncFormatter, LogFormatter
+    suffix = " (moving average %d)" % args.smooth if args.smooth > 1 else ""
+    for ax, title in [(ax_loss, "loss" + suffix), (ax_lr, "learning rate"),
+                      (ax_gn, "gradient norm" + suffix), (ax_tps, "throughput, tokens/s" + suffix)]:
+        ax.set_title(title)
+        ax.set_xlabel("tokens seen")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 500k, 1.5M, 10G
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    ax_gn.set_yscale("log")  # early spikes would otherwise flatten the rest
+    # plain numbers instead of 10^x; intermediate ticks labelled only when the range is narrow
+    ax_gn.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+    ax_gn.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1.2, 0.5)))
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=110)
+    print("wrote %s (%d run%s)" % (args.output, len(runs), "" if len(runs) == 1 else "s"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

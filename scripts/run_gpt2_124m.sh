@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# GPT-2 124M from scratch on the FineWeb-Edu 10B-token sample, llm.c's recipe:
+# 524,288-token batches of 1024-token sequences, AdamW lr 6e-4 (700 warm-up
+# steps, cosine decay to 0), weight decay 0.1, 19,073 steps = one pass over
+# ~10B tokens.
+#
+#   scripts/run_gpt2_124m.sh [--gpus N] [--hosts FILE] [--micro-batch B]
+#                            [--steps N] [--data DIR] [--out DIR] [--dry-run] [-- TRAINER ARGS...]
+#
+#   --gpus N       replicas (GPUs) in total; N > 1 launches through mpirun -np N
+#   --hosts FILE   MPI hostfile for several nodes (mpirun --hostfile FILE)
+#   --micro-batch  sequences per GPU per forward pass (default 64, env MICRO_BATCH);
+#                  lower it when it does not fit in memory: gradient accumulation
+#                  makes up the difference, so the optimisation stays the same
+#   --dry-run      print the batch arithmetic and the command, run nothing
+# Environment: MICRO_BATCH, STEPS, DATA_DIR, OUT_DIR, TRAIN_BIN (default ./train_gpt).
+# Data: python3 data/fineweb.py --dataset edu  (writes data/edu_fineweb10B/).
+# Arguments after "--" are appended to the trainer's command line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GPUS=1
+HOSTS=""
+DRY_RUN=0
+MICRO_BATCH=${MICRO_BATCH:-64}
+SEQ_LEN=1024
+TOTAL_BATCH=524288
+STEPS=${STEPS:-19073}
+DATA_DIR=${DATA_DIR:-data/edu_fineweb10B}
+OUT_DIR=${OUT_DIR:-out/gpt2_124m}
+TRAIN_BIN=${TRAIN_BIN:-./train_gpt}
+EXTRA=()
+
+die() { echo "error: $*" >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --gpus) GPUS=${2:?--gpus needs a number}; shift 2 ;;
+        --hosts) HOSTS=${2:?--hosts needs a file}; shift 2 ;;
+        --micro-batch) MICRO_BATCH=${2:?--micro-batch needs a number}; shift 2 ;;
+        --steps) STEPS=${2:?--steps needs a number}; shift 2 ;;
+        --data) DATA_DIR=${2:?--data needs a directory}; shift 2 ;;
+        --out) OUT_DIR=${2:?--out needs a directory}; shift 2 ;;
+        --dry-run) DRY_RUN=1; shift ;;
+        -h|--help) usage 0 ;;
+        --) shift; EXTRA=("$@"); break ;;
+        *) echo "error: unknown option $1" >&2; usage 2 ;;
+    esac
+done
+
+for v in GPUS MICRO_BATCH STEPS; do
+    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
+done
+[ -n "$HOSTS" ] && [ "$GPUS" -eq 1 ] && die "--hosts needs --gpus N (the total number of GPUs over all nodes)"
+
+# 1234567 -> 1,234,567 (printf's %'d depends on the locale; this does not)
+commas() {
+    local n=$1 out=""
+    while [ ${#n} -gt 3 ]; do out=",${n: -3}$out"; n=${n:0:${#n}-3}; done
+    echo "$n$out"
+}
+
+# The batch arithmetic: each step sees TOTAL_BATCH tokens, made of
+# micro-batch x accumulation steps x replicas.  It has to come out whole.
+PER_PASS=$((MICRO_BATCH * SEQ_LEN * GPUS))
+if [ $((TOTAL_BATCH % PER_PASS)) -ne 0 ]; then
+    die "$(commas $TOTAL_BATCH) tokens per step is not a whole number of ${MICRO_BATCH}×${SEQ_LEN}×${GPUS} = $(commas $PER_PASS)-token passes; pick a micro-batch / GPU count that divides it"
+fi
+ACCUM=$((TOTAL_BATCH / PER_PASS))
+TOTAL_TOKENS=$((TOTAL_BATCH * STEPS))
+REPLICAS="$GPUS replicas"; [ "$GPUS" -eq 1 ] && REPLICAS="1 replica"
+echo "micro-batch ${MICRO_BATCH}×${SEQ_LEN} = $(commas $((MICRO_BATCH * SEQ_LEN))) tokens × ${ACCUM} accumulation × ${REPLICAS} = $(commas $TOTAL_BATCH) tokens per step; $(commas $STEPS) steps = $(commas $TOTAL_TOKENS) tokens ($(awk -v n="$TOTAL_TOKENS" 'BEGIN { printf "%.2fB", n / 1e9 }'))"
+
+CMD=()
+if [ "$GPUS" -gt 1 ]; then
+    CMD=(mpirun -np "$GPUS")
+    [ -n "$HOSTS" ] && CMD+=(--hostfile "$HOSTS")
+fi
+CMD+=("$TRAIN_BIN"
+    -i "$DATA_DIR/*_train_*.bin" -j "$DATA_DIR/*_val_*.bin"
+    -o "$OUT_DIR" --tokenizer data/gpt2_tokenizer.bin
+    --layers 12 --heads 12 --channels 768 --max-seq-len 1024 --vocab 50257 --padded-vocab 50304
+    -b "$MICRO_BATCH" -t "$SEQ_LEN" -d "$TOTAL_BATCH" -n "$STEPS"
+    -l 6e-4 --lr-schedule cosine --warmup 700 --lr-final-frac 0.0
+    --beta1 0.9 --beta2 0.95 --eps 1e-8 -c 0.1 --grad-clip 1.0 --seed 1337
+    -v 250 -m 20 -s 1000 -g 64 --ckpt-every 1000 --resume 1)
+CMD+=(${EXTRA[@]+"${EXTRA[@]}"})
+
+# Print the command so it can be pasted into a shell: quote only what needs it.
+show() {
+    local a out=""
+    for a in "$@"; do
+        if [[ $a =~ ^[A-Za-z0-9_./=:,+-]+$ ]]; then out+="$a "; else out+="'${a//\'/\'\\\'\'}' "; fi
+    done
+    echo "${out% }"
+}
+echo "command: $(show "${CMD[@]}")"
+
+[ "$DRY_RUN" -eq 1 ] && exit 0
+
+[ -x "$TRAIN_BIN" ] || die "$TRAIN_BIN not found or not executable; build it first (or set TRAIN_BIN)"
+compgen -G "$DATA_DIR/*_train_*.bin" > /dev/null || die "no training shards in $DATA_DIR; run: python3 data/fineweb.py --dataset edu"
+[ -f data/gpt2_tokenizer.bin ] || echo "warning: data/gpt2_tokenizer.bin missing; samples cannot be decoded" >&2
+[ -z "$HOSTS" ] || [ -f "$HOSTS" ] || die "hostfile $HOSTS not found"
+[ "$GPUS" -eq 1 ] || command -v mpirun > /dev/null || die "mpirun not found; it launches the $GPUS replicas"
+mkdir -p "$OUT_DIR"
+exec "${CMD[@]}"

@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""Offline checks of the data tools and run recipes.
+
+Plain Python, no test framework: every function decorated with @check is run,
+one line is printed per check (PASS / FAIL / SKIP and its name), and the last
+line is "N passed, M failed".  Exit status 1 if anything failed.
+
+Needs only the standard library (the plot check is skipped without matplotlib).
+No network: the GPT-2 tokenizer is never loaded; the document-split rule is
+tested with a fake encoder, and text_to_shards.py runs in byte mode under
+`python3 -S` (no site-packages), which also proves that mode is stdlib-only.
+"""
+import importlib.util
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "data"))
+import shards  # noqa: E402
+from tinyshakespeare import encode_documents  # noqa: E402
+
+TMP = tempfile.TemporaryDirectory(prefix="test_data_tools_")
+CHECKS = []
+
+# Mixed scripts and multi-byte characters, so byte tokens != characters.
+SAMPLE = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\n"
+          "Zoë: Ça va? Grüße aus Köln — naïve café, 東京, Ελληνικά, emoji 🎭.\n\n"
+          "ALL:\nSpeak, speak.\n") * 12
+VAL_TOKENS = 100
+SHARD_TOKENS = 700
+
+
+class Skip(Exception):
+    pass
+
+
+def check(fn):
+    CHECKS.append(fn)
+    return fn
+
+
+def sh(args, env=None):
+    """Run a command from the repo root; returns CompletedProcess with text output."""
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=full_env, timeout=120)
+
+
+def raw_shard(path):
+    """Parse a shard without data/shards.py, so a bug there cannot hide itself."""
+    with open(path, "rb") as f:
+        data = f.read()
+    header = struct.unpack("<256i", data[:1024])
+    body = data[1024:]
+    tokens = list(struct.unpack("<%dH" % (len(body) // 2), body))
+    return header, tokens, len(body)
+
+
+_bytes_run = {}
+
+
+def bytes_run():
+    """Run text_to_shards.py once in byte mode; later checks inspect its output."""
+    if not _bytes_run:
+        d = os.path.join(TMP.name, "bytes")
+        os.makedirs(d)
+        src = os.path.join(d, "sample.txt")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(SAMPLE)
+        out = os.path.join(d, "out")
+        p = sh([sys.executable, "-S", "data/text_to_shards.py", src, "--tokenizer", "bytes",
+                "--out-dir", out, "--name", "s", "--val-tokens", str(VAL_TOKENS),
+                "--shard-tokens", str(SHARD_TOKENS)])
+        names = sorted(os.listdir(out)) if os.path.isdir(out) else []
+        _bytes_run.update(proc=p, out=out, names=names)
+    return _bytes_run
+
+
+def shard_files(kind):
+    r = bytes_run()
+    return [os.path.join(r["out"], n) for n in r["names"] if n.startswith("s_%s_" % kind)]
+
+
+def all_tokens():
+    toks = []
+    for p in shard_files("val") + shard_files("train"):  # names sort by index within each split
+        toks += raw_shard(p)[1]
+    return toks
+
+
+# --------------------------------------------------------------------------- text_to_shards
+
+@check
+def text_to_shards_bytes_mode_stdlib_only():
+    p = bytes_run()["proc"]
+    assert p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr.strip()[-300:])
+    assert "tokenizer: bytes" in p.stdout, p.stdout
+    assert "--vocab 256" in p.stdout, "trainer flags should say --vocab 256:\n" + p.stdout
+
+
+@check
+def shard_headers():
+    files = shard_files("val") + shard_files("train")
+    assert files, "no shards written: %s" % bytes_run()["names"]
+    for path in files:
+        header, _, body_len = raw_shard(path)
+        assert header[0] == 20240520, "%s magic %d" % (path, header[0])
+        assert header[1] == 1, "%s version %d" % (path, header[1])
+        assert header[2] * 2 == body_len, "%s count %d vs %d body bytes" % (path, header[2], body_len)
+        assert not any(header[3:]), "%s: reserved header ints not zero" % path
+
+
+@check
+def token_count_equals_byte_length():
+    n = len(SAMPLE.encode("utf-8"))
+    assert n > len(SAMPLE), "sample text should contain multi-byte characters"
+    assert len(all_tokens()) == n, "%d tokens for %d bytes" % (len(all_tokens()), n)
+
+
+@check
+def val_train_split_sizes():
+    n = len(SAMPLE.encode("utf-8"))
+    val = [raw_shard(p)[0][2] for p in shard_files("val")]
+    train = [raw_shard(p)[0][2] for p in shard_files("train")]
+    assert val == [VAL_TOKENS], "val shards %s" % val
+    expected = [min(SHARD_TOKENS, n - VAL_TOKENS - i) for i in range(0, n - VAL_TOKENS, SHARD_TOKENS)]
+    assert train == expected, "train shards %s, expected %s" % (train, expected)
+    names = [os.path.basename(p) for p in shard_files("val") + shard_files("train")]
+    assert names[0] == "s_val_000000.bin" and names[1] == "s_train_000001.bin", names
+
+
+@check
+def round_trip_tokens_to_bytes():
+    toks = all_tokens()
+    assert max(toks) < 256, "byte token >= 256"
+    assert bytes(toks) == SAMPLE.encode("utf-8"), "decoded bytes differ from the original text"
+    # and through the module's reader too
+    via_module = []
+    for p in shard_files("val") + shard_files("train"):
+        via_module += list(shards.read_shard(p))
+    assert via_module == toks, "shards.read_shard disagrees with the raw parse"
+
+
+@check
+def byte_tokenizer_file_parses_and_decodes():
+    path = os.path.join(bytes_run()["out"], "s_tokenizer.bin")
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, version, vocab, eot = struct.unpack("<4I", data[:16])
+    assert (magic, version, vocab) == (20240328, 2, 256), (magic, version, vocab)
+    assert eot < 256, "end-of-text/start id %d outside the byte vocab" % eot
+    table, pos = [], 1024
+    for _ in range(vocab):
+        n = data[pos]
+        table.append(data[pos + 1:pos + 1 + n])
+        pos += 1 + n
+    assert pos == len(data), "%d trailing bytes" % (len(data) - pos)
+    assert table == [bytes([i]) for i in range(256)], "byte table is not the identity"
+    text = b"".join(table[t] for t in all_tokens()).decode("utf-8")
+    assert text == SAMPLE, "decoded text differs"
+    assert shards.read_tokenizer(path) == (table, eot), "shards.read_tokenizer disagrees"
+
+
+@check
+def text_to_shards_rejects_impossible_val_split():
+    src = os.path.join(TMP.name, "small.txt")
+    with open(src, "w", encoding="utf-8") as f:
+        f.write("tiny text")
+    p = sh([sys.executable, "-S", "data/text_to_shards.py", src, "--tokenizer", "bytes",
+            "--out-dir", os.path.join(TMP.name, "small"), "--val-tokens", "9"])
+    assert p.returncode != 0, "9 val tokens of 9 should leave no training data and fail"
+    assert "error:" in p.stderr, p.stderr
+
+
+# --------------------------------------------------------------------------- shards.py
+
+@check
+def shard_writer_rejects_tokens_over_uint16():
+    path = os.path.join(TMP.name, "bad.bin")
+    for bad in ([1, 2, 65536], [70000], [-1]):
+        try:
+            shards.write_shard(path, bad, quiet=True)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("write_shard accepted %s" % bad)
+        assert not os.path.exists(path), "a rejected shard was left on disk"
+    ok = os.path.join(TMP.name, "ok.bin")
+    shards.write_shard(ok, [0, 65535], quiet=True)
+    assert raw_shard(ok)[1] == [0, 65535], "boundary values did not round-trip"
+
+
+@check
+def read_shard_rejects_bad_files():
+    good = os.path.join(TMP.name, "good.bin")
+    shards.write_shard(good, list(range(10)), quiet=True)
+    with open(good, "rb") as f:
+        data = f.read()
+    for name, blob in [("magic", struct.pack("<i", 1234) + data[4:]),
+                       ("truncated", data[:-2])]:
+        path = os.path.join(TMP.name, name + ".bin")
+        with open(path, "wb") as f:
+            f.write(blob)
+        try:
+            shards.read_shard(path)
+        except ValueError:
+            continue
+        raise AssertionError("read_shard accepted a file with bad " + name)
+
+
+# --------------------------------------------------------------------------- tiny Shakespeare rule
+
+MARK = "<|endoftext|>"
+
+
+def fake_encode(s):
+    """A stand-in tokenizer: one id per character, offset so ids differ from EOT."""
+    return [1000 + ord(c) for c in s]
+
+
+def reference_split(text, eot):
+    """The rule as llm.c states it: prepend the marker, add one after every blank
+    line, then encode with the marker as a special token."""
+    marked = MARK + text.replace("\n\n", "\n\n" + MARK)
+    out = []
+    for i, piece in enumerate(marked.split(MARK)):
+        if i:
+            out.append(eot)
+        out.extend(fake_encode(piece))
+    return out
+
+
+@check
+def tinyshakespeare_document_rule():
+    E = 7
+    got = encode_documents("A:\nhi\n\nB:\nyo\n", fake_encode, E)
+    want = [E] + fake_encode("A:\nhi\n\n") + [E] + fake_encode("B:\nyo\n")
+    assert got == want, "%s != %s" % (got, want)
+    # a triple newline closes the document after two of them; a trailing blank line leaves a lone EOT
+    got = encode_documents("x\n\n\ny\n\n", fake_encode, E)
+    want = [E] + fake_encode("x\n\n") + [E] + fake_encode("\ny\n\n") + [E]
+    assert got == want, "%s != %s" % (got, want)
+    rng = random.Random(0)
+    for _ in range(300):
+        text = "".join(rng.choice("ab \n") for _ in range(rng.randint(0, 30)))
+        assert encode_documents(text, fake_encode, E) == reference_split(text, E), repr(text)
+
+
+@check
+def tinyshakespeare_val_train_split_constant():
+    import tinyshakespeare
+    assert tinyshakespeare.VAL_TOKENS == 32768, tinyshakespeare.VAL_TOKENS
+
+
+# --------------------------------------------------------------------------- recipes
+
+@check
+def recipe_gpt2_124m_8_gpus():
+    p = sh(["bash", "scripts/run_gpt2_124m.sh", "--gpus", "8", "--dry-run"],
+           env={"TRAIN_BIN": os.path.join(TMP.name, "no_such_binary")})
+    assert p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr)
+    line = next((l for l in p.stdout.splitlines() if l.startswith("micro-batch")), "")
+    assert "64×1024" in line and "× 1 accumulation" in line, "arithmetic line: %r" % line
+    assert "8 replicas" in line and "524,288 tokens per step" in line, "arithmetic line: %r" % line
+    assert "19,073 steps" in line, "arithmetic line: %r" % line
+    assert "mpirun -np 8" in p.stdout, "command should launch 8 replicas:\n" + p.stdout
+
+
+@check
+def recipe_gpt2_124m_single_gpu_accumulates():
+    p = sh(["bash", "scripts/run_gpt2_124m.sh", "--dry-run"])
+    assert p.returncode == 0, p.stderr
+    assert "× 8 accumulation × 1 replica" in p.stdout, p.stdout
+    assert "mpirun" not in p.stdout, "one GPU should not go through mpirun"
+    for flag in ("-d 524288", "--warmup 700", "-l 6e-4", "-c 0.1", "--padded-vocab 50304", "-n 19073"):
+        assert flag in p.stdout, "missing %s in:\n%s" % (flag, p.stdout)
+
+
+@check
+def recipe_gpt2_124m_refuses_impossible_split():
+    for args, env in ((["--gpus", "3"], {}), (["--gpus", "8"], {"MICRO_BATCH": "48"}),
+                      (["--gpus", "16"], {})):
+        p = sh(["bash", "scripts/run_gpt2_124m.sh", "--dry-run"] + args, env=env)
+        assert p.returncode != 0, "accepted %s %s:\n%s" % (args, env, p.stdout)
+        assert "error:" in p.stderr, p.stderr
+
+
+@check
+def recipe_tinyshakespeare_dry_run():
+    p = sh(["bash", "scripts/run_tinyshakespeare.sh", "--cpu", "--dry-run"])
+    assert p.returncode == 0, p.stderr
+    assert "micro-batch 4×64 = 256 tokens × 1 accumulation" in p.stdout, p.stdout
+    assert "./train " in p.stdout and "--channels 768" in p.stdout, p.stdout
+    p = sh(["bash", "scripts/run_tinyshakespeare.sh", "--cpu", "--dry-run"], env={"TOTAL_BATCH": "300"})
+    assert p.returncode != 0, "300 tokens is not a multiple of 4x64 and should be refused"
+
+
+# --------------------------------------------------------------------------- plot
+
+def synthetic_log(path, steps=120, offset=0.0):
+    with open(path, "w") as f:
+        f.write(json.dumps({"type": "config", "model": {"layers": 2}}) + "\n")
+        for s in range(1, steps + 1):
+            f.write(json.dumps({"type": "train", "step": s, "steps": steps, "tokens": s * 4096,
+                                "loss": 3 + offset + 5 / (1 + s / 10), "lr": 6e-4 * min(1, s / 10),
+                                "grad_norm": 0.5 + 2 / s, "ms": 80.0, "tokens_per_s": 50000 + s,
+                                "future_field": [1, 2]}) + "\n")
+            if s % 20 == 0:
+                f.write(json.dumps({"type": "val", "step": s, "tokens": s * 4096,
+                                    "val_loss": 3.2 + offset + 5 / (1 + s / 10)}) + "\n")
+            if s % 50 == 0:
+                f.write(json.dumps({"type": "sample", "step": s, "text": "To be"}) + "\n")
+            if s == 60:
+                f.write(json.dumps({"type": "something_new"}) + "\n")
+
+
+@check
+def plot_writes_png():
+    if importlib.util.find_spec("matplotlib") is None:
+        raise Skip("matplotlib not importable")
+    logs = []
+    for name, off in (("run_a", 0.0), ("run_b", 0.4)):
+        os.makedirs(os.path.join(TMP.name, name), exist_ok=True)
+        logs.append(os.path.join(TMP.name, name, "log.jsonl"))
+        synthetic_log(logs[-1], offset=off)
+    png = os.path.join(TMP.name, "plot.png")
+    p = sh([sys.executable, "scripts/plot.py", *logs, "-o", png, "--smooth", "5"])
+    assert p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr[-500:])
+    assert os.path.isfile(png), "no PNG written"
+    with open(png, "rb") as f:
+        head = f.read(8)
+    assert head == b"\x89PNG\r\n\x1a\n", "not a PNG: %r" % head
+    assert os.path.getsize(png) > 10 * 1024, "PNG only %d bytes" % os.path.getsize(png)
+
+
+@check
+def plot_rejects_log_without_train_records():
+    if importlib.util.find_spec("matplotlib") is None:
+        raise Skip("matplotlib not importable")
+    log = os.path.join(TMP.name, "empty.jsonl")
+    with open(log, "w") as f:
+        f.write(json.dumps({"type": "config"}) + "\n")
+    p = sh([sys.executable, "scripts/plot.py", log, "-o", os.path.join(TMP.name, "empty.png")])
+    assert p.returncode != 0, "plot.py accepted a log with no train records"
+    assert "no train records" in p.stderr, p.stderr
+
+
+# --------------------------------------------------------------------------- runner
+
+def main():
+    passed = failed = skipped = 0
+    for fn in CHECKS:
+        try:
+            fn()
+        except Skip as e:
+            skipped += 1
+            print("SKIP %s: %s" % (fn.__name__, e))
+        except Exception as e:  # an AssertionError or anything the code under test raised
+            failed += 1
+            msg = str(e) or traceback.format_exc().strip().splitlines()[-1]
+            print("FAIL %s: %s: %s" % (fn.__name__, type(e).__name__, msg))
+        else:
+            passed += 1
+            print("PASS %s" % fn.__name__)
+    TMP.cleanup()
+    print("%d passed, %d failed" % (passed, failed) + (", %d skipped" % skipped if skipped else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
