@@ -232,7 +232,7 @@ GPT2_BPE_URL = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/
 # are published as r50k_base.tiktoken and shipped inside the openai-whisper
 # source package (whisper/assets/gpt2.tiktoken), a way to get them from PyPI.
 GPT2_RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
-GPT2_RANKS_DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpt2.tiktoken")
+GPT2_RANKS_DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bpe", "gpt2.tiktoken")
 
 
 def gpt2_encoding(quiet=False):
@@ -240,7 +240,7 @@ def gpt2_encoding(quiet=False):
 
     tiktoken downloads the BPE file on first use (and caches it), so a machine
     that was never online fails.  The fallback is a local rank file: the path in
-    $GPT2_BPE_FILE, or data/gpt2.tiktoken; its hash is checked, and it encodes
+    $GPT2_BPE_FILE, or data/bpe/gpt2.tiktoken; its hash is checked, and it encodes
     exactly like tiktoken's "gpt2" (same ranks, split pattern and end-of-text id).
     """
     try:

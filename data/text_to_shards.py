@@ -8,7 +8,7 @@ Tokenizers (--tokenizer):
          blank-line separated passage is a document, as for tiny Shakespeare).
          tiktoken downloads its BPE file on first use, so this needs the
          network once (it is cached), or a local rank file: $GPT2_BPE_FILE or
-         data/gpt2.tiktoken (see data/shards.py, gpt2_encoding).
+         data/bpe/gpt2.tiktoken (see data/shards.py, gpt2_encoding).
   bytes  byte-level: token = byte value (vocab 256), one token per byte of the
          file, no end-of-text token.  Needs only the Python standard library.
   auto   (default) gpt2 if the encoding loads, otherwise bytes.

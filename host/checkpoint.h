@@ -72,6 +72,13 @@ inline const char* const PARAM_NAMES[NUM_PARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
 
+// Decoupled weight decay applies to the matrices and embeddings only, not to biases or
+// LayerNorm parameters (they set scales and offsets, which decay would pull towards 0).
+inline bool param_decays(int tensor) {
+    std::string n = PARAM_NAMES[tensor];
+    return n == "wte" || n == "wpe" || n == "qkvw" || n == "attprojw" || n == "fcw" || n == "fcprojw";
+}
+
 // ---- writing, atomically ----
 
 // Writes blocks of bytes to path via a temporary file and a rename.

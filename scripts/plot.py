@@ -33,11 +33,21 @@ def read_log(path):
                 continue
             if not isinstance(rec, dict):
                 continue
-            if rec.get("type") == "train" and "tokens" in rec:
+            kind = rec.get("type")
+            if kind == "train" and "tokens" in rec:
                 train.append(rec)
-            elif rec.get("type") == "val" and "tokens" in rec and "val_loss" in rec:
+            elif kind == "val" and "tokens" in rec and "val_loss" in rec:
                 val.append(rec)
-    return train, val
+    return latest_per_step(train), latest_per_step(val)
+
+
+def latest_per_step(records):
+    """A resumed run appends to its log from the checkpoint's step on, repeating
+    steps logged before the interruption: keep the last record of each step."""
+    by_step = {}
+    for i, r in enumerate(records):
+        by_step[r.get("step", -1 - i)] = r  # records without a step are all kept
+    return sorted(by_step.values(), key=lambda r: r["tokens"])
 
 
 def smooth(ys, n):
@@ -115,9 +125,15 @@ def main(argv=None):
         if ax.lines:
             ax.legend(fontsize=8)
     ax_gn.set_yscale("log")  # early spikes would otherwise flatten the rest
-    # plain numbers instead of 10^x; intermediate ticks labelled only when the range is narrow
+
+    class PlainLogFormatter(LogFormatter):
+        """LogFormatter's choice of which ticks to label, but "0.6" rather than "6e-01"."""
+        def __call__(self, x, pos=None):
+            return "%g" % x if super().__call__(x, pos) else ""
+
+    # intermediate ticks are labelled only when the range is narrow
     ax_gn.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
-    ax_gn.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1.2, 0.5)))
+    ax_gn.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(1.2, 0.5)))
     fig.tight_layout()
     fig.savefig(args.output, dpi=110)
     print("wrote %s (%d run%s)" % (args.output, len(runs), "" if len(runs) == 1 else "s"))

@@ -10,7 +10,9 @@ No network: the GPT-2 tokenizer is never loaded; the document-split rule is
 tested with a fake encoder, and text_to_shards.py runs in byte mode under
 `python3 -S` (no site-packages), which also proves that mode is stdlib-only.
 """
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import random
@@ -20,6 +22,7 @@ import sys
 import tempfile
 import traceback
 
+sys.dont_write_bytecode = True  # leave no __pycache__ in data/ (the subprocesses get the env var)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "data"))
 import shards  # noqa: E402
@@ -47,7 +50,7 @@ def check(fn):
 
 def sh(args, env=None):
     """Run a command from the repo root; returns CompletedProcess with text output."""
-    full_env = dict(os.environ, **(env or {}))
+    full_env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **(env or {}))
     return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=full_env, timeout=120)
 
 
@@ -164,6 +167,19 @@ def byte_tokenizer_file_parses_and_decodes():
     text = b"".join(table[t] for t in all_tokens()).decode("utf-8")
     assert text == SAMPLE, "decoded text differs"
     assert shards.read_tokenizer(path) == (table, eot), "shards.read_tokenizer disagrees"
+
+
+@check
+def text_to_shards_default_val_is_ten_percent():
+    src = os.path.join(bytes_run()["out"], "..", "sample.txt")
+    out = os.path.join(TMP.name, "default_val")
+    p = sh([sys.executable, "-S", "data/text_to_shards.py", src, "--tokenizer", "bytes",
+            "--out-dir", out, "--name", "d"])
+    assert p.returncode == 0, p.stderr
+    n = len(SAMPLE.encode("utf-8"))
+    val = raw_shard(os.path.join(out, "d_val_000000.bin"))[0][2]
+    train = raw_shard(os.path.join(out, "d_train_000001.bin"))[0][2]
+    assert (val, train) == (n // 10, n - n // 10), "val %d train %d of %d" % (val, train, n)
 
 
 @check
@@ -317,6 +333,30 @@ def synthetic_log(path, steps=120, offset=0.0):
                 f.write(json.dumps({"type": "sample", "step": s, "text": "To be"}) + "\n")
             if s == 60:
                 f.write(json.dumps({"type": "something_new"}) + "\n")
+
+
+@check
+def plot_log_reader_ignores_other_records_and_keeps_latest_step():
+    # read_log needs no matplotlib: import scripts/plot.py as a module
+    spec = importlib.util.spec_from_file_location("plot", os.path.join(ROOT, "scripts", "plot.py"))
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    log = os.path.join(TMP.name, "resumed.jsonl")
+    with open(log, "w") as f:
+        # steps 1..10 with loss 9, then the run resumed from step 5 logs 6..12 with loss 2
+        for steps, loss in ((range(1, 11), 9.0), (range(6, 13), 2.0)):
+            for s in steps:
+                f.write(json.dumps({"type": "train", "step": s, "tokens": s * 10, "loss": loss,
+                                    "extra": {"x": 1}}) + "\n")
+        f.write(json.dumps({"type": "sample", "step": 12, "text": "x"}) + "\n")
+        f.write(json.dumps({"type": "val", "step": 12, "tokens": 120, "val_loss": 1.5}) + "\n")
+        f.write('{"type": "train", "step": 13, "tok')  # torn last line of a killed run
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        train, val = plot.read_log(log)
+    assert "not JSON" in err.getvalue(), "the torn line should be reported"
+    assert [r["step"] for r in train] == list(range(1, 13)), [r["step"] for r in train]
+    assert all(r["loss"] == 2.0 for r in train if r["step"] >= 6), "stale records kept after resume"
+    assert [r["val_loss"] for r in val] == [1.5], val
 
 
 @check
