@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs every test suite this machine can run, then prints one closing line:
+# "N passed, M failed" (test cases summed over the suites). Exit status 1 if any failed.
+# A suite that cannot run here (no MPI, no GPU, no matplotlib) says why and counts as skipped.
+set -u
+cd "$(dirname "$0")/.."
+passed=0 failed=0 skipped=0
+
+# add PASSED FAILED: adds one suite's counts
+add() { passed=$((passed + $1)); failed=$((failed + $2)); }
+
+# suite NAME COMMAND...: runs it, shows its output, and reads its counts from the doctest
+# summary or a closing "N passed, M failed" line. No counts and a failure = 1 failed.
+suite() {
+    local name=$1; shift
+    echo "==== $name: $*"
+    local log; log=$(mktemp)
+    "$@" 2>&1 | tee "$log"
+    local rc=${PIPESTATUS[0]}
+    local p f
+    if grep -q '^\[doctest\] test cases:' "$log"; then
+        p=$(grep '^\[doctest\] test cases:' "$log" | tail -1 | sed -E 's/.*\| *([0-9]+) passed.*/\1/')
+        f=$(grep '^\[doctest\] test cases:' "$log" | tail -1 | sed -E 's/.*\| *([0-9]+) failed.*/\1/')
+    elif grep -qE '^[0-9]+ passed, [0-9]+ failed' "$log"; then
+        p=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1 | sed -E 's/^([0-9]+) passed.*/\1/')
+        f=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1 | sed -E 's/.* ([0-9]+) failed.*/\1/')
+    else
+        p=0 f=0
+    fi
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "==== $name exited with status $rc"; fi
+    add "$p" "$f"
+    rm -f "$log"
+}
+
+suite "CPU trainer (doctest)" ./test/test_cpu
+suite "PyTorch reference (golden file)" ./test/check_reference --test test/golden/model_tiny.bin test/golden/reference_tiny.bin
+
+if command -v mpirun >/dev/null && ldd ./train | grep -q libmpi; then
+    suite "replicas (MPI)" bash test/test_replicas.sh
+else
+    echo "==== replicas (MPI): skipped, ./train was built without MPI or mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)"
+    skipped=$((skipped + 1))
+fi
+
+suite "data tools, recipes and plots" python3 test/test_data_tools.py
+suite "plot of a real run" bash test/test_plot_run.sh
+
+if command -v nvcc >/dev/null && [ -f gpu.mk ]; then
+    echo "==== GPU tests: building test/test_gpu"
+    if make -s test/test_gpu >/dev/null 2>&1; then
+        ./test/test_gpu; rc=$?
+        if [ $rc -eq 77 ]; then
+            echo "==== GPU tests: compiled, NOT RUN (no GPU on this machine)"
+            skipped=$((skipped + 1)); add 1 0  # the compile itself is the check here
+        else
+            suite "GPU tests" ./test/test_gpu
+        fi
+    else
+        echo "==== GPU tests: test/test_gpu FAILED TO COMPILE"; make test/test_gpu 2>&1 | tail -20; add 0 1
+    fi
+else
+    echo "==== GPU tests: skipped, nvcc not found"
+    skipped=$((skipped + 1))
+fi
+
+echo
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

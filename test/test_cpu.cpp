@@ -1,0 +1,744 @@
+// Tests of the CPU reference trainer (doctest). Run from the repository root: some tests
+// start ./train as a separate process to check what a user sees (errors, exit codes,
+// checkpoints and resume).
+//
+// References are independent of the code under test:
+//   * gradients: central finite differences of double-precision re-implementations of
+//     each layer (namespace ref below), never of train.cpp's own float forward;
+//   * batch splits: the same global batch split differently must give the same step;
+//   * hand computations for AdamW and the schedule.
+// Every tolerance is stated next to its check with the reason. NaN always fails, because
+// every comparison is written so that NaN makes it false.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#define TRAIN_NO_MAIN
+#include "../train.cpp"
+
+using Vec = std::vector<double>;
+
+// ----------------------------------------------------------------------------
+// Helpers
+
+static std::vector<float> random_floats(size_t n, Rng& rng, double scale = 1.0) {
+    std::vector<float> v(n);
+    for (float& x : v) x = (float)(scale * rng.normal());
+    return v;
+}
+static Vec to_double(const std::vector<float>& v) { return Vec(v.begin(), v.end()); }
+
+// ‖ours − ref‖ / ‖ref‖; NaN when anything is NaN, which fails every "<=" check.
+static double norm_error(const std::vector<float>& ours, const Vec& ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); i++) num += (ours[i] - ref[i]) * (ours[i] - ref[i]), den += ref[i] * ref[i];
+    return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+// Gradient of f with respect to every element of x, by central differences in double.
+// h = 1e-5 balances truncation (~h²·f''' ≈ 1e-10) against rounding (~1e-16/h ≈ 1e-11).
+static Vec finite_diff(const std::function<double()>& f, Vec& x, double h = 1e-5) {
+    Vec g(x.size());
+    for (size_t i = 0; i < x.size(); i++) {
+        double keep = x[i];
+        x[i] = keep + h;
+        double up = f();
+        x[i] = keep - h;
+        double down = f();
+        x[i] = keep;
+        g[i] = (up - down) / (2 * h);
+    }
+    return g;
+}
+// Runs a shell command; returns its exit status and stdout+stderr.
+static int run_command(const std::string& cmd, std::string* output = nullptr) {
+    std::string full = cmd + " 2>&1";
+    FILE* p = popen(full.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    int status = pclose(p);
+    if (output) *output = out;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+static std::string temp_dir() {
+    char tmpl[] = "/tmp/train_test_XXXXXX";
+    return mkdtemp(tmpl);
+}
+static std::vector<char> read_bytes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+static void write_bytes(const std::string& path, const void* data, size_t n) {
+    FILE* f = fopen(path.c_str(), "wb");
+    fwrite(data, 1, n, f);
+    fclose(f);
+}
+static void write_shard(const std::string& path, const std::vector<uint16_t>& tokens, int magic = SHARD_MAGIC,
+                        int version = SHARD_VERSION) {
+    int header[256] = {};
+    header[0] = magic, header[1] = version, header[2] = (int)tokens.size();
+    FILE* f = fopen(path.c_str(), "wb");
+    fwrite(header, sizeof header, 1, f);
+    fwrite(tokens.data(), 2, tokens.size(), f);
+    fclose(f);
+}
+
+// ----------------------------------------------------------------------------
+// Double-precision references, written independently of train.cpp's float layers.
+namespace ref {
+
+void encoder(Vec& out, const int* inp, const Vec& wte, const Vec& wpe, int B, int T, int C) {
+    out.assign((size_t)B * T * C, 0);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++)
+                out[(b * T + t) * C + c] = wte[inp[b * T + t] * C + c] + wpe[t * C + c];
+}
+void layernorm(Vec& out, const Vec& x, const Vec& w, const Vec& b, int N, int C) {
+    out.assign((size_t)N * C, 0);
+    for (int n = 0; n < N; n++) {
+        double mean = 0, var = 0;
+        for (int c = 0; c < C; c++) mean += x[n * C + c] / C;
+        for (int c = 0; c < C; c++) var += (x[n * C + c] - mean) * (x[n * C + c] - mean) / C;
+        for (int c = 0; c < C; c++) out[n * C + c] = (x[n * C + c] - mean) / std::sqrt(var + 1e-5) * w[c] + b[c];
+    }
+}
+void matmul(Vec& out, const Vec& x, const Vec& w, const Vec* bias, int N, int IC, int OC) {
+    out.assign((size_t)N * OC, 0);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double s = bias ? (*bias)[o] : 0;
+            for (int i = 0; i < IC; i++) s += x[n * IC + i] * w[o * IC + i];
+            out[n * OC + o] = s;
+        }
+}
+void attention(Vec& out, const Vec& qkv, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    out.assign((size_t)B * T * C, 0);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                Vec score(t + 1);
+                double mx = -1e300, sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    double s = 0;
+                    for (int i = 0; i < hs; i++)
+                        s += qkv[(b * T + t) * 3 * C + h * hs + i] * qkv[(b * T + u) * 3 * C + C + h * hs + i];
+                    score[u] = s / std::sqrt((double)hs);
+                    mx = std::max(mx, score[u]);
+                }
+                for (int u = 0; u <= t; u++) sum += (score[u] = std::exp(score[u] - mx));
+                for (int u = 0; u <= t; u++)
+                    for (int i = 0; i < hs; i++)
+                        out[(b * T + t) * C + h * hs + i] += score[u] / sum * qkv[(b * T + u) * 3 * C + 2 * C + h * hs + i];
+            }
+}
+void gelu(Vec& out, const Vec& x) {
+    out.resize(x.size());
+    for (size_t i = 0; i < x.size(); i++)
+        out[i] = 0.5 * x[i] * (1 + std::tanh(std::sqrt(2 / M_PI) * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
+}
+// mean cross-entropy over N rows of Vp logits, of which the first V count
+double crossentropy(const Vec& logits, const int* targets, int N, int V, int Vp) {
+    double total = 0;
+    for (int n = 0; n < N; n++) {
+        double mx = -1e300, sum = 0;
+        for (int i = 0; i < V; i++) mx = std::max(mx, logits[n * Vp + i]);
+        for (int i = 0; i < V; i++) sum += std::exp(logits[n * Vp + i] - mx);
+        total += mx + std::log(sum) - logits[n * Vp + targets[n]];
+    }
+    return total / N;
+}
+// The whole model's loss, in double, from a flat parameter vector in file order.
+double model_loss(const ModelConfig& c, const Vec& params, const int* inp, const int* tgt, int B, int T) {
+    std::vector<size_t> sizes = c.param_sizes();
+    std::vector<Vec> P(NUM_PARAM_TENSORS);
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) P[i].assign(params.begin() + off, params.begin() + off + sizes[i]), off += sizes[i];
+    auto slice = [](const Vec& v, size_t start, size_t n) { return Vec(v.begin() + start, v.begin() + start + n); };
+    int C = c.C, N = B * T;
+    Vec x, ln, qkv, atty, proj, h, hg;
+    encoder(x, inp, P[0], P[1], B, T, C);
+    for (int l = 0; l < c.L; l++) {
+        Vec b;
+        layernorm(ln, x, slice(P[2], l * C, C), slice(P[3], l * C, C), N, C);
+        b = slice(P[5], l * 3 * C, 3 * C);
+        matmul(qkv, ln, slice(P[4], (size_t)l * 3 * C * C, 3 * C * C), &b, N, C, 3 * C);
+        attention(atty, qkv, B, T, C, c.NH);
+        b = slice(P[7], l * C, C);
+        matmul(proj, atty, slice(P[6], (size_t)l * C * C, C * C), &b, N, C, C);
+        for (size_t i = 0; i < x.size(); i++) x[i] += proj[i];
+        layernorm(ln, x, slice(P[8], l * C, C), slice(P[9], l * C, C), N, C);
+        b = slice(P[11], l * 4 * C, 4 * C);
+        matmul(h, ln, slice(P[10], (size_t)l * 4 * C * C, 4 * C * C), &b, N, C, 4 * C);
+        gelu(hg, h);
+        b = slice(P[13], l * C, C);
+        matmul(proj, hg, slice(P[12], (size_t)l * C * 4 * C, C * 4 * C), &b, N, 4 * C, C);
+        for (size_t i = 0; i < x.size(); i++) x[i] += proj[i];
+    }
+    layernorm(ln, x, P[14], P[15], N, C);
+    Vec logits;
+    matmul(logits, ln, P[0], nullptr, N, C, c.Vp);
+    return crossentropy(logits, tgt, N, c.V, c.Vp);
+}
+
+}  // namespace ref
+
+// ----------------------------------------------------------------------------
+// Each layer's backward against finite differences of its double reference.
+//
+// Each test takes the scalar f = Σ out ⊙ R for a random R, so ∂f/∂out = R is the dout
+// fed to our backward, and compares every input and parameter gradient with the finite
+// difference of f computed by the double reference.
+// Tolerance 1e-5 normalised: our backward runs in float32 (relative rounding ~6e-8 per
+// operation, sums over at most a few hundred terms), the finite differences are accurate
+// to ~1e-9; a wrong formula gives errors of order 1.
+
+constexpr double LAYER_TOL = 1e-5;
+
+TEST_CASE("encoder backward matches finite differences") {
+    const int B = 2, T = 3, C = 4, V = 5;
+    Rng rng(1);
+    std::vector<int> inp = {0, 3, 3, 1, 3, 4};  // token 3 repeats: its gradient rows must add
+    std::vector<float> wte = random_floats(V * C, rng), wpe = random_floats(T * C, rng);
+    std::vector<float> R = random_floats(B * T * C, rng), out(B * T * C);
+    encoder_forward(out.data(), inp.data(), wte.data(), wpe.data(), B, T, C);
+    Vec dwte_ref, dwpe_ref, wte_d = to_double(wte), wpe_d = to_double(wpe), R_d = to_double(R), o;
+    auto f = [&] { ref::encoder(o, inp.data(), wte_d, wpe_d, B, T, C); double s = 0; for (size_t i = 0; i < o.size(); i++) s += o[i] * R_d[i]; return s; };
+    CHECK(norm_error(out, (ref::encoder(o, inp.data(), wte_d, wpe_d, B, T, C), o)) <= 1e-7);  // forward: one add
+    std::vector<float> dwte(V * C, 0.5f), dwpe(T * C, 0.5f);  // start non-zero: backward must add
+    encoder_backward(dwte.data(), dwpe.data(), R.data(), inp.data(), B, T, C);
+    Vec g1 = finite_diff(f, wte_d), g2 = finite_diff(f, wpe_d);
+    for (double& x : g1) x += 0.5;
+    for (double& x : g2) x += 0.5;
+    CHECK(norm_error(dwte, g1) <= LAYER_TOL);
+    CHECK(norm_error(dwpe, g2) <= LAYER_TOL);
+}
+
+TEST_CASE("layernorm backward matches finite differences") {
+    const int N = 6, C = 16;
+    Rng rng(2);
+    std::vector<float> x = random_floats(N * C, rng, 2.0), w = random_floats(C, rng), b = random_floats(C, rng);
+    for (int i = 0; i < N * C; i++) x[i] += 3.0f;  // an offset: the mean must be subtracted
+    std::vector<float> R = random_floats(N * C, rng), out(N * C), mean(N), rstd(N);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    Vec xd = to_double(x), wd = to_double(w), bd = to_double(b), Rd = to_double(R), o;
+    ref::layernorm(o, xd, wd, bd, N, C);
+    CHECK(norm_error(out, o) <= 1e-6);  // forward: float32 mean/variance over 16 values
+    auto f = [&] { ref::layernorm(o, xd, wd, bd, N, C); double s = 0; for (size_t i = 0; i < o.size(); i++) s += o[i] * Rd[i]; return s; };
+    std::vector<float> dx(N * C, 7.0f), dw(C, 0.0f), db(C, 0.0f);  // dx pre-filled: must be overwritten
+    layernorm_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
+    CHECK(norm_error(dx, finite_diff(f, xd)) <= LAYER_TOL);
+    CHECK(norm_error(dw, finite_diff(f, wd)) <= LAYER_TOL);
+    CHECK(norm_error(db, finite_diff(f, bd)) <= LAYER_TOL);
+}
+
+TEST_CASE("matmul forward and backward match the double reference (sizes not multiples of the tile)") {
+    // 37×29 · 29×23 exercises the partial tiles of the blocked kernel
+    const int N = 37, IC = 29, OC = 23;
+    Rng rng(3);
+    std::vector<float> x = random_floats(N * IC, rng), w = random_floats(OC * IC, rng), b = random_floats(OC, rng);
+    std::vector<float> R = random_floats(N * OC, rng), out(N * OC);
+    matmul_forward(out.data(), x.data(), w.data(), b.data(), N, IC, OC);
+    Vec xd = to_double(x), wd = to_double(w), bd = to_double(b), Rd = to_double(R), o;
+    ref::matmul(o, xd, wd, &bd, N, IC, OC);
+    CHECK(norm_error(out, o) <= 1e-6);  // float32 dot products of 29 terms
+    auto f = [&] { ref::matmul(o, xd, wd, &bd, N, IC, OC); double s = 0; for (size_t i = 0; i < o.size(); i++) s += o[i] * Rd[i]; return s; };
+    std::vector<float> dx(N * IC, 7.0f), dw(OC * IC, 0.25f), db(OC, 0.25f);
+    matmul_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), N, IC, OC);
+    Vec gw = finite_diff(f, wd), gb = finite_diff(f, bd);
+    for (double& v : gw) v += 0.25;  // parameter gradients add to what was there
+    for (double& v : gb) v += 0.25;
+    CHECK(norm_error(dx, finite_diff(f, xd)) <= LAYER_TOL);
+    CHECK(norm_error(dw, gw) <= LAYER_TOL);
+    CHECK(norm_error(db, gb) <= LAYER_TOL);
+}
+
+TEST_CASE("large matmul agrees with the double reference (blocked paths, several threads)") {
+    // K > KC and N > NC exercise the depth and column blocking
+    const int N = 70, IC = 300, OC = 1100;
+    Rng rng(4);
+    std::vector<float> x = random_floats(N * IC, rng), w = random_floats(OC * IC, rng), out(N * OC);
+    matmul_forward(out.data(), x.data(), w.data(), nullptr, N, IC, OC);
+    Vec o;
+    ref::matmul(o, to_double(x), to_double(w), nullptr, N, IC, OC);
+    CHECK(norm_error(out, o) <= 1e-6);  // float32 dot products of 300 terms: ~1e-7 relative
+}
+
+TEST_CASE("attention backward matches finite differences") {
+    const int B = 2, T = 5, C = 8, NH = 2;
+    Rng rng(5);
+    std::vector<float> qkv = random_floats(B * T * 3 * C, rng), R = random_floats(B * T * C, rng);
+    std::vector<float> out(B * T * C), att(B * NH * T * T);
+    attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+    Vec qd = to_double(qkv), Rd = to_double(R), o;
+    ref::attention(o, qd, B, T, C, NH);
+    CHECK(norm_error(out, o) <= 1e-6);  // float32 softmax and sums over ≤ 5 positions
+    auto f = [&] { ref::attention(o, qd, B, T, C, NH); double s = 0; for (size_t i = 0; i < o.size(); i++) s += o[i] * Rd[i]; return s; };
+    std::vector<float> dqkv(B * T * 3 * C, 7.0f);
+    attention_backward(dqkv.data(), R.data(), qkv.data(), att.data(), B, T, C, NH);
+    CHECK(norm_error(dqkv, finite_diff(f, qd)) <= LAYER_TOL);
+}
+
+TEST_CASE("GELU backward matches finite differences") {
+    Rng rng(6);
+    std::vector<float> x = random_floats(64, rng, 2.0), R = random_floats(64, rng), out(64), dx(64, 7.0f);
+    gelu_forward(out.data(), x.data(), 64);
+    Vec xd = to_double(x), Rd = to_double(R), o;
+    ref::gelu(o, xd);
+    CHECK(norm_error(out, o) <= 1e-6);
+    auto f = [&] { ref::gelu(o, xd); double s = 0; for (size_t i = 0; i < o.size(); i++) s += o[i] * Rd[i]; return s; };
+    gelu_backward(dx.data(), x.data(), R.data(), 64);
+    CHECK(norm_error(dx, finite_diff(f, xd)) <= LAYER_TOL);
+}
+
+TEST_CASE("residual: the forward adds, and the model sums the two gradient paths") {
+    std::vector<float> a = {1, 2, 3}, b = {10, 20, 30}, out(3);
+    residual_forward(out.data(), a.data(), b.data(), 3);
+    CHECK(out == std::vector<float>{11, 22, 33});
+    // The residual's backward is the identity for each input; that the stream gradient
+    // is the sum of the skip and branch paths is checked by the whole-model test below.
+}
+
+TEST_CASE("softmax + cross-entropy backward matches finite differences, padded columns excluded") {
+    const int N = 4, V = 7, Vp = 16;
+    Rng rng(7);
+    std::vector<float> logits = random_floats(N * Vp, rng, 3.0);
+    for (int n = 0; n < N; n++)
+        for (int i = V; i < Vp; i++) logits[n * Vp + i] = 50.0f;  // huge padded logits must not matter
+    std::vector<int> targets = {0, 6, 3, 3};
+    std::vector<float> losses(N), probs(N * Vp), dlogits(N * Vp, 7.0f);
+    crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), N, V, Vp);
+    Vec ld = to_double(logits);
+    double mean = 0;
+    for (float l : losses) mean += l / N;
+    double ref_loss = ref::crossentropy(ld, targets.data(), N, V, Vp);
+    CHECK(std::fabs(mean - ref_loss) <= 1e-6 * std::fabs(ref_loss));  // float32 log-sum-exp
+    crossentropy_backward(dlogits.data(), probs.data(), targets.data(), 1.0f / N, N, Vp);
+    Vec g = finite_diff([&] { return ref::crossentropy(ld, targets.data(), N, V, Vp); }, ld);
+    CHECK(norm_error(dlogits, g) <= LAYER_TOL);
+    for (int n = 0; n < N; n++)
+        for (int i = V; i < Vp; i++) CHECK(dlogits[n * Vp + i] == 0.0f);  // exactly: never part of the loss
+}
+
+// ----------------------------------------------------------------------------
+// The whole model
+
+// A tiny model with V not a multiple of the padding, and non-trivial LayerNorm and bias
+// values so that mistakes in them cannot hide behind 1s and 0s.
+static ModelConfig tiny_config() {
+    ModelConfig c;
+    c.maxT = 8, c.V = 37, c.Vp = 64, c.L = 2, c.NH = 2, c.C = 16;
+    return c;
+}
+static void randomize(GPT2& m, uint64_t seed) {
+    init_params_gpt2(m.params.data(), m.cfg, seed);
+    Rng rng(seed + 100);
+    std::vector<size_t> sizes = m.cfg.param_sizes();
+    float* p = m.params.data();
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        for (size_t j = 0; j < sizes[i]; j++) p[j] += (float)(0.1 * rng.normal());
+        if (i == 0)
+            for (size_t j = (size_t)m.cfg.V * m.cfg.C; j < sizes[i]; j++) p[j] = 0;  // padded rows stay 0
+        p += sizes[i];
+    }
+}
+
+TEST_CASE("whole-model gradient matches finite differences of the double model") {
+    ModelConfig c = tiny_config();
+    const int B = 2, T = 6;
+    GPT2 m;
+    gpt2_build(m, c, B, T);
+    randomize(m, 11);
+    Rng rng(12);
+    std::vector<int> inp(B * T), tgt(B * T);
+    for (int i = 0; i < B * T; i++) inp[i] = (int)rng.below(c.V), tgt[i] = (int)rng.below(c.V);
+
+    gpt2_forward(m, inp.data(), B, T);
+    float loss = gpt2_loss(m, tgt.data(), B, T);
+    std::fill(m.grads.begin(), m.grads.end(), 0.0f);
+    gpt2_backward(m, inp.data(), tgt.data(), B, T, 1.0f / (B * T));
+
+    Vec pd = to_double(m.params);
+    double ref_loss = ref::model_loss(c, pd, inp.data(), tgt.data(), B, T);
+    CHECK(std::fabs(loss - ref_loss) <= 1e-5 * ref_loss);  // float32 forward through 2 blocks
+
+    // Finite differences for a sample of elements of every tensor (all of the small ones).
+    // Tolerance 1e-4 normalised per tensor: float32 rounding accumulates through the
+    // whole backward (~20 layers of ops) yet stays near 1e-6; a wrong formula gives ~1.
+    std::vector<size_t> sizes = c.param_sizes();
+    size_t off = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        std::vector<size_t> idx;
+        size_t n = t == 0 ? (size_t)c.V * c.C : sizes[t];  // padded rows are checked below
+        for (size_t k = 0; k < std::min<size_t>(n, 40); k++) idx.push_back(n <= 40 ? k : rng.below(n));
+        std::vector<float> ours;
+        Vec fd;
+        for (size_t k : idx) {
+            double keep = pd[off + k], h = 1e-4;
+            pd[off + k] = keep + h;
+            double up = ref::model_loss(c, pd, inp.data(), tgt.data(), B, T);
+            pd[off + k] = keep - h;
+            double down = ref::model_loss(c, pd, inp.data(), tgt.data(), B, T);
+            pd[off + k] = keep;
+            fd.push_back((up - down) / (2 * h));
+            ours.push_back(m.grads[off + k]);
+        }
+        INFO("tensor ", PARAM_NAMES[t]);
+        CHECK(norm_error(ours, fd) <= 1e-4);
+        off += sizes[t];
+    }
+    for (size_t j = (size_t)c.V * c.C; j < sizes[0]; j++) CHECK(m.grads[j] == 0.0f);  // padded wte rows
+}
+
+// ----------------------------------------------------------------------------
+// Accumulation invariance: one micro-batch of 2B equals two accumulated micro-batches of B.
+
+struct StepOutcome {
+    float loss, norm;
+    std::vector<float> params;
+};
+static StepOutcome one_step(int B, int A, int steps = 1) {
+    ModelConfig c = tiny_config();
+    const int T = 6;
+    GPT2 m;
+    gpt2_build(m, c, B, T);
+    randomize(m, 21);
+    std::vector<uint16_t> tokens(4000);
+    Rng rng(22);
+    for (auto& t : tokens) t = (uint16_t)rng.below(c.V);
+    DataLoader data("tokens", tokens, c.V);
+    BatchPlan plan = plan_batch(B, T, 1, (long long)8 * T);
+    REQUIRE(plan.A == A);
+    data.configure(plan.B, plan.T, plan.A, plan.R, 0, true, 5);
+    Comm single;
+    StepResult r{};
+    for (int s = 1; s <= steps; s++)
+        r = train_step(m, data, plan, single, AdamWConfig{0.9f, 0.95f, 1e-8f, 0.1f}, 1e-3f, 0.5f, s);
+    return {r.loss, r.grad_norm, m.params};
+}
+
+TEST_CASE("accumulation invariance: B=8 A=1 equals B=4 A=2 equals B=2 A=4") {
+    // 1e-6 relative: the splits add the same float32 terms in a different order, which
+    // changes results by a few ulps (~1e-7), never more.
+    StepOutcome one = one_step(8, 1), two = one_step(4, 2), four = one_step(2, 4);
+    for (const StepOutcome* o : {&two, &four}) {
+        CHECK(std::fabs(o->loss - one.loss) <= 1e-6 * std::fabs(one.loss));
+        CHECK(std::fabs(o->norm - one.norm) <= 1e-6 * std::fabs(one.norm));
+        CHECK(one.norm > 0.5f);  // clipping at 0.5 was active, so the clipped update is compared too
+        double num = 0, den = 0;
+        for (size_t i = 0; i < one.params.size(); i++) {
+            num += (o->params[i] - one.params[i]) * (o->params[i] - one.params[i]);
+            den += one.params[i] * one.params[i];
+        }
+        CHECK(std::sqrt(num / den) <= 1e-6);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Optimizer and schedule, against hand computations
+
+TEST_CASE("AdamW matches a hand computation, with decay on matrices only") {
+    ModelConfig c = tiny_config();
+    GPT2 m;
+    gpt2_build(m, c, 1, 1);
+    Rng rng(31);
+    for (float& p : m.params) p = (float)rng.normal();
+    std::vector<float> p0 = m.params;
+    AdamWConfig h{0.8f, 0.9f, 1e-3f, 0.5f};
+    std::vector<float> g1 = random_floats(m.params.size(), rng), g2 = random_floats(m.params.size(), rng);
+    m.grads = g1;
+    adamw_update(m, h, 0.1f, 1);
+    m.grads = g2;
+    adamw_update(m, h, 0.05f, 2);
+    // hand computation for the first element of each tensor, in double
+    std::vector<size_t> sizes = c.param_sizes();
+    size_t off = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        double p = p0[off], mm = 0, vv = 0, wd = param_decays(t) ? 0.5 : 0.0;
+        double lrs[2] = {0.1, 0.05}, gs[2] = {g1[off], g2[off]};
+        for (int s = 1; s <= 2; s++) {
+            mm = 0.8 * mm + 0.2 * gs[s - 1];
+            vv = 0.9 * vv + 0.1 * gs[s - 1] * gs[s - 1];
+            double mhat = mm / (1 - std::pow(0.8, s)), vhat = vv / (1 - std::pow(0.9, s));
+            p -= lrs[s - 1] * (mhat / (std::sqrt(vhat) + 1e-3) + wd * p);
+        }
+        INFO("tensor ", PARAM_NAMES[t]);
+        CHECK(std::fabs(m.params[off] - p) <= 1e-6 * std::max(1.0, std::fabs(p)));  // float32 vs double
+        off += sizes[t];
+    }
+    CHECK(param_decays(0));   // wte
+    CHECK(!param_decays(2));  // ln1w
+    CHECK(!param_decays(5));  // qkvb
+}
+
+TEST_CASE("learning-rate schedule: warm-up, cosine, floor, constant") {
+    LrSchedule s{1.0f, 10, 110, 0.1f, false};
+    CHECK(s.at(0) == doctest::Approx(0.1));   // (0+1)/10 of the peak
+    CHECK(s.at(9) == doctest::Approx(1.0));   // warm-up ends at the peak
+    CHECK(s.at(10) == doctest::Approx(1.0));  // cosine starts at the peak
+    CHECK(s.at(60) == doctest::Approx(0.55));  // halfway: floor + (peak-floor)/2
+    CHECK(s.at(110) == doctest::Approx(0.1));  // the floor
+    LrSchedule constant{0.5f, 10, 110, 0.1f, true};
+    CHECK(constant.at(0) == 0.5f);
+    CHECK(constant.at(100) == 0.5f);
+}
+
+TEST_CASE("global gradient norm and clipping") {
+    std::vector<float> g(10000, 0.01f);
+    CHECK(global_norm(g.data(), g.size()) == doctest::Approx(1.0).epsilon(1e-6));
+}
+
+// ----------------------------------------------------------------------------
+// Data order and batch arithmetic
+
+TEST_CASE("data order without shuffling follows llm.c: batch i is tokens [i·B·T, i·B·T + B·T + 1)") {
+    std::vector<uint16_t> tokens(1000);
+    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)i;
+    const int B = 3, T = 7;
+    DataLoader d("positions", tokens, 1000);
+    d.configure(B, T, 1, 1, 0, false, 0);
+    std::vector<int> in(B * T), tg(B * T);
+    for (int i = 0; i < 5; i++) {
+        d.next_chunk();
+        d.micro_batch(0, in.data(), tg.data());
+        for (int j = 0; j < B * T; j++) {
+            REQUIRE(in[j] == i * B * T + j);
+            REQUIRE(tg[j] == i * B * T + j + 1);  // targets: the next token
+        }
+    }
+    // after the last whole batch the loader starts a new epoch at the beginning
+    long long batches = (1000 - 1) / (B * T);
+    for (long long i = 5; i < batches; i++) d.next_chunk();
+    d.next_chunk();
+    d.micro_batch(0, in.data(), tg.data());
+    CHECK(in[0] == 0);
+    CHECK(d.position().epoch == 1);
+}
+
+// Tokens used by one step: the set of (micro-step, replica) micro-batches.
+static std::multiset<int> step_tokens(int B, int A, int R, bool shuffle, int step) {
+    std::vector<uint16_t> tokens(5000);
+    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)i;
+    std::multiset<int> used;
+    for (int r = 0; r < R; r++) {
+        DataLoader d("positions", tokens, 5000);
+        d.configure(B, 4, A, R, r, shuffle, 9);
+        for (int s = 0; s <= step; s++) d.next_chunk();
+        std::vector<int> in(B * 4), tg(B * 4);
+        for (int a = 0; a < A; a++) {
+            d.micro_batch(a, in.data(), tg.data());
+            used.insert(in.begin(), in.end());
+        }
+    }
+    return used;
+}
+
+TEST_CASE("replicas read disjoint parts whose union is the global batch, for every split") {
+    for (bool shuffle : {false, true}) {
+        std::multiset<int> reference = step_tokens(8, 1, 1, shuffle, 3);
+        CHECK(reference.size() == 32);
+        CHECK(std::set<int>(reference.begin(), reference.end()).size() == 32);  // no token twice
+        for (auto [B, A, R] : std::vector<std::tuple<int, int, int>>{{4, 2, 1}, {4, 1, 2}, {2, 2, 2}, {1, 2, 4}, {2, 4, 1}}) {
+            INFO("B=", B, " A=", A, " R=", R, " shuffle=", shuffle);
+            CHECK(step_tokens(B, A, R, shuffle, 3) == reference);
+        }
+    }
+}
+
+TEST_CASE("batch arithmetic: A from the global batch, and a clear error when it does not divide") {
+    BatchPlan p = plan_batch(4, 64, 2, 4096);
+    CHECK(p.A == 8);
+    CHECK(describe_plan(p, 500) == "micro-batch 4×64 = 256 tokens × 8 accumulation × 2 replicas = 4,096 tokens per step; "
+                                   "500 steps = 2,048,000 tokens");
+    CHECK(plan_batch(4, 64, 1, 0).A == 1);
+    try {
+        plan_batch(4, 64, 3, 4096);
+        FAIL("expected an error");
+    } catch (const Error& e) {
+        std::string msg = e.what();
+        CHECK(msg.find("4,096") != std::string::npos);
+        CHECK(msg.find("4×64×3 = 768") != std::string::npos);
+        CHECK(msg.find("3,840 or 4,608") != std::string::npos);  // the nearest multiples of 768
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Checkpoints
+
+TEST_CASE("model and state files round-trip bit-exactly; an interrupted write keeps the old file") {
+    std::string dir = temp_dir();
+    ModelConfig c = tiny_config();
+    GPT2 m;
+    gpt2_build(m, c, 1, 1);
+    randomize(m, 41);
+    Rng rng(42);
+    for (float& x : m.adam_m) x = (float)rng.normal();
+    for (float& x : m.adam_v) x = (float)rng.uniform();
+    save_model(dir + "/model.bin", c, m.params.data());
+    TrainState st{17, {2, 0, 5}, 0x1234567890abcdefull, 4096};
+    save_state(dir + "/state.bin", st, m.adam_m.data(), m.adam_v.data(), m.params.size());
+
+    ModelConfig back = read_model_header(dir + "/model.bin");
+    CHECK(back.L == c.L);
+    CHECK(back.V == c.V);
+    CHECK(back.Vp == c.Vp);
+    std::vector<float> params(back.num_params()), mm(back.num_params()), vv(back.num_params());
+    load_model_params(dir + "/model.bin", back, params.data());
+    TrainState st2 = load_state(dir + "/state.bin", mm.data(), vv.data(), mm.size());
+    CHECK(memcmp(params.data(), m.params.data(), params.size() * 4) == 0);
+    CHECK(memcmp(mm.data(), m.adam_m.data(), mm.size() * 4) == 0);
+    CHECK(memcmp(vv.data(), m.adam_v.data(), vv.size() * 4) == 0);
+    CHECK(st2.step == 17);
+    CHECK(st2.data.epoch == 2);
+    CHECK(st2.data.chunk == 5);
+    CHECK(st2.sample_rng == 0x1234567890abcdefull);
+    CHECK(st2.global_batch == 4096);
+
+    // A write that fails half-way (here: the temporary name is blocked by a directory)
+    // reports an error and leaves the previous file as it was.
+    std::vector<char> before = read_bytes(dir + "/model.bin");
+    mkdir((dir + "/model.bin.tmp").c_str(), 0755);
+    std::fill(m.params.begin(), m.params.end(), 0.0f);
+    CHECK_THROWS_AS(save_model(dir + "/model.bin", c, m.params.data()), Error);
+    CHECK(read_bytes(dir + "/model.bin") == before);
+    run_command("rm -rf " + dir);
+}
+
+// ----------------------------------------------------------------------------
+// The trainer as a user runs it
+
+static const std::string TINY = "./train --layers 2 --heads 2 --channels 32 --max-seq-len 32 -b 4 -t 16 "
+                                "--val-every 0 --sample-every 0 --threads 1 --warmup 2 ";
+
+static std::vector<std::string> log_lines(const std::string& path, const std::string& type) {
+    std::ifstream f(path);
+    std::vector<std::string> out;
+    for (std::string line; std::getline(f, line);)
+        if (line.find("\"type\":\"" + type + "\"") != std::string::npos) out.push_back(line);
+    return out;
+}
+
+TEST_CASE("2N steps equal N steps + resume + N steps, bit for bit") {
+    std::string a = temp_dir(), b = temp_dir(), out;
+    REQUIRE(run_command(TINY + "-n 8 --ckpt-every 4 -o " + a, &out) == 0);
+    // b starts from a's step-4 checkpoint only, then resumes to step 8
+    REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + b) == 0);
+    REQUIRE(run_command(TINY + "-n 8 --ckpt-every 4 --resume 1 -o " + b, &out) == 0);
+    CHECK(out.find("resumed from step 4") != std::string::npos);
+    std::vector<char> ma = read_bytes(a + "/model_00000008.bin"), mb = read_bytes(b + "/model_00000008.bin");
+    CHECK(ma.size() > 1024);
+    CHECK(ma == mb);
+    CHECK(read_bytes(a + "/state_00000008.bin") == read_bytes(b + "/state_00000008.bin"));
+    // the losses of steps 5..8 are identical too (same text in the log, minus timings)
+    auto strip = [](std::string s) { return s.substr(0, s.find(",\"ms\"")); };
+    std::vector<std::string> la = log_lines(a + "/log.jsonl", "train"), lb = log_lines(b + "/log.jsonl", "train");
+    REQUIRE(la.size() == 8);
+    REQUIRE(lb.size() == 4);
+    for (int i = 0; i < 4; i++) CHECK(strip(la[4 + i]) == strip(lb[i]));
+    run_command("rm -rf " + a + " " + b);
+}
+
+TEST_CASE("a fresh run refuses to overwrite an earlier run's checkpoints") {
+    std::string dir = temp_dir(), out;
+    REQUIRE(run_command(TINY + "-n 2 -o " + dir) == 0);
+    std::vector<char> before = read_bytes(dir + "/model_00000002.bin");
+    CHECK(run_command(TINY + "-n 2 -o " + dir, &out) == 1);
+    CHECK(out.find("already holds checkpoints up to step 2") != std::string::npos);
+    CHECK(read_bytes(dir + "/model_00000002.bin") == before);
+    run_command("rm -rf " + dir);
+}
+
+TEST_CASE("the default run trains: loss falls and the log has every field") {
+    std::string dir = temp_dir(), out;
+    REQUIRE(run_command(TINY + "-n 30 -l 3e-3 --val-every 15 -o " + dir, &out) == 0);
+    std::vector<std::string> train = log_lines(dir + "/log.jsonl", "train"), val = log_lines(dir + "/log.jsonl", "val");
+    REQUIRE(train.size() == 30);
+    CHECK(val.size() == 3);  // steps 0, 15, 30
+    auto field = [](const std::string& line, const std::string& key) {
+        size_t p = line.find("\"" + key + "\":");
+        return p == std::string::npos ? NAN : atof(line.c_str() + p + key.size() + 3);
+    };
+    for (const char* key : {"step", "loss", "lr", "grad_norm", "ms", "tokens_per_s", "tokens"})
+        CHECK(std::isfinite(field(train.back(), key)));
+    // from ln(256) = 5.5 at the start; 30 steps of 64 tokens reach well below 4.5
+    CHECK(field(train.front(), "loss") > 5.0);
+    CHECK(field(train.back(), "loss") < 4.5);
+    CHECK(out.find("entropy is 0.2687 nats/token") != std::string::npos);
+    run_command("rm -rf " + dir);
+}
+
+// Every bad input: one line naming the file or the numbers, and a non-zero exit.
+TEST_CASE("bad input gives one clear error line and a non-zero exit") {
+    std::string dir = temp_dir();
+    std::vector<uint16_t> good(5000, 1), bad_token(5000, 1);
+    bad_token[123] = 300;  // ≥ V = 256
+    write_shard(dir + "/good.bin", good);
+    write_shard(dir + "/badtoken.bin", bad_token);
+    write_shard(dir + "/magic.bin", good, 12345);
+    write_shard(dir + "/version.bin", good, SHARD_MAGIC, 7);
+    write_shard(dir + "/small.bin", std::vector<uint16_t>(20, 1));
+    std::vector<char> shard = read_bytes(dir + "/good.bin");
+    write_bytes(dir + "/truncated.bin", shard.data(), shard.size() - 100);
+    // a model file, then a truncated copy and one with a wrong magic number
+    std::string model = dir + "/model.bin";
+    REQUIRE(run_command(TINY + "-n 1 -o " + dir + "/run") == 0);
+    REQUIRE(run_command("cp " + dir + "/run/model_00000001.bin " + model) == 0);
+    std::vector<char> mbytes = read_bytes(model);
+    write_bytes(dir + "/model_trunc.bin", mbytes.data(), mbytes.size() - 4);
+    mbytes[0] = 1;
+    write_bytes(dir + "/model_magic.bin", mbytes.data(), mbytes.size());
+
+    std::string data = " -i " + dir + "/good.bin -j " + dir + "/good.bin --vocab 256 ";
+    struct Case {
+        std::string args, expect;
+        int code;
+    };
+    std::vector<Case> cases = {
+        {"-i " + dir + "/missing.bin -j " + dir + "/good.bin", "no file matches '" + dir + "/missing.bin'", 1},
+        {"-i " + dir + "/magic.bin -j " + dir + "/good.bin --vocab 256", "is not a token shard (magic 12345", 1},
+        {"-i " + dir + "/version.bin -j " + dir + "/good.bin --vocab 256", "unsupported shard version 7", 1},
+        {"-i " + dir + "/truncated.bin -j " + dir + "/good.bin --vocab 256", "truncated.bin' is truncated", 1},
+        {"-i " + dir + "/badtoken.bin -j " + dir + "/good.bin --vocab 256", "token 300 at position 123 is out of range", 1},
+        {"-i " + dir + "/small.bin -j " + dir + "/good.bin --vocab 256", "small.bin' has 20 tokens, too few", 1},
+        {"-e " + dir + "/nothere.bin", "cannot open model file", 1},
+        {"-e " + dir + "/model_trunc.bin", "model_trunc.bin' is truncated or damaged", 1},
+        {"-e " + dir + "/model_magic.bin", "is not a model file (magic", 1},
+        {"-e " + model + " -t 64", "--seq-len 64 is longer than the model's maximum sequence length 32", 1},
+        {data + "-d 100", "global batch 100 tokens is not a multiple of B×T×R = 4×16×1 = 64", 1},
+        {"--no-such-option 3", "unknown option '--no-such-option'", 2},
+        {"-b x", "--batch-size expects an integer, got 'x'", 2},
+        {"--shuffle 2", "--shuffle expects 0 or 1", 2},
+        {"--lr", "--lr needs a value", 2},
+        {"--channels 30 --heads 4", "--channels 30 is not divisible by --heads 4", 2},
+    };
+    for (const Case& c : cases) {
+        std::string out;
+        int code = run_command(TINY + "-n 1 -o \"\" " + c.args, &out);
+        INFO("args: ", c.args, "\noutput: ", out);
+        CHECK(code == c.code);
+        CHECK(out.find(c.expect) != std::string::npos);
+        // the error is the last line, and the only line that mentions an error
+        CHECK(std::count(out.begin(), out.end(), '\n') >= 1);
+        CHECK(out.find("rror") == out.rfind("rror"));
+    }
+    run_command("rm -rf " + dir);
+}
+
+TEST_CASE("--help lists every option the parser accepts, with its default") {
+    std::string out;
+    CHECK(run_command("./train --help", &out) == 0);
+    Config c;
+    for (const Option& o : option_table(c)) {
+        INFO("option ", o.name);
+        CHECK(out.find(std::string("--") + o.name + " ") != std::string::npos);
+    }
+    CHECK(out.find("[3e-3]") == std::string::npos);  // defaults are printed as parsed values
+    CHECK(out.find("[0.003]") != std::string::npos);
+}
