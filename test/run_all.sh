@@ -33,7 +33,7 @@ suite() {
 }
 
 suite "CPU trainer (doctest)" ./test/test_cpu
-suite "PyTorch reference (golden file)" ./test/check_reference --test test/golden/model_tiny.bin test/golden/reference_tiny.bin
+suite "PyTorch reference (golden file)" ./test/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
 
 if command -v mpirun >/dev/null && ldd ./train | grep -q libmpi; then
     suite "replicas (MPI)" bash test/test_replicas.sh
