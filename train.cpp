@@ -49,10 +49,10 @@ constexpr int NR = 32;  // two 16-float vector registers per row of the tile
 #else
 constexpr int NR = 16;
 #endif
-constexpr int MR = 6;    // rows of the register tile: 6×NR accumulators fit the register file
-constexpr int KC = 256;  // depth of a packed block: a B panel of KC×NR stays in L1
-constexpr int MC = 96;   // rows of A per thread-block (a multiple of MR)
-constexpr int NC = 1024; // columns of B per packed block (a multiple of NR): KC×NC stays in L2
+constexpr int MR = 6;      // rows of the register tile: 6×NR accumulators fit the register file
+constexpr int KC = 256;    // depth of a packed block: a B panel of KC×NR stays in L1
+constexpr int MC_MAX = 96; // rows of A per thread-block (a multiple of MR)
+constexpr int NC = 1024;   // columns of B per packed block (a multiple of NR): KC×NC stays in L2
 
 // The register tile: acc[MR][NR] = Ap (KC×MR, packed) · Bp (KC×NR, packed).
 static inline void gemm_tile(int kc, const float* __restrict Ap, const float* __restrict Bp, float* __restrict acc_out) {
@@ -67,51 +67,72 @@ static inline void gemm_tile(int kc, const float* __restrict Ap, const float* __
     memcpy(acc_out, acc, sizeof acc);
 }
 
+// Copies the rows×cols block X(r, c) = X[r*rs + c*cs] into panels of `width` columns
+// ([panel][r][width], zero-padded), reading along whichever index is contiguous.
+static void pack_panels(float* dst, const float* X, long rs, long cs, int rows, int cols, int width) {
+    int panels = (cols + width - 1) / width;
+    for (int p = 0; p < panels; p++) {
+        float* d = dst + (size_t)p * rows * width;
+        int n = std::min(width, cols - p * width);
+        if (cs == 1)  // rows contiguous: read each row's slice in order
+            for (int r = 0; r < rows; r++) {
+                for (int j = 0; j < n; j++) d[r * width + j] = X[r * rs + p * width + j];
+                for (int j = n; j < width; j++) d[r * width + j] = 0.0f;
+            }
+        else {  // columns contiguous: read each column in order
+            for (int j = 0; j < n; j++)
+                for (int r = 0; r < rows; r++) d[r * width + j] = X[r * rs + (long)(p * width + j) * cs];
+            for (int j = n; j < width; j++)
+                for (int r = 0; r < rows; r++) d[r * width + j] = 0.0f;
+        }
+    }
+}
+
 static void gemm(int M, int N, int K, const float* A, long a_row, long a_col, const float* B, long b_row, long b_col,
                  float* C, long ldc, bool accumulate) {
-    static thread_local std::vector<float> Bp_storage;
-    std::vector<float>& Bp = Bp_storage;
-    int nc_max = std::min(NC, (N + NR - 1) / NR * NR);
-    Bp.resize((size_t)KC * nc_max);
-    for (int jc = 0; jc < N; jc += NC) {
-        int nc = std::min(NC, N - jc);
-        int panels = (nc + NR - 1) / NR;
-        for (int pc = 0; pc < K; pc += KC) {
-            int kc = std::min(KC, K - pc);
-            bool add = accumulate || pc > 0;  // later depth blocks add to the first one
-            // pack B[pc:pc+kc, jc:jc+nc] into panels of NR columns, zero-padded
-#pragma omp parallel for schedule(static)
-            for (int p = 0; p < panels; p++)
-                for (int k = 0; k < kc; k++)
-                    for (int j = 0; j < NR; j++) {
-                        int col = jc + p * NR + j;
-                        Bp[((size_t)p * kc + k) * NR + j] =
-                            col < jc + nc ? B[(long)(pc + k) * b_row + (long)col * b_col] : 0.0f;
-                    }
-            int mblocks = (M + MC - 1) / MC;
-#pragma omp parallel for schedule(static)
-            for (int mb = 0; mb < mblocks; mb++) {
-                float Ap[MC * KC];
-                float tile[MR * NR];
-                int ic = mb * MC, mc = std::min(MC, M - ic);
-                // pack A[ic:ic+mc, pc:pc+kc] into panels of MR rows, zero-padded
-                for (int r = 0; r < mc; r += MR)
-                    for (int k = 0; k < kc; k++)
-                        for (int i = 0; i < MR; i++)
-                            Ap[(size_t)r * kc + k * MR + i] =
-                                r + i < mc ? A[(long)(ic + r + i) * a_row + (long)(pc + k) * a_col] : 0.0f;
+    static std::vector<float> Bp;  // the packed block of B, shared by the threads
+    Bp.resize((size_t)KC * std::min(NC, (N + NR - 1) / NR * NR));
+    // Split the rows into a multiple of the thread count, so that threads get equal shares
+    int threads = omp_get_max_threads();
+    int mblocks = threads * ((M + threads * MC_MAX - 1) / (threads * MC_MAX));
+    int mc_rows = ((M + mblocks - 1) / mblocks + MR - 1) / MR * MR;
+    mblocks = (M + mc_rows - 1) / mc_rows;
+#pragma omp parallel  // one team for the whole product; the loops below share out work
+    {
+        float Ap[MC_MAX * KC];  // this thread's packed block of A
+        float tile[MR * NR];
+        for (int jc = 0; jc < N; jc += NC) {
+            int nc = std::min(NC, N - jc);
+            int panels = (nc + NR - 1) / NR;
+            for (int pc = 0; pc < K; pc += KC) {
+                int kc = std::min(KC, K - pc);
+                bool add = accumulate || pc > 0;  // later depth blocks add to the first one
+                // B[pc:pc+kc, jc:jc+nc] as kc×NR panels: B(k, j) = B[k*b_row + j*b_col]
+                const float* Bblock = B + (long)pc * b_row + (long)jc * b_col;
+#pragma omp for schedule(static)
                 for (int p = 0; p < panels; p++)
-                    for (int r = 0; r < mc; r += MR) {
-                        gemm_tile(kc, Ap + (size_t)r * kc, Bp.data() + (size_t)p * kc * NR, tile);
-                        int rows = std::min(MR, mc - r), cols = std::min(NR, nc - p * NR);
-                        for (int i = 0; i < rows; i++) {
-                            float* c = C + (long)(ic + r + i) * ldc + jc + p * NR;
-                            if (add)
-                                for (int j = 0; j < cols; j++) c[j] += tile[i * NR + j];
-                            else
-                                for (int j = 0; j < cols; j++) c[j] = tile[i * NR + j];
+                    pack_panels(Bp.data() + (size_t)p * kc * NR, Bblock + (long)p * NR * b_col, b_row, b_col, kc,
+                                std::min(NR, nc - p * NR), NR);
+                // (the loop's implicit barrier: B is packed before anyone reads it)
+#pragma omp for schedule(static)
+                for (int mb = 0; mb < mblocks; mb++) {
+                    int ic = mb * mc_rows, mc = std::min(mc_rows, M - ic);
+                    // A[ic:ic+mc, pc:pc+kc] as kc×MR panels: the transpose view X(k, i) = A(i, k)
+                    pack_panels(Ap, A + (long)ic * a_row + (long)pc * a_col, a_col, a_row, kc, mc, MR);
+                    for (int p = 0; p < panels; p++)
+                        for (int r = 0; r < mc; r += MR) {
+                            gemm_tile(kc, Ap + (size_t)r * kc, Bp.data() + (size_t)p * kc * NR, tile);
+                            int rows = std::min(MR, mc - r), cols = std::min(NR, nc - p * NR);
+                            for (int i = 0; i < rows; i++) {
+                                float* c = C + (long)(ic + r + i) * ldc + jc + p * NR;
+                                if (add)
+                                    for (int j = 0; j < cols; j++) c[j] += tile[i * NR + j];
+                                else
+                                    for (int j = 0; j < cols; j++) c[j] = tile[i * NR + j];
+                            }
                         }
-                    }
+                }
+                // (and its barrier again: nobody repacks B while another thread still reads it)
             }
         }
     }
@@ -287,19 +308,36 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         }
 }
 
+// exp(x), written so that the compiler vectorizes the loops that call it (libm's expf is
+// a scalar call, and GELU evaluates one per element of the widest activations).
+// x = n·ln2 + r with |r| ≤ ln2/2, then a degree-7 Taylor polynomial: relative error < 2e-8
+// from the polynomial, so the result is within a couple of float32 ulps.
+static inline float exp_fast(float x) {
+    x = std::min(std::max(x, -87.0f), 88.0f);  // keep 2^n a normal float
+    float n = floorf(x * 1.44269504f + 0.5f);
+    float r = x - n * 0.693145751953125f - n * 1.4286068203094172e-06f;  // ln2 in two parts
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+    int32_t bits = ((int32_t)n + 127) << 23;  // 2^n, built in the exponent field
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+// tanh(u) = 1 − 2 / (e^{2u} + 1); absolute error ~1e-7, which is what GELU's 1 + tanh needs.
+static inline float tanh_fast(float u) { return 1.0f - 2.0f / (exp_fast(2.0f * u) + 1.0f); }
+
 // GELU, tanh approximation (as in GPT-2): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
 constexpr float GELU_K = 0.7978845608028654f;  // √(2/π)
 void gelu_forward(float* out, const float* inp, size_t N) {
-#pragma omp parallel for
+#pragma omp parallel for simd
     for (size_t i = 0; i < N; i++) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+        out[i] = 0.5f * x * (1.0f + tanh_fast(GELU_K * (x + 0.044715f * x * x * x)));
     }
 }
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) {
-#pragma omp parallel for
+#pragma omp parallel for simd
     for (size_t i = 0; i < N; i++) {
-        float x = inp[i], u = GELU_K * (x + 0.044715f * x * x * x), th = tanhf(u);
+        float x = inp[i], th = tanh_fast(GELU_K * (x + 0.044715f * x * x * x));
         float du = GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] = (0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du) * dout[i];
     }
@@ -556,8 +594,10 @@ void gpt2_backward(GPT2& m, const int* inputs, const int* targets, int B, int T,
 // ----------------------------------------------------------------------------
 // Optimizer
 
-// One AdamW update with bias correction; t is the 1-based update count.
-void adamw_update(GPT2& m, const AdamWConfig& h, float lr, int t) {
+// One AdamW update with bias correction; t is the 1-based update count. Each gradient is
+// multiplied by grad_scale as it is read: that is how clipping is applied, without an
+// extra pass over the gradient buffer.
+void adamw_update(GPT2& m, const AdamWConfig& h, float lr, int t, float grad_scale = 1.0f) {
     float bc1 = 1.0f - powf(h.beta1, (float)t), bc2 = 1.0f - powf(h.beta2, (float)t);
     std::vector<size_t> sizes = m.cfg.param_sizes();
     size_t offset = 0;
@@ -565,10 +605,11 @@ void adamw_update(GPT2& m, const AdamWConfig& h, float lr, int t) {
         float wd = param_decays(i) ? h.weight_decay : 0.0f;
         float *p = m.params.data() + offset, *g = m.grads.data() + offset;
         float *mm = m.adam_m.data() + offset, *vv = m.adam_v.data() + offset;
-#pragma omp parallel for
+#pragma omp parallel for simd
         for (size_t j = 0; j < sizes[i]; j++) {
-            mm[j] = h.beta1 * mm[j] + (1.0f - h.beta1) * g[j];
-            vv[j] = h.beta2 * vv[j] + (1.0f - h.beta2) * g[j] * g[j];
+            float grad = g[j] * grad_scale;
+            mm[j] = h.beta1 * mm[j] + (1.0f - h.beta1) * grad;
+            vv[j] = h.beta2 * vv[j] + (1.0f - h.beta2) * grad * grad;
             float mhat = mm[j] / bc1, vhat = vv[j] / bc2;
             p[j] -= lr * (mhat / (sqrtf(vhat) + h.eps) + wd * p[j]);
         }
@@ -616,15 +657,12 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
     comm.allreduce_sum(m.grads.data(), m.grads.size());
     float loss = (float)comm.allreduce_mean(loss_sum / plan.A);
 
-    // 4. clip by the global norm of the synced gradient, identical on every replica
+    // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica)
     float norm = global_norm(m.grads.data(), m.grads.size());
-    if (grad_clip > 0 && norm > grad_clip) {
-        float scale = grad_clip / (norm + 1e-6f);
-        for (float& g : m.grads) g *= scale;
-    }
+    float grad_scale = (grad_clip > 0 && norm > grad_clip) ? grad_clip / (norm + 1e-6f) : 1.0f;
 
-    // 5. update
-    adamw_update(m, opt, lr, t);
+    // 5. update, with the clipping scale applied to each gradient as AdamW reads it
+    adamw_update(m, opt, lr, t, grad_scale);
     return {loss, norm};
 }
 
