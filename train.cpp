@@ -358,10 +358,14 @@ void crossentropy_forward(float* losses, float* probs, const float* logits, cons
         const float* x = logits + (size_t)n * Vp;
         float* p = probs + (size_t)n * Vp;
         float maxv = -INFINITY;
+#pragma omp simd reduction(max : maxv)
         for (int i = 0; i < V; i++) maxv = fmaxf(maxv, x[i]);
-        double sum = 0;
-        for (int i = 0; i < V; i++) sum += (p[i] = expf(x[i] - maxv));
-        for (int i = 0; i < V; i++) p[i] = (float)(p[i] / sum);
+        double sum = 0;  // double: V terms (50,257 for GPT-2) would lose digits in float
+#pragma omp simd reduction(+ : sum)
+        for (int i = 0; i < V; i++) sum += (p[i] = exp_fast(x[i] - maxv));
+        float inv = (float)(1.0 / sum);
+#pragma omp simd
+        for (int i = 0; i < V; i++) p[i] *= inv;
         for (int i = V; i < Vp; i++) p[i] = 0;
         // log-sum-exp form: exact even when the target's probability underflows
         losses[n] = (float)(maxv + log(sum) - x[targets[n]]);
