@@ -3,8 +3,9 @@
 #   make test        builds and runs every test that this machine can run
 #   make bench       CPU speed: GPT-2 124M shape and the default model
 #   make check       per-tensor comparison of the CPU trainer with the PyTorch golden file
-#   make train_gpt   GPU trainer (needs nvcc; CUDA_ARCH=sm_90 to choose the GPU)
+#   make train_gpt   GPU trainer (needs nvcc; CUDA_ARCH=90 to choose the GPU; see gpu.mk)
 #   make test_gpu    GPU tests (build here, run where there is a GPU)
+#   make bench_gpu   GPU speed: GPT-2 124M shape at T=1024
 
 CXX ?= g++
 CXXFLAGS ?= -O3 -march=native
@@ -40,8 +41,11 @@ endif
 
 HOST_HEADERS := $(wildcard host/*.h)
 
+# GPU rules (train_gpt, test/test_gpu, test_gpu, bench_gpu): they need nvcc, found there
+-include gpu.mk
+
 .PHONY: all test bench check clean
-all: train
+all: train $(if $(NVCC),train_gpt)
 
 train: train.cpp $(HOST_HEADERS)
 	@echo "building train $(TRAIN_NOTE)"
@@ -56,7 +60,7 @@ ifneq ($(DOCTEST_OK),yes)
 endif
 	$(CXX) $(CXXFLAGS) -o $@ test/test_cpu.cpp
 
-test/check_reference: test/check_reference.cpp train.cpp $(HOST_HEADERS)
+test/check_reference: test/check_reference.cpp test/golden.h train.cpp $(HOST_HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ test/check_reference.cpp
 
 test: train test/test_cpu test/check_reference
@@ -70,3 +74,4 @@ bench: train
 
 clean:
 	rm -f train train_gpt test/test_cpu test/check_reference test/test_gpu
+	$(MAKE) -C dev/cuda clean

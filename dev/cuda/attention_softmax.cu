@@ -1,0 +1,95 @@
+// dev/cuda/attention_softmax.cu: the causal softmax of attention, in place on the scores
+// (B, NH, T, T), and its backward, at GPT-2 124M's shape.
+//   forward  1: train_gpt.cu's kernel, one warp per row: max pass, exp pass, divide pass
+//            2: one warp per row, "online" max and sum in one pass (each lane rescales its
+//               running sum when its maximum grows), then one pass that writes
+//   backward 1: train_gpt.cu's kernel, one warp per row
+#include "common.h"
+
+// Version 2. Combining two (max, sum) pairs: m = max(m1, m2), s = s1·e^(m1-m) + s2·e^(m2-m).
+__global__ void causal_softmax_online(float* att, int rows, int T) {
+    int r = blockIdx.x * gpu::ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    int t = r % T;
+    float* a = att + (size_t)r * T;
+    float m = -INFINITY, s = 0;
+    for (int t2 = lane; t2 <= t; t2 += 32) {
+        float x = a[t2];
+        if (x > m) s = s * expf(m - x) + 1.0f, m = x;
+        else s += expf(x - m);
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, offset), s2 = __shfl_xor_sync(0xffffffffu, s, offset);
+        float mm = fmaxf(m, m2);
+        // a lane without columns has m = -inf and s = 0: its term must vanish, not become NaN
+        s = (m == -INFINITY ? 0.0f : s * expf(m - mm)) + (m2 == -INFINITY ? 0.0f : s2 * expf(m2 - mm));
+        m = mm;
+    }
+    for (int t2 = lane; t2 < T; t2 += 32) a[t2] = t2 <= t ? expf(a[t2] - m) / s : 0.0f;
+}
+
+int main() {
+    return workbench_main("attention_softmax", [] {
+        const int B = 2, NH = 12, T = 1024, rows = B * NH * T;
+        const size_t n = (size_t)rows * T;
+        const float scale = 1.0f / sqrtf(64.0f);
+        Rng rng(2);
+        Floats scores = random_floats(n, rng, 2.0), datt = random_floats(n, rng);
+
+        // CPU reference, in double: probabilities P, and dS = P ⊙ (dP - Σ P·dP) · scale
+        std::vector<double> P(n), dS(n);
+        Floats P_float(n);  // the backward's input, as the forward stores it
+        for (int r = 0; r < rows; r++) {
+            int t = r % T;
+            const float* x = &scores[(size_t)r * T];
+            double m = -INFINITY, sum = 0, dot = 0;
+            for (int t2 = 0; t2 <= t; t2++) m = std::max(m, (double)x[t2]);
+            for (int t2 = 0; t2 <= t; t2++) sum += std::exp(x[t2] - m);
+            for (int t2 = 0; t2 < T; t2++) {
+                P[(size_t)r * T + t2] = t2 <= t ? std::exp(x[t2] - m) / sum : 0.0;
+                P_float[(size_t)r * T + t2] = (float)P[(size_t)r * T + t2];
+            }
+            for (int t2 = 0; t2 <= t; t2++) dot += P_float[(size_t)r * T + t2] * (double)datt[(size_t)r * T + t2];
+            for (int t2 = 0; t2 < T; t2++) {
+                size_t i = (size_t)r * T + t2;
+                dS[i] = t2 <= t ? P_float[i] * (datt[i] - dot) * scale : 0.0;
+            }
+        }
+
+        DevArray<float> d_att(n), d_P(P_float), d_datt(n);
+        const double bytes = 2.0 * n * 4;  // read and write every element once
+        bool ok = true;
+        unsigned grid = gpu::blocks_for(rows, gpu::ROWS_PER_BLOCK);
+
+        table_header("causal softmax forward, B=2 NH=12 T=1024, in place (tolerance 1e-5)");
+        // timed calls work on the previous call's output: still valid inputs, same cost
+        auto v1 = [&] {
+            gpu::causal_softmax_kernel<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_att.ptr(), rows, T);
+            KERNEL_CHECK();
+        };
+        d_att.set(scores);
+        v1();
+        double err = norm_error(d_att.host(), P);  // before the timed calls, which change d_att
+        ok &= table_row("1 production: max, exp, divide passes", err, 1e-5, time_ms(v1), bytes);
+        auto v2 = [&] {
+            causal_softmax_online<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_att.ptr(), rows, T);
+            KERNEL_CHECK();
+        };
+        d_att.set(scores);
+        v2();
+        err = norm_error(d_att.host(), P);
+        ok &= table_row("2 online max and sum, one write pass", err, 1e-5, time_ms(v2), bytes);
+
+        table_header("causal softmax backward (tolerance 1e-5)");
+        auto b1 = [&] {
+            gpu::causal_softmax_backward_kernel<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_datt.ptr(), d_P.ptr(),
+                                                                                           rows, T, scale);
+            KERNEL_CHECK();
+        };
+        d_datt.set(datt);
+        b1();
+        err = norm_error(d_datt.host(), dS);
+        ok &= table_row("1 production: warp per row", err, 1e-5, time_ms(b1), 3.0 * n * 4);
+        return ok;
+    });
+}

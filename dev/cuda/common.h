@@ -1,0 +1,109 @@
+// dev/cuda/common.h: what every kernel workbench shares. See README.md.
+//
+// A workbench has the production kernel of train_gpt.cu (included below, so version 1 is
+// always the kernel that trains) and alternatives, a CPU reference in double precision,
+// a correctness check on fresh random inputs into an output poisoned with NaN bytes, and
+// timings with CUDA events after a warm-up. It prints one table row per version.
+#pragma once
+#define TRAIN_NO_MAIN
+#include "../../train_gpt.cu"
+
+#include <functional>
+
+using Floats = std::vector<float>;
+
+inline Floats random_floats(size_t n, Rng& rng, double scale = 1.0) {
+    Floats v(n);
+    for (float& x : v) x = (float)(scale * rng.normal());
+    return v;
+}
+
+// A device array: a copy of a host vector, or n elements poisoned with 0xFF bytes (NaN).
+template <class T>
+struct DevArray {
+    gpu::DeviceBuffer<T> buf;
+    explicit DevArray(const std::vector<T>& host) {
+        buf.alloc(host.size());
+        CUDA_CHECK(cudaMemcpy(buf.ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    }
+    explicit DevArray(size_t n) {
+        buf.alloc(n);
+        poison();
+    }
+    void poison() { CUDA_CHECK(cudaMemset(buf.ptr, 0xFF, buf.count * sizeof(T))); }
+    void set(const std::vector<T>& host) {
+        CUDA_CHECK(cudaMemcpy(buf.ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    }
+    T* ptr() { return buf.ptr; }
+    std::vector<T> host() const {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<T> v(buf.count);
+        CUDA_CHECK(cudaMemcpy(v.data(), buf.ptr, v.size() * sizeof(T), cudaMemcpyDeviceToHost));
+        return v;
+    }
+};
+
+// ‖ours − ref‖ / ‖ref‖; NaN if any element of ours is NaN (a forgotten element).
+inline double norm_error(const Floats& ours, const std::vector<double>& ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        if (std::isnan(ours[i])) return NAN;
+        num += (ours[i] - ref[i]) * (ours[i] - ref[i]), den += ref[i] * ref[i];
+    }
+    return std::sqrt(num) / std::max(std::sqrt(den), 1e-300);
+}
+
+// Milliseconds per call of f: `warmup` untimed calls, then the mean of `reps` timed ones.
+inline float time_ms(const std::function<void()>& f, int warmup = 3, int reps = 20) {
+    for (int i = 0; i < warmup; i++) f();
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    CUDA_CHECK(cudaEventRecord(start, gpu::ctx.stream));
+    for (int i = 0; i < reps; i++) f();
+    CUDA_CHECK(cudaEventRecord(stop, gpu::ctx.stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    return ms / reps;
+}
+
+// The table: one row per kernel version.
+inline void table_header(const char* title) {
+    printf("\n%s\n", title);
+    printf("%-44s %12s %8s %10s %10s\n", "version", "norm. error", "check", "ms", "GB/s");
+}
+// bytes: the memory the kernel must move at least, for an effective bandwidth
+inline bool table_row(const std::string& name, double error, double tolerance, float ms, double bytes) {
+    bool ok = error <= tolerance;  // NaN fails
+    printf("%-44s %12.2e %8s %10.4f %10.1f\n", name.c_str(), error, ok ? "ok" : "FAIL", ms, bytes / (ms * 1e6));
+    return ok;
+}
+
+// Sets up the GPU, or explains why not (exit 77, like test_gpu: not run, not failed).
+inline void workbench_init(const char* name) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("%s: no GPU found; nothing was run\n", name);
+        exit(77);
+    }
+    gpu::init_device(0);
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    printf("%s on %s (sm_%d%d, %d SMs)\n", name, prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+}
+
+// main() of a workbench: runs body, turns errors into one line, and exits 1 if a check failed.
+inline int workbench_main(const char* name, const std::function<bool()>& body) {
+    try {
+        workbench_init(name);
+        bool ok = body();
+        printf("%s\n", ok ? "all versions correct" : "SOME VERSIONS FAILED");
+        return ok ? 0 : 1;
+    } catch (const Error& e) {
+        fprintf(stderr, "%s: error: %s\n", name, e.what());
+        return 1;
+    }
+}

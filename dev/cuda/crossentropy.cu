@@ -1,0 +1,92 @@
+// dev/cuda/crossentropy.cu: softmax + cross-entropy over the padded vocabulary, fused with
+// its backward (dlogits), at GPT-2's vocabulary.
+//   1: train_gpt.cu's kernel: a block per row; max pass, sum pass (double), gradient pass
+//   2: a block per row; max and sum in one "online" pass (float), then the gradient pass:
+//      one read of the logits fewer
+#include "common.h"
+
+// Version 2. A thread keeps a running (max, sum) pair and rescales the sum when the max
+// grows; pairs combine as m = max(m1, m2), s = s1·e^(m1-m) + s2·e^(m2-m).
+__device__ inline void combine(float& m, float& s, float m2, float s2) {
+    float mm = fmaxf(m, m2);
+    s = (m == -INFINITY ? 0.0f : s * expf(m - mm)) + (m2 == -INFINITY ? 0.0f : s2 * expf(m2 - mm));
+    m = mm;
+}
+__global__ void crossentropy_online(float* losses, float* dlogits, const float* logits, const int* targets, int V,
+                                    int Vp, float dloss) {
+    int n = blockIdx.x;
+    const float* x = logits + (size_t)n * Vp;
+    float m = -INFINITY, s = 0;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) combine(m, s, x[i], 1.0f);
+    for (int offset = 16; offset > 0; offset /= 2)
+        combine(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+    __shared__ float warp_m[32], warp_s[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    if (lane == 0) warp_m[warp] = m, warp_s[warp] = s;
+    __syncthreads();
+    m = lane < warps ? warp_m[lane] : -INFINITY, s = lane < warps ? warp_s[lane] : 0.0f;
+    for (int offset = 16; offset > 0; offset /= 2)
+        combine(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+    int target = targets[n];
+    if (threadIdx.x == 0) losses[n] = m + logf(s) - x[target];
+    float inv_sum = 1.0f / s;
+    float* d = dlogits + (size_t)n * Vp;
+    for (int i = threadIdx.x; i < Vp; i += blockDim.x) {
+        float g = i < V ? expf(x[i] - m) * inv_sum * dloss : 0.0f;
+        if (i == target) g -= dloss;
+        d[i] = g;
+    }
+}
+
+int main() {
+    return workbench_main("crossentropy", [] {
+        const int N = 1024, V = 50257, Vp = 50304;  // N rows (B·T) of GPT-2's vocabulary
+        const float dloss = 1.0f / N;
+        Rng rng(3);
+        Floats logits = random_floats((size_t)N * Vp, rng, 3.0);
+        std::vector<int> targets(N);
+        for (int& t : targets) t = (int)rng.below(V);
+
+        // CPU reference, in double
+        std::vector<double> losses(N), dlogits((size_t)N * Vp);
+        for (int n = 0; n < N; n++) {
+            const float* x = &logits[(size_t)n * Vp];
+            double m = -INFINITY, sum = 0;
+            for (int i = 0; i < V; i++) m = std::max(m, (double)x[i]);
+            for (int i = 0; i < V; i++) sum += std::exp(x[i] - m);
+            losses[n] = m + std::log(sum) - x[targets[n]];
+            for (int i = 0; i < Vp; i++)
+                dlogits[(size_t)n * Vp + i] = (i < V ? std::exp(x[i] - m) / sum : 0.0) * dloss -
+                                              (i == targets[n] ? dloss : 0.0);
+        }
+
+        DevArray<float> d_logits(logits), d_losses(N), d_dlogits((size_t)N * Vp);
+        DevArray<int> d_targets(targets);
+        const double bytes = 2.0 * N * Vp * 4;  // read the logits once, write dlogits once
+        bool ok = true;
+        auto error = [&] {
+            return std::max(norm_error(d_losses.host(), losses), norm_error(d_dlogits.host(), dlogits));
+        };
+
+        table_header("fused softmax + cross-entropy + backward, N=1024 V=50257 Vp=50304 (tolerance 1e-5)");
+        auto v1 = [&] {
+            gpu::crossentropy_forward_backward(d_losses.ptr(), d_dlogits.ptr(), d_logits.ptr(), d_targets.ptr(), dloss,
+                                               N, V, Vp);
+        };
+        v1();
+        double err = error();
+        ok &= table_row("1 production: 3 passes, double sum", err, 1e-5, time_ms(v1), bytes);
+        for (int threads : {256, 1024}) {
+            auto v2 = [&] {
+                crossentropy_online<<<N, threads, 0, gpu::ctx.stream>>>(d_losses.ptr(), d_dlogits.ptr(),
+                                                                        d_logits.ptr(), d_targets.ptr(), V, Vp, dloss);
+                KERNEL_CHECK();
+            };
+            d_losses.poison(), d_dlogits.poison();
+            v2();
+            err = error();
+            ok &= table_row(strf("2 online max+sum, float, %d threads", threads), err, 1e-5, time_ms(v2), bytes);
+        }
+        return ok;
+    });
+}

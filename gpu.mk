@@ -1,0 +1,118 @@
+# GPU build rules: the GPU trainer, its tests and its benchmark. The Makefile includes this
+# file (-include gpu.mk); it also works alone:  make -f gpu.mk [target] [VAR=value ...]
+#
+#   train_gpt        the GPU trainer
+#   test/test_gpu    the GPU test program (doctest; needs train.cpp for the CPU reference)
+#   test_gpu         builds and runs it (exit 77 from test_gpu = no GPU here: reported, not failed)
+#   bench_gpu        GPT-2 124M shape: ms/step, tokens/s, MFU, peak memory (scripts/bench_gpu.sh)
+#   gpu_info         prints what was found: nvcc, architectures, NCCL, MPI, doctest
+#
+# Variables:
+#   CUDA_HOME   CUDA toolkit (default /usr/local/cuda); nvcc is taken from PATH first
+#   CUDA_ARCH   compute capabilities to build for, e.g. "90" or "sm_90" or "80 90";
+#               default: the local GPU's (nvidia-smi), else "80 90"
+#   NCCL_HOME   NCCL install with include/ and lib/ (default: searched, see NCCL_INC below)
+#   MPI_HOME    MPI install with include/ and lib/ (default: mpicxx --showme); MPI=0: without MPI
+#   DOCTEST_INC directory holding doctest/doctest.h (default /usr/include)
+#   NVCCFLAGS   extra flags for nvcc
+
+GPU_MK_SAVED_GOAL := $(.DEFAULT_GOAL)
+GPU_MK_STANDALONE := $(if $(filter-out $(lastword $(MAKEFILE_LIST)),$(MAKEFILE_LIST)),,yes)
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
+CUDA_INC := $(if $(NVCC),$(abspath $(dir $(NVCC))/../include))
+CUDA_LIB := $(if $(NVCC),$(firstword $(wildcard $(abspath $(dir $(NVCC))/../lib64) $(abspath $(dir $(NVCC))/../lib))))
+
+# ---- architectures: the local GPU's, else a list that runs on A100 (80) and H100/H200 (90)
+LOCAL_ARCH := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
+ifeq ($(origin CUDA_ARCH),undefined)
+  CUDA_ARCH := $(if $(LOCAL_ARCH),$(LOCAL_ARCH),80 90)
+  ARCH_NOTE := $(if $(LOCAL_ARCH),(this machine's GPU),(no GPU here: the default list; CUDA_ARCH=... to choose))
+else
+  ARCH_NOTE := (CUDA_ARCH)
+endif
+GPU_ARCHS := $(patsubst sm_%,%,$(patsubst compute_%,%,$(CUDA_ARCH)))
+# machine code for each, plus PTX of the newest so that later GPUs can compile it at load
+GENCODE := $(foreach a,$(GPU_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+           -gencode arch=compute_$(lastword $(GPU_ARCHS)),code=compute_$(lastword $(GPU_ARCHS))
+
+# ---- NCCL: NCCL_HOME, then CUDA's own directories, the system's, and the nvidia-nccl
+# Python wheel (e.g. PyTorch's virtual environment)
+NCCL_WHEEL := $(firstword $(wildcard /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl \
+                                     /usr/local/lib/python3*/dist-packages/nvidia/nccl \
+                                     /usr/lib/python3/dist-packages/nvidia/nccl))
+NCCL_INC := $(patsubst %/nccl.h,%,$(firstword $(wildcard $(if $(NCCL_HOME),$(NCCL_HOME)/include/nccl.h) \
+                $(CUDA_INC)/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h $(NCCL_WHEEL)/include/nccl.h)))
+NCCL_SO := $(firstword $(wildcard $(if $(NCCL_HOME),$(NCCL_HOME)/lib/libnccl.so $(NCCL_HOME)/lib/libnccl.so.2) \
+                $(CUDA_LIB)/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib/aarch64-linux-gnu/libnccl.so \
+                /usr/local/lib/libnccl.so $(NCCL_WHEEL)/lib/libnccl.so $(NCCL_WHEEL)/lib/libnccl.so.2))
+# link the library file itself (a wheel ships only libnccl.so.2), and find it again at run time
+NCCL_LIBS := $(if $(NCCL_SO),$(NCCL_SO) -Xlinker -rpath=$(dir $(NCCL_SO)),-lnccl)
+
+# ---- MPI (optional): from MPI_HOME, or from mpicxx, with its flags translated for nvcc
+MPI ?= 1
+comma := ,
+nvcc_flags = $(foreach f,$(1),$(if $(filter -I% -L% -l% -D%,$(f)),$(f),$(if $(filter -Wl$(comma)%,$(f)),-Xlinker $(patsubst -Wl$(comma)%,%,$(f)),-Xcompiler $(f))))
+ifeq ($(MPI),1)
+  ifneq ($(MPI_HOME),)
+    MPI_CFLAGS := -I$(MPI_HOME)/include
+    MPI_LIBS := -L$(MPI_HOME)/lib -lmpi -Xlinker -rpath=$(MPI_HOME)/lib
+    MPI_FOUND := $(MPI_HOME)
+  else ifneq ($(shell command -v mpicxx 2>/dev/null),)
+    MPI_CFLAGS := $(call nvcc_flags,$(shell mpicxx --showme:compile 2>/dev/null))
+    MPI_LIBS := $(call nvcc_flags,$(shell mpicxx --showme:link 2>/dev/null))
+    MPI_FOUND := $(shell command -v mpicxx)
+  endif
+endif
+MPI_DEFS := $(if $(MPI_FOUND),-DTRAIN_MPI -DOMPI_SKIP_MPICXX)
+
+DOCTEST_INC ?= /usr/include
+
+NVCC_BASE := -O3 -std=c++17 $(GENCODE) -Xcompiler -fopenmp,-Wall,-Wno-unused-function -lineinfo
+NVCC_ALL := $(NVCC_BASE) $(NVCCFLAGS) $(if $(NCCL_INC),-I$(NCCL_INC)) $(MPI_DEFS) $(MPI_CFLAGS)
+GPU_LIBS := -lcublas $(NCCL_LIBS) $(MPI_LIBS) -lgomp
+GPU_HOST_HEADERS := $(wildcard host/*.h)
+
+define gpu_found
+	@echo "gpu.mk: nvcc $(NVCC); architectures $(GPU_ARCHS) $(ARCH_NOTE)"
+	@echo "gpu.mk: NCCL $(if $(NCCL_INC),headers $(NCCL_INC), headers NOT FOUND (set NCCL_HOME)); library $(or $(NCCL_SO),-lnccl from the default paths)"
+	@echo "gpu.mk: MPI $(if $(MPI_FOUND),$(MPI_FOUND) (mpirun launches replicas),not used (single GPU, or srun with --nccl-init-file))"
+endef
+NO_NVCC_MESSAGE := gpu.mk: nvcc not found (PATH or CUDA_HOME=$(CUDA_HOME)): the GPU targets need the CUDA toolkit; the CPU build (make train) does not
+
+.PHONY: gpu_info test_gpu bench_gpu
+
+ifeq ($(NVCC),)
+
+train_gpt test/test_gpu test_gpu bench_gpu gpu_info:
+	@echo "$(NO_NVCC_MESSAGE)"; exit 1
+
+else
+
+gpu_info:
+	$(gpu_found)
+	@echo "gpu.mk: doctest $(if $(wildcard $(DOCTEST_INC)/doctest/doctest.h),$(DOCTEST_INC),NOT FOUND (set DOCTEST_INC))"
+
+train_gpt: train_gpt.cu $(GPU_HOST_HEADERS)
+	$(gpu_found)
+	$(NVCC) $(NVCC_ALL) -o $@ train_gpt.cu $(GPU_LIBS)
+
+# its end-to-end tests start ./train_gpt, hence the order-only prerequisite
+test/test_gpu: test/test_gpu.cu train_gpt.cu train.cpp $(GPU_HOST_HEADERS) | train_gpt
+	@test -f $(DOCTEST_INC)/doctest/doctest.h || { echo "gpu.mk: doctest.h not found under $(DOCTEST_INC) (apt-get install doctest-dev, or DOCTEST_INC=dir)"; exit 1; }
+	$(gpu_found)
+	$(NVCC) $(NVCC_ALL) -I$(DOCTEST_INC) -o $@ test/test_gpu.cu $(GPU_LIBS)
+
+# test_gpu exits 77 when it finds no GPU: then the tests were compiled but not run
+test_gpu: test/test_gpu train_gpt
+	@./test/test_gpu; rc=$$?; \
+	if [ $$rc -eq 77 ]; then echo "test_gpu: NOT RUN (no GPU on this machine)"; exit 0; fi; exit $$rc
+
+bench_gpu: train_gpt
+	@bash scripts/bench_gpu.sh
+
+endif
+
+# Leave the including Makefile's default goal alone; alone, the default is train_gpt.
+.DEFAULT_GOAL := $(or $(GPU_MK_SAVED_GOAL),$(if $(GPU_MK_STANDALONE),train_gpt))

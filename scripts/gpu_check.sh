@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Everything a machine with a GPU should check, in one command: finds nvcc, NCCL and
+# doctest, builds train_gpt and test/test_gpu for this machine's GPU, runs the GPU tests,
+# the kernel workbenches (dev/cuda) and the benchmark, checks that two replicas train like
+# one GPU when there are two GPUs, and ends with a summary table.
+#
+#   scripts/gpu_check.sh [--quick] [--no-workbenches]
+#
+#   --quick           benchmark B=4 only (FP32 and TF32)
+#   --no-workbenches  skip dev/cuda
+# Logs go to $LOG_DIR (default /tmp/gpu_check). Exit status 1 if anything failed.
+# NCCL is found in CUDA's directories, the system's, NCCL_HOME, or the nvidia-nccl Python
+# wheel (e.g. PyTorch's environment under /opt/torch/.venv); doctest in /usr/include,
+# DOCTEST_INC, or .deps/include (a copy of /usr/include/doctest brought along).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+QUICK=0 WORKBENCHES=1
+for a in "$@"; do
+    case "$a" in
+        --quick) QUICK=1 ;;
+        --no-workbenches) WORKBENCHES=0 ;;
+        -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "error: unknown option $a (see --help)" >&2; exit 2 ;;
+    esac
+done
+LOG_DIR=${LOG_DIR:-/tmp/gpu_check}
+mkdir -p "$LOG_DIR"
+SUMMARY=()
+FAILED=0
+note() { SUMMARY+=("$(printf "%-24s %s" "$1" "$2")"); }
+fail() { note "$1" "FAILED: $2"; FAILED=1; }
+section() { echo; echo "==== $*"; }
+
+# ---- tools
+section "tools"
+NVCC=$(command -v nvcc || true)
+for d in ${CUDA_HOME:-} /usr/local/cuda /opt/cuda; do
+    [ -z "$NVCC" ] && [ -x "$d/bin/nvcc" ] && NVCC=$d/bin/nvcc
+done
+if [ -z "$NVCC" ]; then echo "gpu_check: nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)"; exit 1; fi
+export PATH="$(dirname "$NVCC"):$PATH"
+echo "nvcc: $NVCC ($("$NVCC" --version | grep -o 'release [0-9.]*'))"
+if ! nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version --format=csv,noheader; then
+    echo "gpu_check: nvidia-smi finds no GPU"; exit 1
+fi
+NGPU=$(nvidia-smi -L | grep -c '^GPU')
+
+CUDA_INC=$(dirname "$NVCC")/../include
+if [ -z "${NCCL_HOME:-}" ] && [ ! -f "$CUDA_INC/nccl.h" ] && [ ! -f /usr/include/nccl.h ]; then
+    header=$(find /opt /usr/local/lib /usr/lib/python3* -name nccl.h -path '*nvidia*/include/*' 2>/dev/null | head -1)
+    [ -n "$header" ] && export NCCL_HOME=$(dirname "$(dirname "$header")")
+fi
+MAKE_VARS=()
+[ -n "${NCCL_HOME:-}" ] && MAKE_VARS+=("NCCL_HOME=$NCCL_HOME") && echo "NCCL: $NCCL_HOME"
+for d in ${DOCTEST_INC:-} /usr/include /usr/local/include .deps/include; do
+    if [ -f "$d/doctest/doctest.h" ]; then MAKE_VARS+=("DOCTEST_INC=$d"); DOCTEST=$d; break; fi
+done
+echo "doctest: ${DOCTEST:-NOT FOUND (test/test_gpu cannot be built)}"
+
+# ---- build
+section "build"
+JOBS=$(nproc 2>/dev/null || echo 2)
+make -f gpu.mk gpu_info ${MAKE_VARS[@]+"${MAKE_VARS[@]}"}
+if make -f gpu.mk -j2 train_gpt ${MAKE_VARS[@]+"${MAKE_VARS[@]}"} > "$LOG_DIR/build_train_gpt.log" 2>&1; then
+    note "build train_gpt" "ok"
+else
+    tail -30 "$LOG_DIR/build_train_gpt.log"; fail "build train_gpt" "see $LOG_DIR/build_train_gpt.log"
+fi
+[ -f train ] || make train > "$LOG_DIR/build_train.log" 2>&1 || true  # the CPU side of the checkpoint test
+TESTS_BUILT=0
+if [ -n "${DOCTEST:-}" ]; then
+    if make -f gpu.mk test/test_gpu ${MAKE_VARS[@]+"${MAKE_VARS[@]}"} > "$LOG_DIR/build_test_gpu.log" 2>&1; then
+        TESTS_BUILT=1
+    else
+        tail -30 "$LOG_DIR/build_test_gpu.log"; fail "build test/test_gpu" "see $LOG_DIR/build_test_gpu.log"
+    fi
+else
+    fail "build test/test_gpu" "doctest.h not found"
+fi
+
+# ---- GPU tests
+if [ "$TESTS_BUILT" -eq 1 ]; then
+    section "test/test_gpu"
+    ./test/test_gpu 2>&1 | tee "$LOG_DIR/test_gpu.log"
+    rc=${PIPESTATUS[0]}
+    counts=$(grep '^\[doctest\] test cases:' "$LOG_DIR/test_gpu.log" | tail -1 | sed -E 's/\[doctest\] test cases: *//')
+    if [ "$rc" -eq 0 ]; then note "test_gpu" "ok: ${counts:-?}"
+    elif [ "$rc" -eq 77 ]; then fail "test_gpu" "found no GPU (exit 77)"
+    else fail "test_gpu" "${counts:-exit status $rc}"; fi
+fi
+
+# ---- kernel workbenches
+if [ "$WORKBENCHES" -eq 1 ]; then
+    section "dev/cuda workbenches"
+    if make -C dev/cuda -j"$JOBS" ${MAKE_VARS[@]+"${MAKE_VARS[@]}"} > "$LOG_DIR/build_dev_cuda.log" 2>&1; then
+        bad=""
+        for b in layernorm attention_softmax crossentropy gelu encoder_backward adamw; do
+            ./dev/cuda/$b 2>&1 | tee -a "$LOG_DIR/dev_cuda.log" || bad="$bad $b"
+        done
+        if [ -z "$bad" ]; then note "dev/cuda workbenches" "ok (tables in $LOG_DIR/dev_cuda.log)"
+        else fail "dev/cuda workbenches" "failed:$bad"; fi
+    else
+        tail -20 "$LOG_DIR/build_dev_cuda.log"; fail "dev/cuda workbenches" "build failed"
+    fi
+fi
+
+# ---- two replicas against one GPU: same global batch, same losses
+if [ "$NGPU" -ge 2 ] && [ -x train_gpt ]; then
+    section "replicas: 2 GPUs (B=4) against 1 GPU (B=8), global batch 8×64"
+    args=(--layers 2 --heads 2 --channels 64 --max-seq-len 64 -t 64 -d 512 -n 5 --val-every 0 --sample-every 0 -o "")
+    losses() { grep -E '^step ' "$1" | sed -E 's/.*\| loss ([0-9.]+) \|.*/\1/'; }
+    ./train_gpt "${args[@]}" -b 8 > "$LOG_DIR/replicas_1gpu.log" 2>&1
+    init="$LOG_DIR/nccl_init.$$"
+    rm -f "$init"
+    for r in 0 1; do  # as srun would start them, without MPI
+        SLURM_JOB_ID=gpucheck$$ SLURM_STEP_ID=0 SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r \
+            ./train_gpt "${args[@]}" -b 4 --nccl-init-file "$init" > "$LOG_DIR/replicas_rank$r.log" 2>&1 &
+    done
+    wait
+    cat "$LOG_DIR/replicas_rank0.log"
+    one=$(losses "$LOG_DIR/replicas_1gpu.log" | tr '\n' ' ') two=$(losses "$LOG_DIR/replicas_rank0.log" | tr '\n' ' ')
+    echo "1 GPU:  $one"; echo "2 GPUs: $two"
+    # 1e-3 on the printed 4-decimal losses: the splits differ only in the order of sums
+    if [ -n "$one" ] && awk -v a="$one" -v b="$two" 'BEGIN { n = split(a, x, " "); m = split(b, y, " ");
+            if (n != m || n == 0) exit 1; for (i = 1; i <= n; i++) if (x[i] - y[i] > 1e-3 || y[i] - x[i] > 1e-3) exit 1 }'; then
+        note "replicas (no MPI)" "ok: 2 GPUs match 1 GPU over 5 steps"
+    else
+        fail "replicas (no MPI)" "losses differ, or a run failed (logs in $LOG_DIR)"
+    fi
+else
+    note "replicas" "skipped: $NGPU GPU on this machine"
+fi
+
+# ---- benchmark
+section "benchmark"
+bench_args=()
+[ "$QUICK" -eq 1 ] && bench_args=(--batch 4)
+if [ -x train_gpt ]; then
+    bash scripts/bench_gpu.sh ${bench_args[@]+"${bench_args[@]}"} 2>&1 | tee "$LOG_DIR/bench.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] && note "benchmark" "ok" || fail "benchmark" "see $LOG_DIR/bench.log"
+fi
+
+# ---- summary
+section "summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
+printf "%s\n" "${SUMMARY[@]}"
+if [ -f "$LOG_DIR/bench.log" ]; then echo; grep -E '^(\||peaks|GPU:)' "$LOG_DIR/bench.log"; fi
+echo
+[ "$FAILED" -eq 0 ] && echo "gpu_check: all passed" || echo "gpu_check: SOME CHECKS FAILED"
+exit $FAILED
