@@ -359,7 +359,7 @@ void crossentropy_forward(float* losses, float* probs, const float* logits, cons
         float* p = probs + (size_t)n * Vp;
         float maxv = -INFINITY;
 #pragma omp simd reduction(max : maxv)
-        for (int i = 0; i < V; i++) maxv = fmaxf(maxv, x[i]);
+        for (int i = 0; i < V; i++) maxv = std::max(maxv, x[i]);  // not fmaxf: its NaN rules keep it scalar
         double sum = 0;  // double: V terms (50,257 for GPT-2) would lose digits in float
 #pragma omp simd reduction(+ : sum)
         for (int i = 0; i < V; i++) sum += (p[i] = exp_fast(x[i] - maxv));
@@ -384,32 +384,7 @@ void crossentropy_backward(float* dlogits, const float* probs, const int* target
 
 // ----------------------------------------------------------------------------
 // The model: three contiguous buffers (parameters, gradients, activations) plus AdamW's
-// two moments, and named views into them.
-
-// Views into the parameter buffer (or the gradient buffer: same layout), in file order.
-struct ParamTensors {
-    float *wte;       // (Vp, C)
-    float *wpe;       // (maxT, C)
-    float *ln1w, *ln1b;          // (L, C)
-    float *qkvw;      // (L, 3C, C)
-    float *qkvb;      // (L, 3C)
-    float *attprojw;  // (L, C, C)
-    float *attprojb;  // (L, C)
-    float *ln2w, *ln2b;          // (L, C)
-    float *fcw;       // (L, 4C, C)
-    float *fcb;       // (L, 4C)
-    float *fcprojw;   // (L, C, 4C)
-    float *fcprojb;   // (L, C)
-    float *lnfw, *lnfb;          // (C)
-};
-static ParamTensors param_views(float* base, const ModelConfig& cfg) {
-    ParamTensors p;
-    float** fields[NUM_PARAM_TENSORS] = {&p.wte, &p.wpe, &p.ln1w, &p.ln1b, &p.qkvw, &p.qkvb, &p.attprojw, &p.attprojb,
-                                         &p.ln2w, &p.ln2b, &p.fcw, &p.fcb, &p.fcprojw, &p.fcprojb, &p.lnfw, &p.lnfb};
-    std::vector<size_t> sizes = cfg.param_sizes();
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = base, base += sizes[i];
-    return p;
-}
+// two moments, and named views into them (ParamTensors, in host/checkpoint.h).
 
 // Activations kept from forward for backward, sized for the largest (B, T) of the run.
 // A smaller batch uses the front of each tensor, with strides from its own B and T.
@@ -603,19 +578,24 @@ void gpt2_backward(GPT2& m, const int* inputs, const int* targets, int B, int T,
 // extra pass over the gradient buffer.
 void adamw_update(GPT2& m, const AdamWConfig& h, float lr, int t, float grad_scale = 1.0f) {
     float bc1 = 1.0f - powf(h.beta1, (float)t), bc2 = 1.0f - powf(h.beta2, (float)t);
+    float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
     std::vector<size_t> sizes = m.cfg.param_sizes();
     size_t offset = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         float wd = param_decays(i) ? h.weight_decay : 0.0f;
         float *p = m.params.data() + offset, *g = m.grads.data() + offset;
         float *mm = m.adam_m.data() + offset, *vv = m.adam_v.data() + offset;
+        const float beta1 = h.beta1, beta2 = h.beta2, eps = h.eps;
+        const size_t n = sizes[i];
 #pragma omp parallel for simd
-        for (size_t j = 0; j < sizes[i]; j++) {
+        for (size_t j = 0; j < n; j++) {
             float grad = g[j] * grad_scale;
-            mm[j] = h.beta1 * mm[j] + (1.0f - h.beta1) * grad;
-            vv[j] = h.beta2 * vv[j] + (1.0f - h.beta2) * grad * grad;
-            float mhat = mm[j] / bc1, vhat = vv[j] / bc2;
-            p[j] -= lr * (mhat / (sqrtf(vhat) + h.eps) + wd * p[j]);
+            float mj = beta1 * mm[j] + (1.0f - beta1) * grad;
+            float vj = beta2 * vv[j] + (1.0f - beta2) * grad * grad;
+            mm[j] = mj, vv[j] = vj;
+            // bias correction by multiplying with 1/bc: divisions are what bound this loop
+            float mhat = mj * inv_bc1, vhat = vj * inv_bc2;
+            p[j] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[j]);
         }
         offset += sizes[i];
     }
@@ -630,7 +610,9 @@ float global_norm(const float* g, size_t n) {
 #pragma omp parallel for
     for (size_t b = 0; b < nblocks; b++) {
         double s = 0;
-        for (size_t i = b * block; i < std::min(n, (b + 1) * block); i++) s += (double)g[i] * g[i];
+        const size_t end = std::min(n, (b + 1) * block);
+#pragma omp simd reduction(+ : s)
+        for (size_t i = b * block; i < end; i++) s += (double)g[i] * g[i];
         partial[b] = s;
     }
     double total = 0;

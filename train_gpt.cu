@@ -639,32 +639,8 @@ float global_norm(const float* g, size_t n, double* scratch) {
 
 // ----------------------------------------------------------------------------
 // The model's buffers: parameters, gradients, AdamW's m and v, activations, activation
-// gradients and scratch, each ONE device allocation, carved into the named tensors below.
-
-// Views into the parameter buffer (or the gradient buffer: same layout), in file order.
-struct ParamTensors {
-    float *wte;                // (Vp, C)
-    float *wpe;                // (maxT, C)
-    float *ln1w, *ln1b;        // (L, C)
-    float *qkvw;               // (L, 3C, C)
-    float *qkvb;               // (L, 3C)
-    float *attprojw;           // (L, C, C)
-    float *attprojb;           // (L, C)
-    float *ln2w, *ln2b;        // (L, C)
-    float *fcw;                // (L, 4C, C)
-    float *fcb;                // (L, 4C)
-    float *fcprojw;            // (L, C, 4C)
-    float *fcprojb;            // (L, C)
-    float *lnfw, *lnfb;        // (C)
-};
-inline ParamTensors param_views(float* base, const ModelConfig& cfg) {
-    ParamTensors p;
-    float** fields[NUM_PARAM_TENSORS] = {&p.wte, &p.wpe, &p.ln1w, &p.ln1b, &p.qkvw, &p.qkvb, &p.attprojw, &p.attprojb,
-                                         &p.ln2w, &p.ln2b, &p.fcw, &p.fcb, &p.fcprojw, &p.fcprojb, &p.lnfw, &p.lnfb};
-    std::vector<size_t> sizes = cfg.param_sizes();
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = base, base += sizes[i];
-    return p;
-}
+// gradients and scratch, each ONE device allocation, carved into named tensors:
+// ParamTensors (host/checkpoint.h) and the structs below.
 
 // Activations kept from forward for backward: train.cpp's, except that there are no
 // probabilities (the fused cross-entropy writes dlogits directly). Sized for the largest
@@ -967,7 +943,7 @@ struct GpuTrainer {
     gpu::DeviceBuffer<float> params_buf, grads_buf, m_buf, v_buf, acts_buf, dacts_buf, scratch_buf;
     gpu::DeviceBuffer<int> tokens_buf;     // inputs, targets, token groups of the micro-batch
     gpu::DeviceBuffer<double> sums_buf;    // [0] loss sum, [1..] global-norm partial sums
-    gpu::ParamTensors p, g;
+    ParamTensors p, g;  // views into params and grads (host/checkpoint.h)
     gpu::Activations a;
     gpu::ActivationGrads d;
     gpu::Scratch s;
@@ -985,8 +961,8 @@ struct GpuTrainer {
         size_t n = mc.num_params(), BT = (size_t)maxB * maxT;
         host_params.assign(n, 0.0f), host_m.assign(n, 0.0f), host_v.assign(n, 0.0f);
         params_buf.alloc(n), grads_buf.alloc(n), m_buf.alloc(n), v_buf.alloc(n);
-        p = gpu::param_views(params_buf.ptr, mc);
-        g = gpu::param_views(grads_buf.ptr, mc);
+        p = param_views(params_buf.ptr, mc);
+        g = param_views(grads_buf.ptr, mc);
         gpu::carve(acts_buf, gpu::activation_layout(a, mc, maxB, maxT));
         gpu::carve(dacts_buf, gpu::activation_grad_layout(d, mc, maxB, maxT));
         gpu::carve(scratch_buf, gpu::scratch_layout(s, mc, maxB, maxT));

@@ -72,6 +72,32 @@ inline const char* const PARAM_NAMES[NUM_PARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
 
+// Views into the parameter buffer (host or device memory; the gradient
+// buffer has the same layout), in file order.
+struct ParamTensors {
+    float *wte;       // (Vp, C)
+    float *wpe;       // (maxT, C)
+    float *ln1w, *ln1b;          // (L, C)
+    float *qkvw;      // (L, 3C, C)
+    float *qkvb;      // (L, 3C)
+    float *attprojw;  // (L, C, C)
+    float *attprojb;  // (L, C)
+    float *ln2w, *ln2b;          // (L, C)
+    float *fcw;       // (L, 4C, C)
+    float *fcb;       // (L, 4C)
+    float *fcprojw;   // (L, C, 4C)
+    float *fcprojb;   // (L, C)
+    float *lnfw, *lnfb;          // (C)
+};
+inline ParamTensors param_views(float* base, const ModelConfig& cfg) {
+    ParamTensors p;
+    float** fields[NUM_PARAM_TENSORS] = {&p.wte, &p.wpe, &p.ln1w, &p.ln1b, &p.qkvw, &p.qkvb, &p.attprojw, &p.attprojb,
+                                         &p.ln2w, &p.ln2b, &p.fcw, &p.fcb, &p.fcprojw, &p.fcprojb, &p.lnfw, &p.lnfb};
+    std::vector<size_t> sizes = cfg.param_sizes();
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = base, base += sizes[i];
+    return p;
+}
+
 // Decoupled weight decay applies to the matrices and embeddings only, not to biases or
 // LayerNorm parameters (they set scales and offsets, which decay would pull towards 0).
 inline bool param_decays(int tensor) {
