@@ -31,7 +31,7 @@ OUT_DIR=${OUT_DIR:-out/gpt2_124m}
 TRAIN_BIN=${TRAIN_BIN:-./train_gpt}
 EXTRA=()
 
-die() { echo "error: $*" >&2; exit 2; }
+source scripts/common.sh  # die, positive_int, commas, batch_line, show
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 
 while [ $# -gt 0 ]; do
@@ -54,23 +54,7 @@ for v in GPUS MICRO_BATCH STEPS; do
 done
 [ -n "$HOSTS" ] && [ "$GPUS" -eq 1 ] && die "--hosts needs --gpus N (the total number of GPUs over all nodes)"
 
-# 1234567 -> 1,234,567 (printf's %'d depends on the locale; this does not)
-commas() {
-    local n=$1 out=""
-    while [ ${#n} -gt 3 ]; do out=",${n: -3}$out"; n=${n:0:${#n}-3}; done
-    echo "$n$out"
-}
-
-# The batch arithmetic: each step sees TOTAL_BATCH tokens, made of
-# micro-batch x accumulation steps x replicas.  It has to come out whole.
-PER_PASS=$((MICRO_BATCH * SEQ_LEN * GPUS))
-if [ $((TOTAL_BATCH % PER_PASS)) -ne 0 ]; then
-    die "$(commas $TOTAL_BATCH) tokens per step is not a whole number of ${MICRO_BATCH}×${SEQ_LEN}×${GPUS} = $(commas $PER_PASS)-token passes; pick a micro-batch / GPU count that divides it"
-fi
-ACCUM=$((TOTAL_BATCH / PER_PASS))
-TOTAL_TOKENS=$((TOTAL_BATCH * STEPS))
-REPLICAS="$GPUS replicas"; [ "$GPUS" -eq 1 ] && REPLICAS="1 replica"
-echo "micro-batch ${MICRO_BATCH}×${SEQ_LEN} = $(commas $((MICRO_BATCH * SEQ_LEN))) tokens × ${ACCUM} accumulation × ${REPLICAS} = $(commas $TOTAL_BATCH) tokens per step; $(commas $STEPS) steps = $(commas $TOTAL_TOKENS) tokens ($(awk -v n="$TOTAL_TOKENS" 'BEGIN { printf "%.2fB", n / 1e9 }'))"
+batch_line "$MICRO_BATCH" "$SEQ_LEN" "$TOTAL_BATCH" "$GPUS" "$STEPS"
 
 CMD=()
 if [ "$GPUS" -gt 1 ]; then
@@ -87,14 +71,6 @@ CMD+=("$TRAIN_BIN"
     -v 250 -m 20 -s 1000 -g 64 --ckpt-every 1000 --resume 1)
 CMD+=(${EXTRA[@]+"${EXTRA[@]}"})
 
-# Print the command so it can be pasted into a shell: quote only what needs it.
-show() {
-    local a out=""
-    for a in "$@"; do
-        if [[ $a =~ ^[A-Za-z0-9_./=:,+-]+$ ]]; then out+="$a "; else out+="'${a//\'/\'\\\'\'}' "; fi
-    done
-    echo "${out% }"
-}
 echo "command: $(show "${CMD[@]}")"
 
 [ "$DRY_RUN" -eq 1 ] && exit 0

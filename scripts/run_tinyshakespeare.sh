@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 DRY_RUN=0
 DEVICE=""
 EXTRA=()
-die() { echo "error: $*" >&2; exit 2; }
+source scripts/common.sh  # die, positive_int, commas, batch_line, show
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 
 while [ $# -gt 0 ]; do
@@ -59,20 +59,7 @@ for v in MICRO_BATCH SEQ_LEN TOTAL_BATCH STEPS; do
 done
 [ "$SEQ_LEN" -le 1024 ] || die "SEQ_LEN $SEQ_LEN exceeds the model's 1024 positions"
 
-# 1234567 -> 1,234,567 (printf's %'d depends on the locale; this does not)
-commas() {
-    local n=$1 out=""
-    while [ ${#n} -gt 3 ]; do out=",${n: -3}$out"; n=${n:0:${#n}-3}; done
-    echo "$n$out"
-}
-
-# Each step sees TOTAL_BATCH tokens = micro-batch x accumulation steps x replicas.
-PER_PASS=$((MICRO_BATCH * SEQ_LEN * REPLICAS))
-if [ $((TOTAL_BATCH % PER_PASS)) -ne 0 ]; then
-    die "$(commas $TOTAL_BATCH) tokens per step is not a whole number of ${MICRO_BATCH}×${SEQ_LEN}×${REPLICAS} = $(commas $PER_PASS)-token passes"
-fi
-ACCUM=$((TOTAL_BATCH / PER_PASS))
-echo "micro-batch ${MICRO_BATCH}×${SEQ_LEN} = $(commas $((MICRO_BATCH * SEQ_LEN))) tokens × ${ACCUM} accumulation × ${REPLICAS} replica = $(commas $TOTAL_BATCH) tokens per step; $(commas $STEPS) steps = $(commas $((TOTAL_BATCH * STEPS))) tokens ($DEVICE)"
+batch_line "$MICRO_BATCH" "$SEQ_LEN" "$TOTAL_BATCH" "$REPLICAS" "$STEPS"
 
 CMD=("$TRAIN_BIN"
     -i "$DATA/tiny_shakespeare_train.bin" -j "$DATA/tiny_shakespeare_val.bin"
@@ -84,14 +71,6 @@ CMD=("$TRAIN_BIN"
     -v "$VAL_EVERY" -m "$VAL_BATCHES" -s "$SAMPLE_EVERY" -g 64)
 CMD+=(${EXTRA[@]+"${EXTRA[@]}"})
 
-# Print the command so it can be pasted into a shell: quote only what needs it.
-show() {
-    local a out=""
-    for a in "$@"; do
-        if [[ $a =~ ^[A-Za-z0-9_./=:,+-]+$ ]]; then out+="$a "; else out+="'${a//\'/\'\\\'\'}' "; fi
-    done
-    echo "${out% }"
-}
 echo "command: $(show "${CMD[@]}")"
 
 [ "$DRY_RUN" -eq 1 ] && exit 0

@@ -20,17 +20,13 @@
 
 #define TRAIN_NO_MAIN
 #include "../train.cpp"
+#include "test_util.h"
 
 using Vec = std::vector<double>;
 
 // ----------------------------------------------------------------------------
 // Helpers
 
-static std::vector<float> random_floats(size_t n, Rng& rng, double scale = 1.0) {
-    std::vector<float> v(n);
-    for (float& x : v) x = (float)(scale * rng.normal());
-    return v;
-}
 static Vec to_double(const std::vector<float>& v) { return Vec(v.begin(), v.end()); }
 
 // ‖ours − ref‖ / ‖ref‖; NaN when anything is NaN, which fails every "<=" check.
@@ -54,25 +50,6 @@ static Vec finite_diff(const std::function<double()>& f, Vec& x, double h = 1e-5
         g[i] = (up - down) / (2 * h);
     }
     return g;
-}
-// Runs a shell command; returns its exit status and stdout+stderr.
-static int run_command(const std::string& cmd, std::string* output = nullptr) {
-    std::string full = cmd + " 2>&1";
-    FILE* p = popen(full.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    int status = pclose(p);
-    if (output) *output = out;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-static std::string temp_dir() {
-    char tmpl[] = "/tmp/train_test_XXXXXX";
-    return mkdtemp(tmpl);
-}
-static std::vector<char> read_bytes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 static void write_bytes(const std::string& path, const void* data, size_t n) {
     FILE* f = fopen(path.c_str(), "wb");

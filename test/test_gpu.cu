@@ -26,17 +26,13 @@
 #include "../train.cpp"
 #include "../train_gpt.cu"
 #include "golden.h"
+#include "test_util.h"
 
 using Floats = std::vector<float>;
 
 // ----------------------------------------------------------------------------
 // Helpers
 
-static Floats random_floats(size_t n, Rng& rng, double scale = 1.0) {
-    Floats v(n);
-    for (float& x : v) x = (float)(scale * rng.normal());
-    return v;
-}
 static std::vector<int> random_tokens(size_t n, int V, Rng& rng) {
     std::vector<int> v(n);
     for (int& t : v) t = (int)rng.below(V);
@@ -85,25 +81,6 @@ static double norm_error(const Floats& ours, const Floats& ref) {
     return norm_error(ours.data(), ref.data(), ref.size());
 }
 static double rel_diff(double ours, double ref) { return std::fabs(ours - ref) / std::max(std::fabs(ref), 1e-30); }
-
-// Runs a shell command; returns its exit status and stdout+stderr.
-static int run_command(const std::string& cmd, std::string* output = nullptr) {
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    std::string out;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    int status = pclose(p);
-    if (output) *output = out;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-static std::string temp_dir() {
-    char tmpl[] = "/tmp/train_gpu_test_XXXXXX";
-    return mkdtemp(tmpl);
-}
-static std::vector<char> read_bytes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
 
 // ----------------------------------------------------------------------------
 // Each kernel against its CPU layer

@@ -1,0 +1,45 @@
+# scripts/common.sh: helpers that every launcher and run recipe uses. Sourced, not run.
+
+die() { echo "error: $*" >&2; exit 2; }
+
+positive_int() {  # NAME VALUE
+    [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, got '$2'"
+}
+
+# 1234567 -> 1,234,567 (printf's %'d depends on the locale; this does not)
+commas() {
+    local n=$1 out=""
+    while [ ${#n} -gt 3 ]; do out=",${n: -3}$out"; n=${n:0:${#n}-3}; done
+    echo "$n$out"
+}
+
+# batch_line B T D R [STEPS]: prints global batch = micro-batch B×T × accumulation A ×
+# replicas R, as the trainer computes it (D = 0 means one micro-batch per replica), and
+# with STEPS the tokens of the whole run. Stops when D is not a whole number of rounds
+# of B×T×R tokens, naming the nearest valid values.
+batch_line() {
+    local B=$1 T=$2 D=$3 R=$4 steps=${5:-}
+    local per_round=$((B * T * R))
+    [ "$D" -eq 0 ] && D=$per_round
+    if [ $((D % per_round)) -ne 0 ]; then
+        local below=$((D / per_round * per_round))
+        die "global batch $(commas "$D") tokens is not a multiple of B×T×R = ${B}×${T}×${R} = $(commas $per_round) tokens; nearest valid global batch: $(commas $below) or $(commas $((below + per_round)))"
+    fi
+    local replicas="$R replicas" run=""
+    [ "$R" -eq 1 ] && replicas="1 replica"
+    if [ -n "$steps" ]; then
+        local total=$((D * steps))
+        run="; $(commas "$steps") steps = $(commas $total) tokens"
+        [ "$total" -ge 1000000000 ] && run+=" ($(awk -v n="$total" 'BEGIN { printf "%.2fB", n / 1e9 }'))"
+    fi
+    echo "micro-batch ${B}×${T} = $(commas $((B * T))) tokens × $((D / per_round)) accumulation × ${replicas} = $(commas "$D") tokens per step$run"
+}
+
+# Prints a command so it can be pasted into a shell: quotes only what needs it.
+show() {
+    local a out=""
+    for a in "$@"; do
+        if [[ $a =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then out+="$a "; else out+="'${a//\'/\'\\\'\'}' "; fi
+    done
+    echo "${out% }"
+}

@@ -1,0 +1,41 @@
+// Small helpers shared by the doctest suites (test_cpu.cpp, test_gpu.cu).
+#pragma once
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "../host/rng.h"
+
+// n normal samples times scale, from rng (tests start from a fixed seed).
+static std::vector<float> random_floats(size_t n, Rng& rng, double scale = 1.0) {
+    std::vector<float> v(n);
+    for (float& x : v) x = (float)(scale * rng.normal());
+    return v;
+}
+
+// Runs a shell command; returns its exit status and stdout+stderr.
+static int run_command(const std::string& cmd, std::string* output = nullptr) {
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    int status = pclose(p);
+    if (output) *output = out;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A new empty directory under /tmp.
+static std::string temp_dir() {
+    char tmpl[] = "/tmp/train_test_XXXXXX";
+    return mkdtemp(tmpl);
+}
+
+static std::vector<char> read_bytes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
