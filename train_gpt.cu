@@ -580,17 +580,18 @@ void add_mean_loss(double* acc, const float* losses, int N) {
 // ----------------------------------------------------------------------------
 // Optimizer
 
-// AdamW with bias correction, element-wise: bc1 = 1 - β1^t, bc2 = 1 - β2^t; wd = 0 for
-// tensors that do not decay.
+// AdamW with bias correction, element-wise: inv_bc1 = 1/(1 - β1^t), inv_bc2 = 1/(1 - β2^t);
+// wd = 0 for tensors that do not decay. Multiplies by 1/bc as train.cpp's adamw_update
+// does, so both round the bias correction the same way.
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
-                             float beta2, float eps, float wd, float bc1, float bc2, float grad_scale) {
+                             float beta2, float eps, float wd, float inv_bc1, float inv_bc2, float grad_scale) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float grad = g[i] * grad_scale;
     float mi = beta1 * m[i] + (1.0f - beta1) * grad;
     float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
     m[i] = mi, v[i] = vi;
-    float mhat = mi / bc1, vhat = vi / bc2;
+    float mhat = mi * inv_bc1, vhat = vi * inv_bc2;
     p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
 }
 // One update of all parameters (buffers in file order); t is the 1-based update count.
@@ -598,13 +599,14 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, size_
 void adamw_update(float* params, const float* grads, float* m, float* v, const ModelConfig& cfg,
                   const AdamWConfig& h, float lr, int t, float grad_scale = 1.0f) {
     float bc1 = 1.0f - powf(h.beta1, (float)t), bc2 = 1.0f - powf(h.beta2, (float)t);
+    float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
     std::vector<size_t> sizes = cfg.param_sizes();
     size_t offset = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {  // one launch per tensor: the decay differs
         float wd = param_decays(i) ? h.weight_decay : 0.0f;
         adamw_kernel<<<blocks_for(sizes[i]), THREADS, 0, ctx.stream>>>(params + offset, grads + offset, m + offset,
                                                                       v + offset, sizes[i], lr, h.beta1, h.beta2,
-                                                                      h.eps, wd, bc1, bc2, grad_scale);
+                                                                      h.eps, wd, inv_bc1, inv_bc2, grad_scale);
         KERNEL_CHECK();
         offset += sizes[i];
     }
