@@ -99,7 +99,7 @@ train_gpt: train_gpt.cu $(GPU_HOST_HEADERS)
 	$(NVCC) $(NVCC_ALL) -o $@ train_gpt.cu $(GPU_LIBS)
 
 # its end-to-end tests start ./train_gpt, hence the order-only prerequisite
-test/test_gpu: test/test_gpu.cu test/test_util.h test/golden.h train_gpt.cu train.cpp $(GPU_HOST_HEADERS) | train_gpt
+test/test_gpu: test/test_gpu.cu test/test_util.h test/golden.h dev/cuda/device_array.h train_gpt.cu train.cpp $(GPU_HOST_HEADERS) | train_gpt
 	@test -f $(DOCTEST_INC)/doctest/doctest.h || { echo "gpu.mk: doctest.h not found under $(DOCTEST_INC) (apt-get install doctest-dev, or DOCTEST_INC=dir)"; exit 1; }
 	$(gpu_found)
 	$(NVCC) $(NVCC_ALL) -I$(DOCTEST_INC) -o $@ test/test_gpu.cu $(GPU_LIBS)

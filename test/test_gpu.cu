@@ -25,6 +25,7 @@
 #define TRAIN_NO_MAIN
 #include "../train.cpp"
 #include "../train_gpt.cu"
+#include "../dev/cuda/device_array.h"
 #include "golden.h"
 #include "test_util.h"
 
@@ -39,26 +40,6 @@ static std::vector<int> random_tokens(size_t n, int V, Rng& rng) {
     return v;
 }
 
-// A device copy of a host array, or `n` elements poisoned with NaN bytes.
-template <class T>
-struct Dev {
-    gpu::DeviceBuffer<T> buf;
-    explicit Dev(const std::vector<T>& host) {
-        buf.alloc(host.size());
-        CUDA_CHECK(cudaMemcpy(buf.ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-    }
-    explicit Dev(size_t n) {
-        buf.alloc(n);
-        CUDA_CHECK(cudaMemset(buf.ptr, 0xFF, n * sizeof(T)));  // all bits set: a NaN in float
-    }
-    T* ptr() { return buf.ptr; }
-    std::vector<T> host() const {
-        gpu::synchronize();
-        std::vector<T> v(buf.count);
-        CUDA_CHECK(cudaMemcpy(v.data(), buf.ptr, v.size() * sizeof(T), cudaMemcpyDeviceToHost));
-        return v;
-    }
-};
 static std::vector<float> download(const float* d, size_t n) {
     gpu::synchronize();
     std::vector<float> v(n);
@@ -100,8 +81,8 @@ TEST_CASE("encoder forward and backward match the CPU bit for bit") {
     std::vector<int> grouped(3 * B * T + 1);
     int groups = gpu::group_by_token(inp.data(), B * T, V, grouped.data(), grouped.data() + B * T + 1,
                                      grouped.data() + 2 * B * T + 1);
-    Dev<int> d_inp(inp), d_grouped(grouped);
-    Dev<float> d_wte(wte), d_wpe(wpe), d_dout(dout), d_dwte(dwte), d_dwpe(dwpe), d_out(out.size());
+    DevArray<int> d_inp(inp), d_grouped(grouped);
+    DevArray<float> d_wte(wte), d_wpe(wpe), d_dout(dout), d_dwte(dwte), d_dwpe(dwpe), d_out(out.size());
     gpu::encoder_forward(d_out.ptr(), d_inp.ptr(), d_wte.ptr(), d_wpe.ptr(), B, T, C);
     const int* g = d_grouped.ptr();
     gpu::TokenGroups tg{g, g + B * T + 1, g + 2 * B * T + 1, groups};
@@ -133,9 +114,9 @@ TEST_CASE("layernorm forward and backward match the CPU (rows span several reduc
     layernorm_backward(dinp.data(), cpu_dw.data(), cpu_db.data(), dout.data(), x.data(), w.data(), mean.data(),
                        rstd.data(), N, C);
 
-    Dev<float> d_x(x), d_w(w), d_b(b), d_dout(dout), d_dw(dw), d_db(db);
-    Dev<float> d_out(out.size()), d_mean(N), d_rstd(N), d_dinp(dinp.size());
-    Dev<float> scratch((size_t)gpu::row_chunks(N) * 2 * C);
+    DevArray<float> d_x(x), d_w(w), d_b(b), d_dout(dout), d_dw(dw), d_db(db);
+    DevArray<float> d_out(out.size()), d_mean(N), d_rstd(N), d_dinp(dinp.size());
+    DevArray<float> scratch((size_t)gpu::row_chunks(N) * 2 * C);
     gpu::layernorm_forward(d_out.ptr(), d_mean.ptr(), d_rstd.ptr(), d_x.ptr(), d_w.ptr(), d_b.ptr(), N, C);
     gpu::layernorm_backward(d_dinp.ptr(), d_dw.ptr(), d_db.ptr(), scratch.ptr(), d_dout.ptr(), d_x.ptr(), d_w.ptr(),
                             d_mean.ptr(), d_rstd.ptr(), N, C);
@@ -160,8 +141,8 @@ TEST_CASE("matmul forward and backward match the CPU, with and without bias; TF3
         matmul_forward(out.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, IC, OC);
         matmul_backward(dinp.data(), cpu_dw.data(), with_bias ? cpu_dbias.data() : nullptr, dout.data(), inp.data(),
                         w.data(), N, IC, OC);
-        Dev<float> d_inp(inp), d_w(w), d_bias(bias), d_dout(dout), d_dw(dw), d_dbias(dbias);
-        Dev<float> d_out(out.size()), d_dinp(dinp.size()), scratch((size_t)gpu::row_chunks(N) * OC);
+        DevArray<float> d_inp(inp), d_w(w), d_bias(bias), d_dout(dout), d_dw(dw), d_dbias(dbias);
+        DevArray<float> d_out(out.size()), d_dinp(dinp.size()), scratch((size_t)gpu::row_chunks(N) * OC);
         gpu::matmul_forward(d_out.ptr(), d_inp.ptr(), d_w.ptr(), with_bias ? d_bias.ptr() : nullptr, N, IC, OC);
         gpu::matmul_backward(d_dinp.ptr(), d_dw.ptr(), with_bias ? d_dbias.ptr() : nullptr, scratch.ptr(), d_dout.ptr(),
                              d_inp.ptr(), d_w.ptr(), N, IC, OC);
@@ -174,7 +155,7 @@ TEST_CASE("matmul forward and backward match the CPU, with and without bias; TF3
     // --tf32 1: still the same product, to TF32's precision (10-bit mantissa inputs: 1e-2 is generous)
     Floats out((size_t)N * OC);
     matmul_forward(out.data(), inp.data(), w.data(), bias.data(), N, IC, OC);
-    Dev<float> d_inp(inp), d_w(w), d_bias(bias), d_out(out.size());
+    DevArray<float> d_inp(inp), d_w(w), d_bias(bias), d_out(out.size());
     gpu::set_tf32(true);
     gpu::matmul_forward(d_out.ptr(), d_inp.ptr(), d_w.ptr(), d_bias.ptr(), N, IC, OC);
     Floats tf32_out = d_out.host();
@@ -193,8 +174,8 @@ TEST_CASE("attention forward and backward match the CPU") {
     attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
     attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
 
-    Dev<float> d_qkv(qkv), d_dout(dout), d_out(n), d_att(att.size()), d_dqkv(3 * n);
-    Dev<float> qkvr(3 * n), dqkvr(3 * n), yr(n), datt(att.size());
+    DevArray<float> d_qkv(qkv), d_dout(dout), d_out(n), d_att(att.size()), d_dqkv(3 * n);
+    DevArray<float> qkvr(3 * n), dqkvr(3 * n), yr(n), datt(att.size());
     gpu::attention_forward(d_out.ptr(), d_att.ptr(), d_qkv.ptr(), qkvr.ptr(), yr.ptr(), B, T, C, NH);
     gpu::attention_backward(d_dqkv.ptr(), d_dout.ptr(), d_qkv.ptr(), d_att.ptr(), qkvr.ptr(), dqkvr.ptr(), yr.ptr(),
                             datt.ptr(), B, T, C, NH);
@@ -218,7 +199,7 @@ TEST_CASE("GELU and residual match the CPU") {
     gelu_forward(out.data(), x.data(), n);
     gelu_backward(dinp.data(), x.data(), dout.data(), n);
     residual_forward(sum.data(), x.data(), y.data(), n);
-    Dev<float> d_x(x), d_y(y), d_dout(dout), d_out(n), d_dinp(n), d_sum(n);
+    DevArray<float> d_x(x), d_y(y), d_dout(dout), d_out(n), d_dinp(n), d_sum(n);
     gpu::gelu_forward(d_out.ptr(), d_x.ptr(), n);
     gpu::gelu_backward(d_dinp.ptr(), d_x.ptr(), d_dout.ptr(), n);
     gpu::residual_forward(d_sum.ptr(), d_x.ptr(), d_y.ptr(), n);
@@ -242,8 +223,8 @@ TEST_CASE("fused softmax + cross-entropy matches the CPU's forward and backward,
         crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), s.N, s.V, s.Vp);
         crossentropy_backward(dlogits.data(), probs.data(), targets.data(), dloss, s.N, s.Vp);
 
-        Dev<float> d_logits(logits), d_losses(s.N), d_dlogits(logits.size()), d_losses2(s.N);
-        Dev<int> d_targets(targets);
+        DevArray<float> d_logits(logits), d_losses(s.N), d_dlogits(logits.size()), d_losses2(s.N);
+        DevArray<int> d_targets(targets);
         gpu::crossentropy_forward_backward(d_losses.ptr(), d_dlogits.ptr(), d_logits.ptr(), d_targets.ptr(), dloss,
                                            s.N, s.V, s.Vp);
         gpu::crossentropy_forward_backward(d_losses2.ptr(), nullptr, d_logits.ptr(), d_targets.ptr(), 0.0f, s.N, s.V,
@@ -275,7 +256,7 @@ TEST_CASE("AdamW matches the CPU's update, decay on matrices only, with a clippi
     size_t n = c.num_params();
     m.params = random_floats(n, rng), m.grads = random_floats(n, rng), m.adam_m = random_floats(n, rng, 0.1);
     for (float& v : m.adam_v) v = (float)std::fabs(0.01 * rng.normal());
-    Dev<float> p(m.params), g(m.grads), mm(m.adam_m), vv(m.adam_v);
+    DevArray<float> p(m.params), g(m.grads), mm(m.adam_m), vv(m.adam_v);
     AdamWConfig h{0.9f, 0.95f, 1e-8f, 0.1f};
     adamw_update(m, h, 1e-2f, 3, 0.5f);
     gpu::adamw_update(p.ptr(), g.ptr(), mm.ptr(), vv.ptr(), c, h, 1e-2f, 3, 0.5f);
@@ -288,7 +269,7 @@ TEST_CASE("AdamW matches the CPU's update, decay on matrices only, with a clippi
 TEST_CASE("global norm matches the CPU") {
     Rng rng(8);
     Floats g = random_floats(1000003, rng, 0.01);
-    Dev<float> d_g(g);
+    DevArray<float> d_g(g);
     gpu::DeviceBuffer<double> scratch;
     scratch.alloc(gpu::NORM_BLOCKS + 1);
     float norm = gpu::global_norm(d_g.ptr(), g.size(), scratch.ptr);
@@ -383,8 +364,10 @@ static void randomize(float* params, const ModelConfig& c, uint64_t seed) {
 static const AdamWConfig OPT{0.9f, 0.95f, 1e-8f, 0.1f};
 static const std::vector<int> CONTEXT = {1, 5, 9, 2, 30, 7};
 
-// `steps` steps of B×T with T = 6 on a global batch of 8 sequences, clipping at 0.5.
-static Outcome gpu_run(int B, int A, int steps) {
+// `steps` steps of B×T with T = 6 on a global batch of 8 sequences, clipping at 0.5, through
+// the Trainer interface of host/run.h, so GpuTrainer and CpuTrainer run the same code.
+template <class Trainer>
+static Outcome run_steps(int B, int A, int steps) {
     ModelConfig c = tiny_config();
     const int T = 6;
     BatchPlan plan = plan_batch(B, T, 1, (long long)8 * T);
@@ -393,7 +376,7 @@ static Outcome gpu_run(int B, int A, int steps) {
     data.configure(plan.B, plan.T, plan.A, plan.R, 0, true, 5);
     val.configure(plan.B, plan.T, 1, 1, 0, false, 0);
     Comm single;
-    GpuTrainer m(c, plan, Config{}, single);
+    Trainer m(c, plan, Config{}, single);
     randomize(m.params(), c, 21);
     m.upload();
     Outcome o;
@@ -410,28 +393,8 @@ static Outcome gpu_run(int B, int A, int steps) {
     o.v.assign(m.adam_v(), m.adam_v() + n);
     return o;
 }
-static Outcome cpu_run(int B, int A, int steps) {
-    ModelConfig c = tiny_config();
-    const int T = 6;
-    BatchPlan plan = plan_batch(B, T, 1, (long long)8 * T);
-    REQUIRE(plan.A == A);
-    DataLoader data("tokens", tiny_tokens(), c.V), val("val", tiny_tokens(), c.V);
-    data.configure(plan.B, plan.T, plan.A, plan.R, 0, true, 5);
-    val.configure(plan.B, plan.T, 1, 1, 0, false, 0);
-    Comm single;
-    CpuTrainer m(c, plan, Config{}, single);
-    randomize(m.params(), c, 21);
-    Outcome o;
-    for (int s = 1; s <= steps; s++) {
-        StepResult r = m.step(data, plan, single, OPT, 1e-3f, 0.5f, s);
-        o.losses.push_back(r.loss), o.norms.push_back(r.grad_norm);
-    }
-    o.val_loss = m.evaluate(val, 3, plan, single);
-    const float* logits = m.next_token_logits(CONTEXT.data(), (int)CONTEXT.size());
-    o.next_logits.assign(logits, logits + c.Vp);
-    o.params = m.m.params, o.m = m.m.adam_m, o.v = m.m.adam_v;
-    return o;
-}
+static Outcome gpu_run(int B, int A, int steps) { return run_steps<GpuTrainer>(B, A, steps); }
+static Outcome cpu_run(int B, int A, int steps) { return run_steps<CpuTrainer>(B, A, steps); }
 
 TEST_CASE("10 optimizer steps agree with the CPU trainer: losses, norms, parameters, validation, sampling") {
     Outcome gpu = gpu_run(4, 2, 10), cpu = cpu_run(4, 2, 10);
@@ -474,14 +437,6 @@ TEST_CASE("two identical runs are bit-identical") {
 
 static const std::string TINY_ARGS = "--layers 2 --heads 2 --channels 32 --max-seq-len 32 -b 4 -t 16 "
                                      "--val-every 0 --sample-every 0 --warmup 2 ";
-static std::vector<std::string> log_lines(const std::string& path, const std::string& type) {
-    std::ifstream f(path);
-    std::vector<std::string> out;
-    for (std::string line; std::getline(f, line);)
-        if (line.find("\"type\":\"" + type + "\"") != std::string::npos) out.push_back(line);
-    return out;
-}
-static std::string strip_timing(const std::string& s) { return s.substr(0, s.find(",\"ms\"")); }
 static double field(const std::string& line, const std::string& name) {
     size_t at = line.find("\"" + name + "\":");
     return at == std::string::npos ? NAN : atof(line.c_str() + at + name.size() + 3);

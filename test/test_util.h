@@ -39,3 +39,14 @@ static std::vector<char> read_bytes(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
+
+// The lines of a JSONL run log whose "type" is `type`, in order.
+static std::vector<std::string> log_lines(const std::string& path, const std::string& type) {
+    std::ifstream f(path);
+    std::vector<std::string> out;
+    for (std::string line; std::getline(f, line);)
+        if (line.find("\"type\":\"" + type + "\"") != std::string::npos) out.push_back(line);
+    return out;
+}
+// A log line without its timing fields ("ms" onwards): what must repeat bit for bit.
+static std::string strip_timing(const std::string& s) { return s.substr(0, s.find(",\"ms\"")); }

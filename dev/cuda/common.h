@@ -7,6 +7,7 @@
 #pragma once
 #define TRAIN_NO_MAIN
 #include "../../train_gpt.cu"
+#include "device_array.h"
 
 #include <functional>
 
@@ -17,31 +18,6 @@ inline Floats random_floats(size_t n, Rng& rng, double scale = 1.0) {
     for (float& x : v) x = (float)(scale * rng.normal());
     return v;
 }
-
-// A device array: a copy of a host vector, or n elements poisoned with 0xFF bytes (NaN).
-template <class T>
-struct DevArray {
-    gpu::DeviceBuffer<T> buf;
-    explicit DevArray(const std::vector<T>& host) {
-        buf.alloc(host.size());
-        CUDA_CHECK(cudaMemcpy(buf.ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-    }
-    explicit DevArray(size_t n) {
-        buf.alloc(n);
-        poison();
-    }
-    void poison() { CUDA_CHECK(cudaMemset(buf.ptr, 0xFF, buf.count * sizeof(T))); }
-    void set(const std::vector<T>& host) {
-        CUDA_CHECK(cudaMemcpy(buf.ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-    }
-    T* ptr() { return buf.ptr; }
-    std::vector<T> host() const {
-        CUDA_CHECK(cudaDeviceSynchronize());
-        std::vector<T> v(buf.count);
-        CUDA_CHECK(cudaMemcpy(v.data(), buf.ptr, v.size() * sizeof(T), cudaMemcpyDeviceToHost));
-        return v;
-    }
-};
 
 // ‖ours − ref‖ / ‖ref‖; NaN if any element of ours is NaN (a forgotten element).
 inline double norm_error(const Floats& ours, const std::vector<double>& ref) {
