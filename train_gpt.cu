@@ -71,7 +71,6 @@ struct Context {
     int device = -1;                 // -1: no GPU selected (--help, or a dry run without one)
     cudaStream_t stream = nullptr;   // kernels, copies, cuBLAS and NCCL all run on it, in order
     cublasHandle_t blas = nullptr;
-    ncclComm_t nccl = nullptr;       // the replicas' communicator; null with one replica
 };
 inline Context ctx;
 
@@ -780,50 +779,80 @@ inline bool wants_help(int argc, char** argv) {
     return false;
 }
 
-// Host-memory collectives over NCCL, for jobs without MPI: host/run.h's few small
-// collectives (loss means, agreement checks) are staged through a device buffer.
+// The replicas' NCCL communicator, shared by the two Collectives below and ended with them.
+struct NcclComm {
+    ncclComm_t comm = nullptr;
+    NcclComm(const ncclUniqueId& id, int world, int rank) {
+        NCCL_CHECK(ncclCommInitRank(&comm, world, id, rank));
+    }
+    ~NcclComm() {
+        if (comm) ncclCommDestroy(comm);  // at teardown an error is not worth reporting
+    }
+};
+
+// Collectives over NCCL on the context's stream. With `host_memory` the data is host memory,
+// staged through a device buffer: host/run.h's few small collectives (loss means,
+// agreement checks) in jobs without MPI. Without it the data is GPU memory: the gradient
+// sync (Comm::buffers), which NCCL sums where it lies.
 struct NcclCollectives : Collectives {
+    std::shared_ptr<NcclComm> nccl;
     int world;
+    bool host_memory;
     DeviceBuffer<char> staging;
-    explicit NcclCollectives(int world) : world(world) {}
+    NcclCollectives(std::shared_ptr<NcclComm> nccl, int world, bool host_memory)
+        : nccl(std::move(nccl)), world(world), host_memory(host_memory) {}
     char* device_space(size_t bytes) {
         if (staging.count < bytes) staging.alloc(bytes);
         return staging.ptr;
     }
-    template <class T>
-    void allreduce(T* data, size_t n, ncclDataType_t type) {
-        char* d = device_space(n * sizeof(T));
-        CUDA_CHECK(cudaMemcpyAsync(d, data, n * sizeof(T), cudaMemcpyHostToDevice, ctx.stream));
-        NCCL_CHECK(ncclAllReduce(d, d, n, type, ncclSum, ctx.nccl, ctx.stream));
-        CUDA_CHECK(cudaMemcpyAsync(data, d, n * sizeof(T), cudaMemcpyDeviceToHost, ctx.stream));
-        synchronize();
-    }
-    void allreduce_sum(float* data, size_t n) override { allreduce(data, n, ncclFloat); }
-    void allreduce_sum(double* data, size_t n) override { allreduce(data, n, ncclDouble); }
-    void broadcast(void* data, size_t bytes) override {
+    // Runs op on device memory holding `bytes` of data (in place), staging host data.
+    template <class Op>
+    void in_place(void* data, size_t bytes, Op op) {
+        if (!host_memory) return op((char*)data);
         char* d = device_space(bytes);
         CUDA_CHECK(cudaMemcpyAsync(d, data, bytes, cudaMemcpyHostToDevice, ctx.stream));
-        NCCL_CHECK(ncclBroadcast(d, d, bytes, ncclChar, 0, ctx.nccl, ctx.stream));
+        op(d);
         CUDA_CHECK(cudaMemcpyAsync(data, d, bytes, cudaMemcpyDeviceToHost, ctx.stream));
         synchronize();
     }
+    void allreduce_sum(float* data, size_t n) override {
+        in_place(data, n * sizeof(float), [&](char* d) {
+            NCCL_CHECK(ncclAllReduce(d, d, n, ncclFloat, ncclSum, nccl->comm, ctx.stream));
+        });
+    }
+    void allreduce_sum(double* data, size_t n) override {
+        in_place(data, n * sizeof(double), [&](char* d) {
+            NCCL_CHECK(ncclAllReduce(d, d, n, ncclDouble, ncclSum, nccl->comm, ctx.stream));
+        });
+    }
+    void broadcast(void* data, size_t bytes) override {
+        in_place(data, bytes, [&](char* d) {
+            NCCL_CHECK(ncclBroadcast(d, d, bytes, ncclChar, 0, nccl->comm, ctx.stream));
+        });
+    }
     void allgather(const void* mine, size_t bytes, void* all) override {
+        if (!host_memory) {
+            NCCL_CHECK(ncclAllGather(mine, all, bytes, ncclChar, nccl->comm, ctx.stream));
+            return;
+        }
         char* d = device_space(bytes * (world + 1));  // [everyone's (world × bytes)] [mine]
         char* send = d + bytes * world;
         CUDA_CHECK(cudaMemcpyAsync(send, mine, bytes, cudaMemcpyHostToDevice, ctx.stream));
-        NCCL_CHECK(ncclAllGather(send, d, bytes, ncclChar, ctx.nccl, ctx.stream));
+        NCCL_CHECK(ncclAllGather(send, d, bytes, ncclChar, nccl->comm, ctx.stream));
         CUDA_CHECK(cudaMemcpyAsync(all, d, bytes * world, cudaMemcpyDeviceToHost, ctx.stream));
         synchronize();
     }
-    void barrier() override {
-        float x = 0;
-        allreduce_sum(&x, 1);
+    void barrier() override {  // a one-element all-reduce: it returns once every rank has joined
+        char* d = device_space(sizeof(double));
+        NCCL_CHECK(ncclAllReduce(d, d, 1, ncclDouble, ncclSum, nccl->comm, ctx.stream));
+        synchronize();
     }
     [[noreturn]] void abort(int code) override {
-        ncclCommAbort(ctx.nccl);  // no check: the process is leaving either way
+        ncclCommAbort(nccl->comm);  // no check: the process is leaving either way
+        nccl->comm = nullptr;
         exit(code);
     }
-    const char* name() const override { return "NCCL (no MPI)"; }
+    const char* name() const override { return host_memory ? "NCCL (no MPI)" : "NCCL"; }
 };
 
 inline std::string to_hex(const void* data, size_t bytes) {
@@ -1014,9 +1043,10 @@ struct GpuTrainer {
                     if (comm.rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
                     comm.broadcast(&id, sizeof id);
                 }
-                NCCL_CHECK(ncclCommInitRank(&gpu::ctx.nccl, comm.world, id, comm.rank));
+                auto nccl = std::make_shared<gpu::NcclComm>(id, comm.world, comm.rank);
+                comm.buffers = std::make_shared<gpu::NcclCollectives>(nccl, comm.world, false);
                 if (via_file) {
-                    comm.backend = std::make_shared<gpu::NcclCollectives>(comm.world);
+                    comm.backend = std::make_shared<gpu::NcclCollectives>(nccl, comm.world, true);
                     if (comm.rank == 0) remove(init_file.c_str());  // every rank has read it by now
                 }
                 gpu::check_device_map(comm);
@@ -1188,8 +1218,7 @@ struct GpuTrainer {
         }
 
         // 3. gradient sync, once per step: sum over replicas = mean over the global batch
-        if (comm.world > 1)
-            NCCL_CHECK(ncclAllReduce(grads_buf.ptr, grads_buf.ptr, n, ncclFloat, ncclSum, gpu::ctx.nccl, stream));
+        comm.allreduce_sum(grads_buf.ptr, n);
         float loss = (float)comm.allreduce_mean(loss_sum() / plan.A);
 
         // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica)

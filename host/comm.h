@@ -3,8 +3,13 @@
 // A Comm is created once in main() and passed to whoever needs it; model code never sees
 // it. It has a rank, a world size and a few collectives. Without a backend it is a single
 // process and every collective is a no-op. Backends plug in behind one small interface:
-// MPI here (the project's one MPI #ifdef), NCCL in the GPU trainer for jobs launched
-// without MPI (Slurm's srun).
+// MPI here (the project's one MPI #ifdef), NCCL in the GPU trainer (train_gpt.cu).
+//
+// Two backends can be set, because the GPU trainer's buffers are not in host memory:
+//   backend  collectives on host memory: losses, agreement checks, start-up (MPI, or NCCL
+//            staged through the GPU for jobs launched without MPI);
+//   buffers  the gradient sync on the trainer's own buffer (NCCL on GPU memory); when it
+//            is null, the gradient buffer is in host memory and `backend` sums it.
 #pragma once
 #include <unistd.h>
 
@@ -36,18 +41,20 @@ struct Comm {
     int world = 1;       // number of replicas R
     int local_rank = 0;  // rank among the replicas on this host (selects the GPU)
     std::string host;
-    std::shared_ptr<Collectives> backend;  // null: a single process
+    std::shared_ptr<Collectives> backend;  // host memory; null: a single process
+    std::shared_ptr<Collectives> buffers;  // the trainer's memory (GPU); null: same as backend
 
     // A single process, or MPI when built with it and launched by mpirun / srun with PMI.
     static Comm init(int* argc, char*** argv);
 
     const char* backend_name() const { return backend ? backend->name() : "single process"; }
 
-    // Sum of a float buffer over all replicas, in place. The CPU trainer's gradient sync
-    // uses this once per optimizer step: each replica's gradient is already scaled by
-    // 1/(B·T·A·R), so the sum is the mean over the global batch.
+    // Sum of the gradient buffer over all replicas, in place, where the trainer keeps it
+    // (host memory for train, GPU memory for train_gpt). Both trainers' gradient sync,
+    // once per optimizer step: each replica's gradient is already scaled by 1/(B·T·A·R),
+    // so the sum is the mean over the global batch.
     void allreduce_sum(float* data, size_t n) const {
-        if (backend) backend->allreduce_sum(data, n);
+        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->allreduce_sum(data, n);
     }
     // Mean of one number over all replicas (losses, validation loss).
     double allreduce_mean(double x) const {
