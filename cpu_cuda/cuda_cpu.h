@@ -1,0 +1,90 @@
+// cpu_cuda/cuda_cpu.h: CUDA C++ on the CPU. The build includes this header first in every
+// file it compiles for the CPU runtime (g++ -include cpu_cuda/cuda_cpu.h), after the
+// rewrite step (rewrite.cpp) has turned each kernel<<<...>>> into a call the runtime runs.
+//
+// The toolkit's own headers supply the declarations and types (cudaError_t, dim3, float4,
+// __nv_bfloat16, cublasStatus_t, ncclComm_t, ...), so a call with the wrong signature fails
+// to compile here as it would under nvcc; the headers below define what they declare:
+//   settings.h     the CPU_CUDA_* switches
+//   memory.h       device memory: tracking, guard pages, NaN fill, range checks
+//   pool.h         the OS threads that run blocks and matrix tiles
+//   fiber.h        fibers: the CUDA threads of a block
+//   exec.h         launches, blocks, barriers, warp collectives, the race detector
+//   device_math.h  atomics, intrinsics, bf16/fp16 device math
+//   runtime.h      the runtime API: memory, copies, streams, events, devices, errors
+//   cublas_cpu.h   the cuBLAS calls the project makes
+//   nccl_cpu.h     NCCL, across processes on one machine
+// Programs are one translation unit each (the project's are), which is what lets the
+// runtime live in headers.
+#pragma once
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#define CPU_CUDA 1  // the program runs on the CPU runtime
+
+#include "settings.h"
+#include "memory.h"
+#include "pool.h"
+#include "fiber.h"
+#include "exec.h"
+#include "device_math.h"
+#include "runtime.h"
+#if __has_include("cublas_cpu.h")
+#include "cublas_cpu.h"
+#endif
+#if __has_include("nccl_cpu.h")
+#include "nccl_cpu.h"
+#endif
+
+// ---- the built-in variables, read from the thread and block running on this OS thread
+#define threadIdx (static_cast<const uint3&>(::cpu_cuda::current_lane->tid))
+#define blockIdx (static_cast<const uint3&>(::cpu_cuda::current_block->block_idx))
+#define blockDim (static_cast<const dim3&>(::cpu_cuda::current_block->launch->block))
+#define gridDim (static_cast<const dim3&>(::cpu_cuda::current_block->launch->grid))
+constexpr int warpSize = 32;
+
+// ---- barriers and warp collectives: they carry their source line, for error messages
+namespace cpu_cuda {
+template <class T>
+T shfl_sync(const char* f, int l, unsigned mask, T v, int src_lane, int width = 32) {
+    return shuffle(f, l, WarpOp::shfl_idx, mask, v, src_lane, width);
+}
+template <class T>
+T shfl_up_sync(const char* f, int l, unsigned mask, T v, unsigned delta, int width = 32) {
+    return shuffle(f, l, WarpOp::shfl_up, mask, v, (int)delta, width);
+}
+template <class T>
+T shfl_down_sync(const char* f, int l, unsigned mask, T v, unsigned delta, int width = 32) {
+    return shuffle(f, l, WarpOp::shfl_down, mask, v, (int)delta, width);
+}
+template <class T>
+T shfl_xor_sync(const char* f, int l, unsigned mask, T v, int lane_mask, int width = 32) {
+    return shuffle(f, l, WarpOp::shfl_bfly, mask, v, lane_mask, width);
+}
+inline void syncwarp(const char* f, int l, unsigned mask = 0xffffffffu) {
+    warp_op(f, l, WarpOp::syncwarp, mask, 0u, 0, 0);
+}
+}  // namespace cpu_cuda
+#define __syncthreads() ::cpu_cuda::syncthreads(__FILE__, __LINE__)
+#define __syncthreads_count(p) ::cpu_cuda::syncthreads_reduce(__FILE__, __LINE__, (p), 0)
+#define __syncthreads_and(p) ::cpu_cuda::syncthreads_reduce(__FILE__, __LINE__, (p), 1)
+#define __syncthreads_or(p) ::cpu_cuda::syncthreads_reduce(__FILE__, __LINE__, (p), 2)
+#define __syncwarp(...) ::cpu_cuda::syncwarp(__FILE__, __LINE__, ##__VA_ARGS__)
+#define __shfl_sync(...) ::cpu_cuda::shfl_sync(__FILE__, __LINE__, __VA_ARGS__)
+#define __shfl_up_sync(...) ::cpu_cuda::shfl_up_sync(__FILE__, __LINE__, __VA_ARGS__)
+#define __shfl_down_sync(...) ::cpu_cuda::shfl_down_sync(__FILE__, __LINE__, __VA_ARGS__)
+#define __shfl_xor_sync(...) ::cpu_cuda::shfl_xor_sync(__FILE__, __LINE__, __VA_ARGS__)
+#define __ballot_sync(mask, p) ::cpu_cuda::ballot(__FILE__, __LINE__, ::cpu_cuda::WarpOp::ballot, (mask), (p))
+#define __any_sync(mask, p) (int)::cpu_cuda::ballot(__FILE__, __LINE__, ::cpu_cuda::WarpOp::any, (mask), (p))
+#define __all_sync(mask, p) (int)::cpu_cuda::ballot(__FILE__, __LINE__, ::cpu_cuda::WarpOp::all, (mask), (p))
+#define __activemask() ::cpu_cuda::activemask()
+#define __trap() ::cpu_cuda::trap(__FILE__, __LINE__)
+
+// __shared__ declarations inside functions are rewritten (rewrite.cpp); one the rewrite
+// cannot see (at namespace scope) is at least one per OS thread, never one per CUDA thread.
+#undef __shared__
+#define __shared__ static thread_local

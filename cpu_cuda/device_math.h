@@ -1,0 +1,179 @@
+// cpu_cuda/device_math.h: the device functions CUDA's headers declare only for nvcc:
+// atomics, math intrinsics, integer intrinsics, __ldg, and the bf16/fp16 math that
+// cuda_bf16.h and cuda_fp16.h leave to the device. Types and conversions come from the
+// toolkit's own headers, which work on the host.
+//
+// Numerics: the fast intrinsics (__expf, __fdividef, rsqrtf, ...) are exact here but
+// approximate on a GPU, and the host's libm differs from CUDA's by a few ulps; there is
+// no flush-to-zero. Results agree with a GPU to float32 rounding, not bit for bit.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+// ---- min and max: CUDA has them as overloaded global functions
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return fminf(a, b); }
+inline float max(float a, float b) { return fmaxf(a, b); }
+inline double min(double a, double b) { return fmin(a, b); }
+inline double max(double a, double b) { return fmax(a, b); }
+
+// ---- float intrinsics (exact here; approximate on a GPU)
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline float __expf(float x) { return expf(x); }
+inline float __logf(float x) { return logf(x); }
+inline float __log2f(float x) { return log2f(x); }
+inline float __sinf(float x) { return sinf(x); }
+inline float __cosf(float x) { return cosf(x); }
+inline float __tanf(float x) { return tanf(x); }
+inline float __powf(float x, float y) { return powf(x, y); }
+inline float __exp10f(float x) { return exp10f(x); }
+inline float __fdividef(float x, float y) { return x / y; }
+inline float fdividef(float x, float y) { return x / y; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fsqrt_rn(float x) { return sqrtf(x); }
+inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+inline float __saturatef(float x) { return x != x ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
+inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+inline int __float2int_rz(float x) { return (int)x; }
+inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
+inline float __int2float_rn(int x) { return (float)x; }
+inline float __uint2float_rn(unsigned x) { return (float)x; }
+
+// ---- bit casts
+template <class To, class From>
+inline To bit_cast_(From f) {
+    static_assert(sizeof(To) == sizeof(From), "bit cast between types of one size");
+    To t;
+    memcpy((void*)&t, (const void*)&f, sizeof t);
+    return t;
+}
+inline int __float_as_int(float x) { return bit_cast_<int>(x); }
+inline unsigned __float_as_uint(float x) { return bit_cast_<unsigned>(x); }
+inline float __int_as_float(int x) { return bit_cast_<float>(x); }
+inline float __uint_as_float(unsigned x) { return bit_cast_<float>(x); }
+inline long long __double_as_longlong(double x) { return bit_cast_<long long>(x); }
+inline double __longlong_as_double(long long x) { return bit_cast_<double>(x); }
+
+// ---- integer intrinsics
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline unsigned __brev(unsigned x) {
+    x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+    x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+    x = ((x >> 4) & 0x0F0F0F0Fu) | ((x & 0x0F0F0F0Fu) << 4);
+    return __builtin_bswap32(x);
+}
+inline int __mul24(int a, int b) { return (int)((long long)(a << 8 >> 8) * (b << 8 >> 8)); }
+inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xFFFFFFu) * (b & 0xFFFFFFu); }
+inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+
+// ---- loads through the read-only cache: an ordinary load here
+template <class T>
+inline T __ldg(const T* p) {
+    return *p;
+}
+template <class T>
+inline T __ldcs(const T* p) {
+    return *p;
+}
+template <class T>
+inline void __stcs(T* p, T v) {
+    *p = v;
+}
+
+// ---- atomics: blocks run concurrently on several OS threads, so these are real atomics
+namespace cpu_cuda {
+template <class T, class F>
+inline T atomic_update(T* address, F f) {  // compare-and-swap loop on the bits: float, double, bf16
+    using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>>;
+    Bits* bits = (Bits*)address;
+    Bits old = __atomic_load_n(bits, __ATOMIC_RELAXED);
+    for (;;) {
+        T now = f(bit_cast_<T>(old));
+        if (__atomic_compare_exchange_n(bits, &old, bit_cast_<Bits>(now), false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+            return bit_cast_<T>(old);
+    }
+}
+}  // namespace cpu_cuda
+#define CPU_CUDA_INTEGER_ATOMICS(T)                                                                   \
+    inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }             \
+    inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }             \
+    inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }           \
+    inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }             \
+    inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }               \
+    inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }             \
+    inline T atomicMax(T* a, T v) { return cpu_cuda::atomic_update(a, [v](T x) { return x > v ? x : v; }); } \
+    inline T atomicMin(T* a, T v) { return cpu_cuda::atomic_update(a, [v](T x) { return x < v ? x : v; }); } \
+    inline T atomicCAS(T* a, T expected, T v) {                                                       \
+        __atomic_compare_exchange_n(a, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);      \
+        return expected;                                                                              \
+    }
+CPU_CUDA_INTEGER_ATOMICS(int)
+CPU_CUDA_INTEGER_ATOMICS(unsigned)
+CPU_CUDA_INTEGER_ATOMICS(unsigned long long)
+#undef CPU_CUDA_INTEGER_ATOMICS
+inline unsigned atomicInc(unsigned* a, unsigned limit) {
+    return cpu_cuda::atomic_update(a, [limit](unsigned x) { return x >= limit ? 0u : x + 1; });
+}
+inline float atomicAdd(float* a, float v) { return cpu_cuda::atomic_update(a, [v](float x) { return x + v; }); }
+inline double atomicAdd(double* a, double v) { return cpu_cuda::atomic_update(a, [v](double x) { return x + v; }); }
+inline float atomicExch(float* a, float v) { return cpu_cuda::atomic_update(a, [v](float) { return v; }); }
+inline float atomicMax(float* a, float v) { return cpu_cuda::atomic_update(a, [v](float x) { return fmaxf(x, v); }); }
+inline __nv_bfloat16 atomicAdd(__nv_bfloat16* a, __nv_bfloat16 v) {
+    return cpu_cuda::atomic_update(a, [v](__nv_bfloat16 x) { return __float2bfloat16(__bfloat162float(x) + __bfloat162float(v)); });
+}
+inline __half atomicAdd(__half* a, __half v) {
+    return cpu_cuda::atomic_update(a, [v](__half x) { return __float2half(__half2float(x) + __half2float(v)); });
+}
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline long long clock64() { return (long long)__builtin_ia32_rdtsc(); }
+inline void __nanosleep(unsigned) {}
+
+// ---- bf16 and fp16 math that the toolkit headers define for the device only. Each rounds
+// once from the float32 result, as the GPU's instructions do for these operations.
+#define CPU_CUDA_HALF_MATH(H, TO_F, FROM_F)                                                         \
+    inline H __hfma(H a, H b, H c) { return FROM_F(fmaf(TO_F(a), TO_F(b), TO_F(c))); }                 \
+    inline H hsqrt(H a) { return FROM_F(sqrtf(TO_F(a))); }                                            \
+    inline H hrsqrt(H a) { return FROM_F(1.0f / sqrtf(TO_F(a))); }                                    \
+    inline H hrcp(H a) { return FROM_F(1.0f / TO_F(a)); }                                             \
+    inline H hexp(H a) { return FROM_F(expf(TO_F(a))); }                                              \
+    inline H hlog(H a) { return FROM_F(logf(TO_F(a))); }                                              \
+    inline H htanh(H a) { return FROM_F(tanhf(TO_F(a))); }                                            \
+    inline H hsin(H a) { return FROM_F(sinf(TO_F(a))); }                                              \
+    inline H hcos(H a) { return FROM_F(cosf(TO_F(a))); }
+CPU_CUDA_HALF_MATH(__nv_bfloat16, __bfloat162float, __float2bfloat16)
+CPU_CUDA_HALF_MATH(__half, __half2float, __float2half)
+#undef CPU_CUDA_HALF_MATH
+inline __nv_bfloat162 __hfma2(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) {
+    return __nv_bfloat162(__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y));
+}
+inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) { return __half2(__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)); }
+inline int __bfloat162int_rn(__nv_bfloat16 a) { return (int)nearbyintf(__bfloat162float(a)); }
+inline int __half2int_rn(__half a) { return (int)nearbyintf(__half2float(a)); }

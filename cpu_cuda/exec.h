@@ -1,0 +1,815 @@
+// cpu_cuda/exec.h: the execution model. A launch runs its blocks on the pool's OS threads,
+// one block at a time per OS thread; the CUDA threads of a block are fibers (fiber.h).
+//
+// A thread runs without interruption until it reaches __syncthreads or a warp collective
+// (__shfl_*_sync, __ballot_sync, __syncwarp, ...), where it waits and the next thread runs.
+// A "runner" fiber starts threads one after the other on the same stack, so a thread that
+// never waits costs about one function call; only threads that wait keep a fiber of their
+// own. Switches go directly from fiber to fiber, without a scheduler in between.
+//
+// The order in which waiting threads are resumed is a Schedule (settings.h). The race
+// detector (CPU_CUDA_RACECHECK=1) runs every launch under several schedules, from the same
+// memory, and compares what they wrote: a missing barrier or two blocks writing one
+// element then shows up as a difference, instead of as luck.
+//
+// Errors a GPU would hang or misbehave on are reported as they happen, with the kernel,
+// block, thread and source line, and the launch fails (cudaErrorLaunchFailure): a barrier
+// reached from different places, a deadlock, a warp collective whose lanes disagree, a
+// shuffle that reads a lane that did not take part. A fault inside a kernel (running off an
+// allocation into its guard page, a null pointer, a stack overflow) names the same.
+#pragma once
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "fiber.h"
+#include "memory.h"
+#include "pool.h"
+#include "settings.h"
+
+namespace cpu_cuda {
+
+// ----------------------------------------------------------------------------
+// Errors: CUDA keeps the last error per host thread; launches and API calls set it.
+
+inline thread_local cudaError_t last_error = cudaSuccess;
+inline cudaError_t set_error(cudaError_t e) {
+    if (e != cudaSuccess) last_error = e;
+    return e;
+}
+
+// ----------------------------------------------------------------------------
+// What one launch is: the kernel bound to its arguments, and the grid.
+
+struct Launch {
+    const char* kernel;                  // the kernel's name, as written at the launch
+    dim3 grid, block;
+    size_t dynamic_smem;
+    void (*invoke)(const void* bound);   // runs the kernel body for the current thread
+    const void* bound;
+};
+
+enum class LaneState : uint8_t { unstarted, running, ready, at_barrier, in_collective, exited };
+enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp };
+inline const char* warp_op_name(WarpOp op) {
+    static const char* names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+                                  "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp"};
+    return names[(int)op];
+}
+
+// One CUDA thread of the running block.
+struct Lane {
+    uint3 tid;
+    unsigned id;        // x + X·(y + Y·z), the thread's place in the block; lane = id % 32
+    LaneState state;
+    int fiber;          // the fiber it runs on; -1 before it starts
+    const char* file;   // where it waits
+    int line;
+    // a warp collective in flight
+    WarpOp op;
+    unsigned mask;
+    int b, c;           // shuffle operand (source lane, delta or lane mask) and clamp/segment
+    int pred;
+    alignas(16) unsigned char value[16];
+    alignas(16) unsigned char result[16];
+};
+
+// A warp collective waiting for its lanes.
+struct WarpGroup {
+    unsigned mask, arrived;
+    WarpOp op;
+    const char* file;
+    int line;
+};
+
+// "3" or "0-31" or "0-3, 8": a set of thread ids, for messages.
+inline std::string id_ranges(const std::vector<unsigned>& ids) {
+    std::string s;
+    for (size_t i = 0; i < ids.size();) {
+        size_t j = i;
+        while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) j++;
+        if (!s.empty()) s += ", ";
+        s += std::to_string(ids[i]) + (j > i ? "-" + std::to_string(ids[j]) : "");
+        i = j + 1;
+    }
+    return s;
+}
+
+// ----------------------------------------------------------------------------
+// The block executor: one per OS thread, running one block at a time.
+
+class Block;
+inline thread_local Block* current_block = nullptr;  // the block running on this OS thread
+inline thread_local Lane* current_lane = nullptr;    // the CUDA thread running on it
+
+class Block {
+  public:
+    const Launch* launch = nullptr;
+    uint3 block_idx{};
+    uint64_t generation = 0;  // counts blocks run here: __shared__ memory is fresh for each
+    std::string error;        // why the block failed ("" = it did not)
+
+    // Runs every thread of block `idx` to its end under schedule s; false if it failed.
+    bool run(const Launch& l, uint3 idx, const Schedule& s) {
+        launch = &l, block_idx = idx, schedule_ = s, error.clear();
+        generation++;
+        const dim3 d = l.block;
+        n_ = d.x * d.y * d.z;
+        warps_ = (n_ + 31) / 32;
+        lanes_.resize(n_);
+        for (unsigned i = 0; i < n_; i++) {
+            Lane& lane = lanes_[i];
+            lane.tid = {i % d.x, i / d.x % d.y, i / (d.x * d.y)};
+            lane.id = i, lane.state = LaneState::unstarted, lane.fiber = -1;
+        }
+        make_order();
+        next_unstarted_ = 0, exited_ = 0, at_barrier_ = 0;
+        ready_.clear();
+        groups_.assign(warps_, {});
+        free_fibers_.clear(), idle_runners_.clear();
+        for (size_t f = 0; f < fibers_.size(); f++) free_fibers_.push_back((int)f);
+        if (dynamic_smem_.size() < l.dynamic_smem) dynamic_smem_.resize(l.dynamic_smem);
+        if (settings().poison && l.dynamic_smem) memset(dynamic_smem_.data(), 0xFF, l.dynamic_smem);
+        breadth_first_ = s.threads == ThreadOrder::forward || s.threads == ThreadOrder::reverse ||
+                         s.threads == ThreadOrder::shuffle;
+
+        current_block = this;
+        running_ = choose();  // a runner: nothing has started yet
+        switch_context(main_, fibers_[running_]->ctx);
+        current_block = nullptr, current_lane = nullptr;
+        return error.empty();
+    }
+
+    // ---- called from device code
+    void barrier(const char* file, int line) {
+        Lane& me = *current_lane;
+        if (at_barrier_ > 0 && (file != barrier_file_ || line != barrier_line_))
+            fail(strf_("__syncthreads reached from different places: thread %u at %s:%d while threads %s wait at "
+                       "%s:%d",
+                       me.id, file, line, waiting_ids(LaneState::at_barrier).c_str(), barrier_file_, barrier_line_));
+        barrier_file_ = file, barrier_line_ = line;
+        me.state = LaneState::at_barrier, me.file = file, me.line = line;
+        at_barrier_++;
+        if (at_barrier_ + exited_ == n_) release_barrier();
+        transfer(me.fiber);
+    }
+    // Counts, ands or ors a predicate over the block (the __syncthreads_* forms).
+    int barrier_reduce(const char* file, int line, int pred, int kind) {
+        Lane& me = *current_lane;
+        me.pred = pred != 0;
+        barrier(file, line);
+        return kind == 0 ? reduction_count_ : kind == 1 ? reduction_count_ == reduction_total_ : reduction_count_ > 0;
+    }
+
+    // A warp collective: waits until every lane of mask that has not exited arrives, then
+    // returns with this lane's result in me.result.
+    void warp_collective(Lane& me) {
+        unsigned lane = me.id % 32, warp = me.id / 32;
+        if (!(me.mask >> lane & 1))
+            fail(strf_("%s at %s:%d: thread %u (lane %u) is not in its own mask 0x%08x", warp_op_name(me.op), me.file,
+                       me.line, me.id, lane, me.mask));
+        std::vector<WarpGroup>& groups = groups_[warp];
+        WarpGroup* group = nullptr;
+        for (WarpGroup& g : groups) {
+            if (!(g.mask & me.mask)) continue;
+            if (g.mask != me.mask)
+                fail(strf_("warp %u: %s at %s:%d with mask 0x%08x overlaps %s at %s:%d with mask 0x%08x", warp,
+                           warp_op_name(me.op), me.file, me.line, me.mask, warp_op_name(g.op), g.file, g.line,
+                           g.mask));
+            if (g.op != me.op || g.file != me.file || g.line != me.line)
+                fail(strf_("warp %u diverged: lane %u reached %s at %s:%d while lanes of mask 0x%08x wait in %s at "
+                           "%s:%d",
+                           warp, lane, warp_op_name(me.op), me.file, me.line, g.mask, warp_op_name(g.op), g.file,
+                           g.line));
+            group = &g;
+        }
+        if (!group) {
+            groups.push_back({me.mask, 0, me.op, me.file, me.line});
+            group = &groups.back();
+        }
+        group->arrived |= 1u << lane;
+        me.state = LaneState::in_collective;
+        try_complete(warp);
+        transfer(me.fiber);
+    }
+
+    // Abandons the block with an error: its threads never run again.
+    [[noreturn]] void fail(const std::string& why) {
+        if (error.empty()) error = why;
+        current_lane = nullptr;
+        Fiber& me = *fibers_[running_];
+        switch_context(me.ctx, main_);
+        __builtin_unreachable();
+    }
+
+    void* dynamic_shared() { return dynamic_smem_.data(); }
+    unsigned live_lanes(unsigned warp) const { return live_[warp]; }  // __activemask(): no lane is ever inactive but for exiting
+
+    // Fills a __shared__ variable with NaN bytes when the first thread of a block reaches
+    // its declaration: __shared__ memory starts undefined on a GPU.
+    void touch_shared(void* p, size_t bytes) {
+        for (auto& seen : shared_seen_)
+            if (seen.first == p) {
+                if (seen.second == generation) return;
+                seen.second = generation;
+                if (settings().poison) memset(p, 0xFF, bytes);
+                return;
+            }
+        shared_seen_.push_back({p, generation});
+        if (settings().poison) memset(p, 0xFF, bytes);
+    }
+
+    // Whether p lies on the guard page of one of this OS thread's fiber stacks.
+    bool stack_guard_holds(const void* p) const {
+        for (auto& f : fibers_)
+            if (f->stack.guard_holds(p)) return true;
+        return false;
+    }
+
+  private:
+    struct Fiber {
+        Context ctx;
+        Stack stack;
+    };
+    std::vector<std::unique_ptr<Fiber>> fibers_;
+    std::vector<int> free_fibers_, idle_runners_;
+    Context main_;
+    int running_ = -1;  // the fiber running now
+
+    Schedule schedule_;
+    bool breadth_first_ = false;  // start every thread before resuming any (else depth first)
+    unsigned n_ = 0, warps_ = 0;
+    std::vector<Lane> lanes_;
+    std::vector<unsigned> order_;  // the order threads start in (and are released from a barrier)
+    std::vector<std::vector<unsigned>> warp_order_;  // per warp, its lanes in that order
+    std::vector<unsigned> live_;   // per warp, the lanes that exist and have not exited
+    unsigned next_unstarted_ = 0, exited_ = 0, at_barrier_ = 0;
+    std::deque<int> ready_;        // lanes that may continue, in the order they will
+    std::vector<std::vector<WarpGroup>> groups_;  // per warp: collectives waiting for lanes
+    const char* barrier_file_ = nullptr;
+    int barrier_line_ = 0;
+    int reduction_count_ = 0, reduction_total_ = 0;
+    std::vector<char> dynamic_smem_;
+    std::vector<std::pair<void*, uint64_t>> shared_seen_;  // __shared__ variable -> last block poisoned
+
+    template <class... A>
+    static std::string strf_(const char* fmt, A... a) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, fmt, a...);
+        return buf;
+    }
+
+    // The order threads start in; barriers release them in the same order, and a warp's
+    // collective releases its lanes in the order they have in it.
+    void make_order() {
+        order_.clear();
+        switch (schedule_.threads) {
+            case ThreadOrder::forward:
+            case ThreadOrder::warp:
+                for (unsigned i = 0; i < n_; i++) order_.push_back(i);
+                break;
+            case ThreadOrder::reverse:
+                for (unsigned i = n_; i-- > 0;) order_.push_back(i);
+                break;
+            case ThreadOrder::shuffle: {
+                for (unsigned i = 0; i < n_; i++) order_.push_back(i);
+                std::mt19937_64 rng(schedule_.seed * 0x9E3779B97F4A7C15ull + generation);
+                std::shuffle(order_.begin(), order_.end(), rng);
+                break;
+            }
+            case ThreadOrder::warp_reverse:  // warps last to first, lanes in order
+                for (unsigned w = warps_; w-- > 0;)
+                    for (unsigned id = w * 32; id < std::min(n_, w * 32 + 32); id++) order_.push_back(id);
+                break;
+        }
+        warp_order_.assign(warps_, {});
+        for (unsigned id : order_) warp_order_[id / 32].push_back(id);
+        live_.assign(warps_, 0);
+        for (unsigned id = 0; id < n_; id++) live_[id / 32] |= 1u << (id % 32);
+    }
+
+    std::string waiting_ids(LaneState state) const {
+        std::vector<unsigned> ids;
+        for (const Lane& l : lanes_)
+            if (l.state == state) ids.push_back(l.id);
+        return id_ranges(ids);
+    }
+
+    // The next fiber to run, making a runner when a thread must start; -1: nothing can run.
+    int choose() {
+        bool start = next_unstarted_ < n_ && (breadth_first_ || ready_.empty());
+        if (start) {
+            if (!idle_runners_.empty()) {
+                int f = idle_runners_.back();
+                idle_runners_.pop_back();
+                return f;
+            }
+            return new_runner();
+        }
+        if (!ready_.empty()) {
+            Lane& l = lanes_[ready_.front()];
+            ready_.pop_front();
+            l.state = LaneState::running;
+            current_lane = &l;
+            return l.fiber;
+        }
+        return -1;
+    }
+    // The current fiber stops here (its thread waits, or its runner is done or idle).
+    // (A thread that waits is never the last one alive, so "nothing can run" is a deadlock.)
+    void transfer(int from) {
+        int to = choose();
+        if (to < 0) fail("deadlock: " + describe_waiting());
+        if (to == from) return;  // released at once: carry on
+        running_ = to;
+        switch_context(fibers_[from]->ctx, fibers_[to]->ctx);
+    }
+
+    int new_runner() {
+        int f;
+        if (!free_fibers_.empty()) {
+            f = free_fibers_.back();
+            free_fibers_.pop_back();
+        } else {
+            f = (int)fibers_.size();
+            fibers_.push_back(std::make_unique<Fiber>());
+            fibers_[f]->stack = Stack::make(settings().stack_bytes);
+        }
+        make_context(fibers_[f]->ctx, fibers_[f]->stack, &Block::runner_entry, (void*)(intptr_t)f);
+        return f;
+    }
+    static void runner_entry(void* arg) { current_block->runner((int)(intptr_t)arg); }
+
+    // A runner starts threads one after the other until none is left to start.
+    void runner(int f) {
+        for (;;) {
+            if (!breadth_first_ && !ready_.empty()) {  // depth first: waiting threads go first
+                idle_runners_.push_back(f);
+                transfer(f);  // resumed when a thread must start
+            }
+            if (next_unstarted_ >= n_) break;
+            Lane& l = lanes_[order_[next_unstarted_++]];
+            l.state = LaneState::running, l.fiber = f;
+            current_lane = &l;
+            launch->invoke(launch->bound);
+            l.state = LaneState::exited;
+            exited_++;
+            lane_exited(l);
+        }
+        // Nothing left to start. Choose before this fiber is freed: we are still on its stack.
+        int to = choose();
+        free_fibers_.push_back(f);
+        if (to < 0 && exited_ < n_) fail("deadlock: " + describe_waiting());
+        running_ = to;
+        switch_context(fibers_[f]->ctx, to < 0 ? main_ : fibers_[to]->ctx);  // -1: the block is done
+        __builtin_unreachable();  // a finished runner is never resumed
+    }
+
+    void lane_exited(const Lane& l) {
+        live_[l.id / 32] &= ~(1u << (l.id % 32));
+        if (at_barrier_ > 0 && at_barrier_ + exited_ == n_) release_barrier();
+        try_complete(l.id / 32);  // an exited lane no longer holds up its warp's collectives
+    }
+
+    void release_barrier() {
+        reduction_count_ = reduction_total_ = 0;
+        for (unsigned id : order_) {
+            Lane& l = lanes_[id];
+            if (l.state != LaneState::at_barrier) continue;
+            reduction_count_ += l.pred, reduction_total_++;
+            l.state = LaneState::ready;
+            ready_.push_back((int)id);
+        }
+        at_barrier_ = 0;
+    }
+
+    void try_complete(unsigned warp) {
+        std::vector<WarpGroup>& groups = groups_[warp];
+        for (size_t i = 0; i < groups.size();) {
+            WarpGroup g = groups[i];
+            unsigned needed = g.mask & live_[warp];
+            if ((g.arrived & needed) != needed || g.arrived == 0) {
+                i++;
+                continue;
+            }
+            groups.erase(groups.begin() + i);
+            complete(warp, g);
+        }
+    }
+
+    // Every lane of the group has arrived: compute each lane's result (PTX's rules for
+    // shfl.sync, including segments of `width` < 32 lanes) and let the lanes continue.
+    void complete(unsigned warp, const WarpGroup& g) {
+        Lane* lanes = &lanes_[warp * 32];
+        unsigned ballot = 0;
+        for (unsigned lane = 0; lane < 32; lane++)
+            if (g.arrived >> lane & 1) ballot |= (unsigned)(lanes[lane].pred != 0) << lane;
+        for (unsigned lane = 0; lane < 32; lane++) {
+            if (!(g.arrived >> lane & 1)) continue;
+            Lane& me = lanes[lane];
+            switch (g.op) {
+                case WarpOp::shfl_idx:
+                case WarpOp::shfl_up:
+                case WarpOp::shfl_down:
+                case WarpOp::shfl_bfly: {
+                    int src = shuffle_source(g.op, (int)lane, me.b, me.c);
+                    if (!(g.arrived >> src & 1))
+                        fail(strf_("%s at %s:%d: lane %u of warp %u reads lane %d, which %s (mask 0x%08x)",
+                                   warp_op_name(g.op), g.file, g.line, lane, warp, src,
+                                   warp * 32 + src >= n_ ? "does not exist (the block is smaller)"
+                                   : !(live_[warp] >> src & 1) ? "has exited" : "is not in the mask",
+                                   g.mask));
+                    memcpy(me.result, lanes[src].value, sizeof me.result);
+                    break;
+                }
+                case WarpOp::ballot: memcpy(me.result, &ballot, sizeof ballot); break;
+                case WarpOp::any: {
+                    int r = ballot != 0;
+                    memcpy(me.result, &r, sizeof r);
+                    break;
+                }
+                case WarpOp::all: {
+                    int r = ballot == g.arrived;
+                    memcpy(me.result, &r, sizeof r);
+                    break;
+                }
+                case WarpOp::syncwarp: break;
+            }
+        }
+        for (unsigned id : warp_order_[warp])  // the lanes continue in the schedule's order
+            if (g.arrived >> (id % 32) & 1) {
+                lanes_[id].state = LaneState::ready;
+                ready_.push_back((int)id);
+            }
+    }
+
+    // PTX shfl.sync: c packs the segment mask (bits 8-12, = 32 - width) and the clamp
+    // (bits 0-4). A source outside the lane's segment means "keep your own value".
+    static int shuffle_source(WarpOp op, int lane, int b, int c) {
+        int bval = b & 31, cval = c & 31, segmask = (c >> 8) & 31;
+        int max_lane = (lane & segmask) | (cval & ~segmask);
+        int min_lane = lane & segmask;
+        int j = lane;
+        bool in_range = false;
+        switch (op) {
+            case WarpOp::shfl_up: j = lane - bval, in_range = j >= max_lane; break;
+            case WarpOp::shfl_down: j = lane + bval, in_range = j <= max_lane; break;
+            case WarpOp::shfl_bfly: j = lane ^ bval, in_range = j <= max_lane; break;
+            default: j = min_lane | (bval & ~segmask), in_range = j <= max_lane; break;
+        }
+        return in_range ? j : lane;
+    }
+
+    std::string describe_waiting() const {
+        std::map<std::string, std::vector<unsigned>> where;
+        for (const Lane& l : lanes_) {
+            if (l.state == LaneState::at_barrier)
+                where[strf_("at __syncthreads (%s:%d)", l.file, l.line)].push_back(l.id);
+            else if (l.state == LaneState::in_collective)
+                where[strf_("in %s (%s:%d) with mask 0x%08x", warp_op_name(l.op), l.file, l.line, l.mask)].push_back(
+                    l.id);
+        }
+        std::string s;
+        for (auto& w : where) s += (s.empty() ? "" : "; ") + std::string("threads ") + id_ranges(w.second) + " wait " + w.first;
+        std::vector<unsigned> gone;
+        for (const Lane& l : lanes_)
+            if (l.state == LaneState::exited) gone.push_back(l.id);
+        if (!gone.empty()) s += "; threads " + id_ranges(gone) + " have exited";
+        return s + " (a collective inside a branch that some threads skip?)";
+    }
+};
+
+inline Block& this_block_executor() {
+    static thread_local Block b;
+    return b;
+}
+
+// ----------------------------------------------------------------------------
+// Device-side entry points behind the CUDA built-ins (cuda_cpu.h maps the names).
+
+inline void syncthreads(const char* file, int line) {
+    current_lane->pred = 1;
+    current_block->barrier(file, line);
+}
+inline int syncthreads_reduce(const char* file, int line, int pred, int kind) {
+    return current_block->barrier_reduce(file, line, pred, kind);
+}
+
+template <class T>
+T warp_op(const char* file, int line, WarpOp op, unsigned mask, T value, int b, int c, int pred = 0) {
+    static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 16,
+                  "warp shuffles move trivially copyable values of up to 16 bytes");
+    Lane& me = *current_lane;
+    me.op = op, me.mask = mask, me.b = b, me.c = c, me.pred = pred, me.file = file, me.line = line;
+    memcpy(me.value, (const void*)&value, sizeof(T));
+    current_block->warp_collective(me);
+    T out;
+    memcpy((void*)&out, me.result, sizeof(T));
+    return out;
+}
+inline bool valid_width(int width) { return width >= 1 && width <= 32 && (width & (width - 1)) == 0; }
+template <class T>
+T shuffle(const char* file, int line, WarpOp op, unsigned mask, T value, int b, int width) {
+    if (!valid_width(width))
+        current_block->fail(std::string(warp_op_name(op)) + " at " + file + ":" + std::to_string(line) +
+                            ": width " + std::to_string(width) + " is not a power of two from 1 to 32");
+    int c = ((32 - width) << 8) | (op == WarpOp::shfl_up ? 0 : 0x1f);  // as CUDA's headers pack it
+    return warp_op(file, line, op, mask, value, b, c);
+}
+inline unsigned ballot(const char* file, int line, WarpOp op, unsigned mask, int pred) {
+    return warp_op(file, line, op, mask, 0u, 0, 0, pred != 0);
+}
+inline unsigned activemask() { return current_block->live_lanes(current_lane->id / 32); }
+
+inline void shared_touch(void* p, size_t bytes) { current_block->touch_shared(p, bytes); }
+inline void* dynamic_shared() { return current_block->dynamic_shared(); }
+
+[[noreturn]] inline void trap(const char* file, int line) {
+    current_block->fail(std::string("__trap() at ") + file + ":" + std::to_string(line));
+}
+
+// ----------------------------------------------------------------------------
+// Faults inside kernels: the kernel, block and thread, and where the address falls.
+
+inline void write_stderr(const char* s) {
+    size_t n = strlen(s);
+    while (n > 0) {
+        ssize_t w = write(2, s, n);
+        if (w <= 0) return;
+        s += w, n -= (size_t)w;
+    }
+}
+
+inline void on_fault(int sig, siginfo_t* info, void*) {
+    char line[600];
+    void* addr = info->si_addr;
+    const char* what = sig == SIGSEGV ? "invalid memory access" : sig == SIGBUS ? "bus error"
+                     : sig == SIGFPE ? "arithmetic error (integer division by zero?)" : "illegal instruction";
+    if (Block* b = current_block) {
+        Lane* lane = current_lane;
+        std::string where = sig == SIGSEGV || sig == SIGBUS
+                                ? (b->stack_guard_holds(addr)
+                                       ? std::string("stack overflow of the CUDA thread (CPU_CUDA_STACK_KB raises it)")
+                                       : memory().describe(addr))
+                                : std::string("");
+        snprintf(line, sizeof line, "cpu_cuda: kernel '%s' block (%u,%u,%u) thread (%u,%u,%u): %s at %p%s%s\n",
+                 b->launch ? b->launch->kernel : "?", b->block_idx.x, b->block_idx.y, b->block_idx.z,
+                 lane ? lane->tid.x : 0, lane ? lane->tid.y : 0, lane ? lane->tid.z : 0, what, addr,
+                 where.empty() ? "" : ": ", where.c_str());
+        write_stderr(line);
+    } else if (sig == SIGSEGV && settings().protect_host && !memory().open() && memory().find(addr)) {
+        snprintf(line, sizeof line,
+                 "cpu_cuda: host code touched device memory at %p (%s) outside a CUDA call: copy it to the host "
+                 "with cudaMemcpy first (CPU_CUDA_PROTECT=1 found this)\n",
+                 addr, memory().describe(addr).c_str());
+        write_stderr(line);
+    }
+    signal(sig, SIG_DFL);  // returning re-runs the faulting instruction: the default action ends the process
+}
+
+// Every OS thread that runs blocks handles faults on a stack of its own, so that a fiber's
+// stack overflow can still be reported.
+inline void install_fault_handler() {
+    static thread_local bool done = false;
+    if (done) return;
+    done = true;
+    static thread_local std::vector<char> alt(64 << 10);
+    stack_t ss{};
+    ss.ss_sp = alt.data(), ss.ss_size = alt.size();
+    sigaltstack(&ss, nullptr);
+    static std::once_flag once;
+    std::call_once(once, [] {
+        struct sigaction sa {};
+        sa.sa_sigaction = on_fault;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
+    });
+}
+
+// ----------------------------------------------------------------------------
+// Running a launch.
+
+// The launch limits of the hardware the runtime reports (compute capability 9.0).
+constexpr unsigned MAX_THREADS_PER_BLOCK = 1024;
+constexpr size_t DEFAULT_DYNAMIC_SMEM = 48 << 10;   // without cudaFuncSetAttribute
+constexpr size_t MAX_DYNAMIC_SMEM_OPTIN = 227 << 10;
+
+inline std::mutex& smem_limits_mutex() {
+    static std::mutex m;
+    return m;
+}
+inline std::map<const void*, size_t>& smem_limits() {  // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
+    static std::map<const void*, size_t> m;
+    return m;
+}
+
+inline cudaError_t check_launch(const Launch& l, const void* kernel) {
+    const dim3 g = l.grid, b = l.block;
+    if (b.x == 0 || b.y == 0 || b.z == 0 || g.x == 0 || g.y == 0 || g.z == 0 || b.x > 1024 || b.y > 1024 ||
+        b.z > 64 || (uint64_t)b.x * b.y * b.z > MAX_THREADS_PER_BLOCK || g.x > 2147483647u || g.y > 65535 ||
+        g.z > 65535)
+        return cudaErrorInvalidConfiguration;
+    size_t limit = DEFAULT_DYNAMIC_SMEM;
+    {
+        std::lock_guard<std::mutex> lock(smem_limits_mutex());
+        auto it = smem_limits().find(kernel);
+        if (it != smem_limits().end()) limit = it->second;
+    }
+    if (l.dynamic_smem > limit) return cudaErrorInvalidValue;
+    return cudaSuccess;
+}
+
+inline uint3 block_index(const dim3& grid, uint64_t i) {
+    return {(unsigned)(i % grid.x), (unsigned)(i / grid.x % grid.y), (unsigned)(i / ((uint64_t)grid.x * grid.y))};
+}
+
+inline std::string strf_block(const char* kernel, uint3 b) {
+    char buf[300];
+    snprintf(buf, sizeof buf, "kernel '%s' block (%u,%u,%u): ", kernel, b.x, b.y, b.z);
+    return buf;
+}
+
+// Runs every block under schedule s (blocks over the pool, or on this thread for the race
+// detector, whose orders must be exact); returns the first failure, "" if none.
+inline std::string run_blocks(const Launch& l, const Schedule& s, bool on_this_thread) {
+    const uint64_t blocks = (uint64_t)l.grid.x * l.grid.y * l.grid.z;
+    std::mutex m;
+    std::string first_error;
+    std::atomic<bool> failed{false};
+    auto one = [&](size_t i) {
+        if (failed.load(std::memory_order_relaxed)) return;
+        install_fault_handler();
+        uint64_t k = s.blocks_reversed ? blocks - 1 - i : i;
+        Block& b = this_block_executor();
+        if (!b.run(l, block_index(l.grid, k), s)) {
+            std::lock_guard<std::mutex> lock(m);
+            if (first_error.empty()) {
+                uint3 bi = block_index(l.grid, k);
+                first_error = strf_block(l.kernel, bi) + b.error;
+            }
+            failed = true;
+        }
+    };
+    if (on_this_thread)
+        for (uint64_t i = 0; i < blocks; i++) one(i);
+    else
+        pool().run(blocks, one);
+    return first_error;
+}
+
+// The race detector: the launch under each of these schedules, from the same memory.
+inline std::vector<Schedule> race_schedules(uint64_t launch_number) {
+    return {{ThreadOrder::warp, false, 0},
+            {ThreadOrder::forward, true, 0},
+            {ThreadOrder::reverse, false, 0},
+            {ThreadOrder::shuffle, true, launch_number + 1},
+            {ThreadOrder::warp_reverse, true, 0}};
+}
+
+// Runs l under every race schedule, restoring the memory its pointer arguments reach before
+// each; reports the first element that differs between two schedules.
+inline std::string race_check(const Launch& l, const std::vector<const void*>& pointers) {
+    static std::atomic<uint64_t> launches{0};
+    std::vector<Allocation> touched;
+    for (const void* p : pointers)
+        if (const Allocation* a = memory().find(p))
+            if (std::none_of(touched.begin(), touched.end(), [&](const Allocation& t) { return t.ptr == a->ptr; }))
+                touched.push_back(*a);
+    std::vector<std::vector<char>> before(touched.size()), reference(touched.size());
+    for (size_t i = 0; i < touched.size(); i++) before[i].assign(touched[i].ptr, touched[i].end());
+    std::vector<Schedule> schedules = race_schedules(launches++);
+    for (size_t s = 0; s < schedules.size(); s++) {
+        for (size_t i = 0; i < touched.size() && s > 0; i++) memcpy(touched[i].ptr, before[i].data(), before[i].size());
+        std::string err = run_blocks(l, schedules[s], true);
+        if (!err.empty()) return err + " (schedule " + schedule_name(schedules[s]) + ")";
+        for (size_t i = 0; i < touched.size(); i++) {
+            if (s == 0) {
+                reference[i].assign(touched[i].ptr, touched[i].end());
+                continue;
+            }
+            if (memcmp(reference[i].data(), touched[i].ptr, touched[i].bytes) == 0) continue;
+            size_t at = 0;
+            while (reference[i][at] == touched[i].ptr[at]) at++;
+            at &= ~(size_t)3;  // the float it belongs to
+            float was = 0, now = 0;
+            if (at + 4 <= touched[i].bytes) memcpy(&was, &reference[i][at], 4), memcpy(&now, touched[i].ptr + at, 4);
+            char buf[600];
+            snprintf(buf, sizeof buf,
+                     "kernel '%s': race: byte %zu of the allocation at %p (%zu bytes) is %g (bits 0x%08x) under "
+                     "schedule %s but %g (bits 0x%08x) under %s; a missing __syncthreads/__syncwarp, or two "
+                     "threads or blocks writing one element?",
+                     l.kernel, at, (void*)touched[i].ptr, touched[i].bytes, was, *(unsigned*)&reference[i][at],
+                     schedule_name(schedules[0]).c_str(), now, *(unsigned*)(touched[i].ptr + at),
+                     schedule_name(schedules[s]).c_str());
+            return buf;
+        }
+    }
+    return "";
+}
+
+// Validates and runs a launch; the error a GPU would give goes to cudaGetLastError.
+inline void execute(const Launch& l, const void* kernel, const std::vector<const void*>& pointers) {
+    DeviceAccess access;
+    cudaError_t e = check_launch(l, kernel);
+    if (e != cudaSuccess) {
+        set_error(e);
+        return;
+    }
+    std::string err = settings().racecheck ? race_check(l, pointers) : run_blocks(l, settings().schedule, false);
+    if (!err.empty()) {
+        fprintf(stderr, "cpu_cuda: %s\n", err.c_str());
+        set_error(cudaErrorLaunchFailure);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// The launch syntax. The build's rewrite step turns
+//     kernel<<<grid, block, smem, stream>>>(args...)
+// into
+//     kernel | ::cpu_cuda::launch_config("kernel", grid, block, smem, stream)(args...)
+// The arguments are converted to the kernel's parameter types, as a call would, and each
+// CUDA thread gets its own copy of them (a kernel may change its parameters).
+
+template <class... A>
+struct PendingLaunch {
+    const char* kernel;
+    dim3 grid, block;
+    size_t smem;
+    std::tuple<A...> args;
+};
+struct LaunchConfig {
+    const char* kernel;
+    dim3 grid, block;
+    size_t smem;
+    template <class... A>
+    PendingLaunch<std::decay_t<A>...> operator()(A&&... a) const {
+        return {kernel, grid, block, smem, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
+    }
+};
+inline LaunchConfig launch_config(const char* kernel, dim3 grid, dim3 block, size_t smem = 0,
+                                  cudaStream_t stream = nullptr) {
+    (void)stream;  // streams run in order, at once
+    return {kernel, grid, block, smem};
+}
+
+template <class... P>
+struct Bound {
+    void (*kernel)(P...);
+    std::tuple<std::decay_t<P>...> params;
+    static void invoke(const void* self) {
+        const Bound* b = (const Bound*)self;
+        std::apply(b->kernel, b->params);  // copies: every thread gets its own parameters
+    }
+};
+
+// Pointer arguments must be device memory (or pinned host memory, which a GPU can read).
+template <class T>
+void collect_pointer(const T& value, size_t index, const char* kernel, std::vector<const void*>& pointers,
+                     bool& ok) {
+    if constexpr (std::is_pointer<T>::value) {
+        const void* p = (const void*)value;
+        if (!p) return;
+        pointers.push_back(p);
+        if (ok && settings().check_pointers && !memory().find(p)) {
+            fprintf(stderr, "cpu_cuda: kernel '%s': argument %zu is %p, which is not device memory (%s)\n", kernel,
+                    index + 1, p, memory().describe(p).c_str());
+            ok = false;
+        }
+    }
+}
+
+template <class... P, class... A>
+void operator|(void (*kernel)(P...), PendingLaunch<A...>&& pending) {
+    static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
+    Bound<P...> bound{kernel, std::apply([](auto&... a) { return std::tuple<std::decay_t<P>...>(a...); },
+                                         pending.args)};
+    std::vector<const void*> pointers;
+    bool ok = true;
+    std::apply(
+        [&](const auto&... p) {
+            size_t i = 0;
+            (collect_pointer(p, i++, pending.kernel, pointers, ok), ...);
+        },
+        bound.params);
+    if (!ok) {
+        set_error(cudaErrorIllegalAddress);
+        return;
+    }
+    Launch l{pending.kernel, pending.grid, pending.block, pending.smem, &Bound<P...>::invoke, &bound};
+    execute(l, (const void*)kernel, pointers);
+}
+
+}  // namespace cpu_cuda

@@ -1,0 +1,316 @@
+// cpu_cuda/rewrite.cpp: the one source change the CPU runtime needs, made by the build.
+//
+//     rewrite SOURCE [OUTPUT]      (OUTPUT defaults to standard output)
+//
+// g++ compiles CUDA C++ once three constructs are rewritten:
+//   kernel<<<grid, block, smem, stream>>>(args)
+//       -> kernel | ::cpu_cuda::launch_config("kernel", grid, block, smem, stream)(args)
+//       (exec.h runs it; the kernel expression is left alone, so templates need nothing)
+//   __shared__ T a[N], b[M];    (inside a function)
+//       -> static thread_local T a[N], b[M]; ::cpu_cuda::shared_touch(&a, sizeof a); ...
+//       (one copy per OS thread = per block, filled with NaN bytes when a block starts)
+//   extern __shared__ T buf[];
+//       -> T* buf = (T*)::cpu_cuda::dynamic_shared();
+//   #pragma unroll N  -> #pragma GCC unroll N   (g++ warns about CUDA's spelling)
+// Comments, string and character literals are skipped. No line is added or removed, and
+// the output starts with #line 1 "SOURCE", so compiler errors and gdb name the real file
+// and line.
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+[[noreturn]] void die(const std::string& file, int line, const std::string& why) {
+    fprintf(stderr, "%s:%d: cpu_cuda rewrite: %s\n", file.c_str(), line, why.c_str());
+    exit(1);
+}
+
+bool ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+class Rewriter {
+  public:
+    Rewriter(std::string path, std::string text) : path_(std::move(path)), s_(std::move(text)) {}
+
+    std::string run() {
+        out_ = "#line 1 \"" + path_ + "\"\n";
+        bool line_start = true;
+        while (i_ < s_.size()) {
+            char c = s_[i_];
+            if (c == '\n') {
+                line_++;
+                out_ += c, i_++;
+                line_start = true;
+                continue;
+            }
+            if (line_start && c == '#') {
+                directive();
+                continue;
+            }
+            if (!isspace((unsigned char)c)) line_start = false;
+            bool digit_separator = c == '\'' && i_ > 0 && isalnum((unsigned char)s_[i_ - 1]);  // 1'000
+            if (starts("//") || starts("/*") || c == '"' || (c == '\'' && !digit_separator) || raw_string_start()) {
+                size_t end = skip_literal_or_comment(i_);
+                copy_to(end);
+                continue;
+            }
+            if (c == '{') depth_++;
+            if (c == '}') depth_--;
+            if (starts("<<<")) {
+                launch();
+                continue;
+            }
+            if (ident_char(c) && (i_ == 0 || !ident_char(s_[i_ - 1]))) {
+                size_t end = i_;
+                while (end < s_.size() && ident_char(s_[end])) end++;
+                std::string word = s_.substr(i_, end - i_);
+                if (word == "__shared__" && depth_ > 0) {
+                    shared(end);
+                    continue;
+                }
+                out_ += word;
+                i_ = end;
+                continue;
+            }
+            out_ += c, i_++;
+        }
+        return out_;
+    }
+
+  private:
+    std::string path_, s_, out_;
+    size_t i_ = 0;
+    int line_ = 1, depth_ = 0;
+
+    bool starts(const char* t) const { return s_.compare(i_, strlen_(t), t) == 0; }
+    static size_t strlen_(const char* t) { return std::char_traits<char>::length(t); }
+
+    void copy_to(size_t end) {
+        for (; i_ < end; i_++) {
+            if (s_[i_] == '\n') line_++;
+            out_ += s_[i_];
+        }
+    }
+
+    // R"delim( ... )delim", possibly with an encoding prefix (u8R, LR, ...)
+    bool raw_string_start() const {
+        size_t j = i_;
+        if (j > 0 && ident_char(s_[j - 1])) return false;
+        while (j < s_.size() && (s_[j] == 'u' || s_[j] == '8' || s_[j] == 'U' || s_[j] == 'L')) j++;
+        return j + 1 < s_.size() && s_[j] == 'R' && s_[j + 1] == '"';
+    }
+
+    // The index just past the comment or literal starting at j.
+    size_t skip_literal_or_comment(size_t j) const {
+        if (s_.compare(j, 2, "//") == 0) {
+            while (j < s_.size() && s_[j] != '\n') {
+                if (s_[j] == '\\' && j + 1 < s_.size() && s_[j + 1] == '\n') j++;  // continued comment
+                j++;
+            }
+            return j;
+        }
+        if (s_.compare(j, 2, "/*") == 0) {
+            size_t end = s_.find("*/", j + 2);
+            if (end == std::string::npos) die(path_, line_, "unterminated comment");
+            return end + 2;
+        }
+        if (s_[j] != '"' && s_[j] != '\'') {  // raw string
+            size_t quote = s_.find('"', j);
+            size_t paren = s_.find('(', quote);
+            std::string close = ")" + s_.substr(quote + 1, paren - quote - 1) + "\"";
+            size_t end = s_.find(close, paren);
+            if (end == std::string::npos) die(path_, line_, "unterminated raw string");
+            return end + close.size();
+        }
+        char quote = s_[j++];
+        while (j < s_.size() && s_[j] != quote) {
+            if (s_[j] == '\\') j++;
+            if (s_[j] == '\n') die(path_, line_, "unterminated literal");
+            j++;
+        }
+        return j + 1;
+    }
+
+    // A preprocessor line (with its continuations): copied, except #pragma unroll.
+    void directive() {
+        size_t end = i_;
+        while (end < s_.size() && s_[end] != '\n') {
+            if (s_[end] == '\\' && end + 1 < s_.size() && s_[end + 1] == '\n') end++;
+            end++;
+        }
+        std::string text = s_.substr(i_, end - i_);
+        std::istringstream words(text.substr(1));
+        std::string pragma, unroll, count;
+        words >> pragma >> unroll >> count;
+        if (pragma == "pragma" && unroll == "unroll") {
+            bool literal = !count.empty() && count.find_first_not_of("0123456789") == std::string::npos;
+            out_ += literal ? "#pragma GCC unroll " + count : "// (cpu_cuda) " + text;
+            i_ = end;
+            return;
+        }
+        copy_to(end);
+    }
+
+    // The index of the first top-level occurrence of `stop` from j, skipping literals,
+    // comments and bracketed groups; npos if none before the end.
+    size_t find_top_level(size_t j, const std::string& stop) const {
+        int nest = 0;
+        while (j < s_.size()) {
+            char c = s_[j];
+            bool digit_separator = c == '\'' && j > 0 && isalnum((unsigned char)s_[j - 1]);
+            if (s_.compare(j, 2, "//") == 0 || s_.compare(j, 2, "/*") == 0 || c == '"' || (c == '\'' && !digit_separator)) {
+                j = skip_literal_or_comment(j);
+                continue;
+            }
+            if (nest == 0 && s_.compare(j, stop.size(), stop) == 0) return j;
+            if (c == '(' || c == '[' || c == '{') nest++;
+            if (c == ')' || c == ']' || c == '}') {
+                if (nest == 0) return std::string::npos;
+                nest--;
+            }
+            j++;
+        }
+        return std::string::npos;
+    }
+
+    // The kernel expression just emitted before "<<<": a name, maybe qualified, maybe with
+    // template arguments. Only for messages: the expression itself stays as written.
+    std::string kernel_name() const {
+        size_t end = out_.size();
+        while (end > 0 && isspace((unsigned char)out_[end - 1])) end--;
+        size_t j = end;
+        if (j > 0 && out_[j - 1] == '>') {
+            int angle = 0;
+            while (j > 0) {
+                char c = out_[--j];
+                if (c == '>') angle++;
+                if (c == '<' && --angle == 0) break;
+            }
+        }
+        while (j > 0 && (ident_char(out_[j - 1]) || out_[j - 1] == ':')) j--;
+        std::string name;
+        for (size_t k = j; k < end; k++) {
+            char c = out_[k];
+            if (c == '\n' || c == '\t') c = ' ';
+            if (c == '"' || c == '\\') name += '\\';
+            name += c;
+        }
+        return name.empty() ? "kernel" : name;
+    }
+
+    void launch() {
+        int start_line = line_;
+        size_t close = find_top_level(i_ + 3, ">>>");
+        if (close == std::string::npos) die(path_, start_line, "a '<<<' without its '>>>'");
+        out_ += " | ::cpu_cuda::launch_config(\"" + kernel_name() + "\", ";
+        i_ += 3;
+        copy_to(close);  // the launch configuration, newlines and all
+        out_ += ")";
+        i_ = close + 3;
+    }
+
+    // The declarator names in "T a[N], b[M]" (the text between __shared__ and ';').
+    std::vector<std::string> declarator_names(const std::string& decl, std::string* type) const {
+        std::vector<std::string> pieces;
+        int nest = 0, angle = 0;
+        size_t from = 0;
+        for (size_t k = 0; k < decl.size(); k++) {
+            char c = decl[k];
+            if (c == '(' || c == '[') nest++;
+            if (c == ')' || c == ']') nest--;
+            if (nest == 0 && c == '<') angle++;
+            if (nest == 0 && c == '>') angle--;
+            if (nest == 0 && angle == 0 && c == ',') pieces.push_back(decl.substr(from, k - from)), from = k + 1;
+        }
+        pieces.push_back(decl.substr(from));
+        std::vector<std::string> names;
+        for (size_t p = 0; p < pieces.size(); p++) {
+            std::string piece = pieces[p];
+            size_t cut = piece.find_first_of("[=");  // the name ends before its dimensions
+            size_t end = cut == std::string::npos ? piece.size() : cut;
+            while (end > 0 && !ident_char(piece[end - 1])) end--;
+            size_t begin = end;
+            while (begin > 0 && ident_char(piece[begin - 1])) begin--;
+            if (begin == end) die(path_, line_, "cannot read the name in this __shared__ declaration");
+            names.push_back(piece.substr(begin, end - begin));
+            if (p == 0 && type) *type = piece.substr(0, begin);
+        }
+        return names;
+    }
+
+    static std::string strip_alignment(std::string type) {  // __align__(16) and alignas(16)
+        for (const char* attr : {"__align__", "alignas"}) {
+            size_t at;
+            while ((at = type.find(attr)) != std::string::npos) {
+                size_t close = type.find(')', at);
+                type.erase(at, close == std::string::npos ? std::string::npos : close + 1 - at);
+            }
+        }
+        return type;
+    }
+
+    void shared(size_t word_end) {
+        size_t semi = find_top_level(word_end, ";");
+        if (semi == std::string::npos) die(path_, line_, "a __shared__ declaration without its ';'");
+        std::string decl = s_.substr(word_end, semi - word_end);
+        int newlines = 0;
+        for (char c : decl) newlines += c == '\n';
+        // what was emitted just before: "extern " makes it dynamic, "static " is kept
+        size_t back = out_.size();
+        while (back > 0 && isspace((unsigned char)out_[back - 1])) back--;
+        auto preceded_by = [&](const std::string& w) {
+            return back >= w.size() && out_.compare(back - w.size(), w.size(), w) == 0 &&
+                   (back == w.size() || !ident_char(out_[back - w.size() - 1]));
+        };
+        if (preceded_by("extern")) {
+            out_.resize(back - 6);
+            std::string type;
+            std::vector<std::string> names = declarator_names(decl, &type);
+            type = strip_alignment(type);
+            out_ += type + "* " + names[0] + " = (" + type + "*)::cpu_cuda::dynamic_shared();";
+        } else {
+            std::vector<std::string> names = declarator_names(decl, nullptr);
+            out_ += preceded_by("static") ? "thread_local" : "static thread_local";
+            for (char c : decl)
+                if (c != '\n') out_ += c;
+            out_ += ";";
+            for (const std::string& n : names) out_ += " ::cpu_cuda::shared_touch(&" + n + ", sizeof " + n + ");";
+        }
+        out_ += std::string(newlines, '\n');
+        line_ += newlines;
+        i_ = semi + 1;
+    }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2 || argc > 3) {
+        fprintf(stderr, "usage: %s SOURCE [OUTPUT]\n", argv[0]);
+        return 2;
+    }
+    std::ifstream in(argv[1], std::ios::binary);
+    if (!in) {
+        fprintf(stderr, "%s: cannot read '%s'\n", argv[0], argv[1]);
+        return 1;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string result = Rewriter(argv[1], text.str()).run();
+    if (argc == 3) {
+        std::string tmp = std::string(argv[2]) + ".tmp";
+        std::ofstream out(tmp, std::ios::binary);
+        out << result;
+        if (!out.flush() || std::rename(tmp.c_str(), argv[2]) != 0) {
+            fprintf(stderr, "%s: cannot write '%s'\n", argv[0], argv[2]);
+            return 1;
+        }
+    } else {
+        std::cout << result;
+    }
+    return 0;
+}

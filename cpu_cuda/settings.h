@@ -1,0 +1,134 @@
+// cpu_cuda/settings.h: the runtime's switches, read once from the environment.
+//
+// Every fidelity check that costs little is on by default; the ones that cost a lot are
+// switched on by the tests that need them. The README's "No GPU?" section lists them all.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+namespace cpu_cuda {
+
+// How the CUDA threads of a block take turns between barriers and warp collectives, and
+// the order in which blocks run. The race detector runs a launch under several of them.
+enum class ThreadOrder { forward, reverse, shuffle, warp, warp_reverse };
+struct Schedule {
+    ThreadOrder threads = ThreadOrder::warp;  // warp by warp: the fastest, and what a GPU resembles
+    bool blocks_reversed = false;
+    uint64_t seed = 1;  // for shuffle
+};
+
+struct Settings {
+    bool poison = true;           // CPU_CUDA_POISON=0: fresh memory is not filled with NaN bytes
+    bool protect_host = false;    // CPU_CUDA_PROTECT=1: device memory is PROT_NONE outside runtime calls
+    bool racecheck = false;       // CPU_CUDA_RACECHECK=1: every launch under every schedule, compared
+    bool check_pointers = true;   // CPU_CUDA_CHECK_POINTERS=0: kernel pointer arguments not checked
+    Schedule schedule;            // CPU_CUDA_SCHEDULE=forward|reverse|shuffle[:seed]|warp|warp-reverse[,blocks-reversed]
+    int threads = 0;              // CPU_CUDA_THREADS: OS threads that run blocks; 0 = all cores
+    int devices = 8;              // CPU_CUDA_DEVICES: how many GPUs the runtime reports
+    uint64_t memory = 0;          // CPU_CUDA_MEMORY (e.g. 80GB): device memory; 0 = the machine's RAM
+    size_t stack_bytes = 64 << 10;  // CPU_CUDA_STACK_KB: each CUDA thread's stack
+    double nccl_timeout_s = 300;  // CPU_CUDA_NCCL_TIMEOUT: seconds a rank waits for the others
+};
+
+// "80GB", "512MiB", "1e9" -> bytes; 0 on a malformed value.
+inline uint64_t parse_bytes(const char* text) {
+    char* end = nullptr;
+    double v = strtod(text, &end);
+    if (end == text || v < 0) return 0;
+    std::string unit = end;
+    double scale = unit == "" || unit == "B" ? 1
+                 : unit == "KB" ? 1e3 : unit == "MB" ? 1e6 : unit == "GB" ? 1e9 : unit == "TB" ? 1e12
+                 : unit == "KiB" ? 1024.0 : unit == "MiB" ? 1048576.0 : unit == "GiB" ? 1073741824.0 : 0;
+    return (uint64_t)(v * scale);
+}
+
+[[noreturn]] inline void bad_setting(const char* name, const char* value, const char* expected) {
+    fprintf(stderr, "cpu_cuda: %s='%s' is not valid: expected %s\n", name, value, expected);
+    exit(2);
+}
+
+inline Schedule parse_schedule(const char* text) {
+    Schedule s;
+    std::string spec = text;
+    size_t comma = spec.find(',');
+    if (comma != std::string::npos) {
+        if (spec.substr(comma + 1) != "blocks-reversed")
+            bad_setting("CPU_CUDA_SCHEDULE", text, "an order, optionally followed by ',blocks-reversed'");
+        s.blocks_reversed = true;
+        spec = spec.substr(0, comma);
+    }
+    if (spec.rfind("shuffle", 0) == 0) {
+        s.threads = ThreadOrder::shuffle;
+        if (spec.size() > 7) s.seed = strtoull(spec.c_str() + 8, nullptr, 10);
+    } else if (spec == "forward") s.threads = ThreadOrder::forward;
+    else if (spec == "reverse") s.threads = ThreadOrder::reverse;
+    else if (spec == "warp") s.threads = ThreadOrder::warp;
+    else if (spec == "warp-reverse") s.threads = ThreadOrder::warp_reverse;
+    else bad_setting("CPU_CUDA_SCHEDULE", text, "forward, reverse, shuffle[:seed], warp or warp-reverse");
+    return s;
+}
+
+inline const char* order_name(ThreadOrder o) {
+    switch (o) {
+        case ThreadOrder::forward: return "forward";
+        case ThreadOrder::reverse: return "reverse";
+        case ThreadOrder::shuffle: return "shuffle";
+        case ThreadOrder::warp: return "warp";
+        case ThreadOrder::warp_reverse: return "warp-reverse";
+    }
+    return "?";
+}
+inline std::string schedule_name(const Schedule& s) {
+    std::string name = order_name(s.threads);
+    if (s.threads == ThreadOrder::shuffle) name += ":" + std::to_string(s.seed);
+    return s.blocks_reversed ? name + ",blocks-reversed" : name;
+}
+
+inline Settings read_settings() {
+    Settings s;
+    auto flag = [](const char* name, bool& value) {
+        if (const char* v = getenv(name)) {
+            if (strcmp(v, "0") && strcmp(v, "1")) bad_setting(name, v, "0 or 1");
+            value = v[0] == '1';
+        }
+    };
+    flag("CPU_CUDA_POISON", s.poison);
+    flag("CPU_CUDA_PROTECT", s.protect_host);
+    flag("CPU_CUDA_RACECHECK", s.racecheck);
+    flag("CPU_CUDA_CHECK_POINTERS", s.check_pointers);
+    if (const char* v = getenv("CPU_CUDA_SCHEDULE")) s.schedule = parse_schedule(v);
+    auto count = [](const char* name, int lo, int hi, int& value) {
+        if (const char* v = getenv(name)) {
+            char* end;
+            long n = strtol(v, &end, 10);
+            if (end == v || *end || n < lo || n > hi) bad_setting(name, v, "a whole number in range");
+            value = (int)n;
+        }
+    };
+    count("CPU_CUDA_THREADS", 0, 1024, s.threads);
+    if (s.threads == 0) s.threads = (int)std::max(1u, std::thread::hardware_concurrency());
+    count("CPU_CUDA_DEVICES", 1, 64, s.devices);
+    int stack_kb = (int)(s.stack_bytes >> 10);
+    count("CPU_CUDA_STACK_KB", 16, 1 << 20, stack_kb);
+    s.stack_bytes = (size_t)stack_kb << 10;
+    if (const char* v = getenv("CPU_CUDA_MEMORY")) {
+        s.memory = parse_bytes(v);
+        if (s.memory == 0) bad_setting("CPU_CUDA_MEMORY", v, "a size such as 80GB or 512MiB");
+    }
+    if (const char* v = getenv("CPU_CUDA_NCCL_TIMEOUT")) {
+        s.nccl_timeout_s = strtod(v, nullptr);
+        if (!(s.nccl_timeout_s > 0)) bad_setting("CPU_CUDA_NCCL_TIMEOUT", v, "seconds > 0");
+    }
+    return s;
+}
+
+inline Settings& settings() {
+    static Settings s = read_settings();
+    return s;
+}
+
+}  // namespace cpu_cuda
