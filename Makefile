@@ -58,6 +58,9 @@ train: train.cpp $(HOST_HEADERS) $(TRAIN_STAMP)
 	@echo "building train $(TRAIN_NOTE)"
 	$(TRAIN_CXX) $(CXXFLAGS) $(TRAIN_DEFS) -o $@ train.cpp
 
+# The CUDA sources on the CPU runtime (train_gpt_cpu, test/test_gpu_cpu, ...): see cpu.mk
+include cpu.mk
+
 # ---- tests (doctest, from Debian's doctest-dev)
 DOCTEST_OK := $(shell test -f /usr/include/doctest/doctest.h && echo yes)
 

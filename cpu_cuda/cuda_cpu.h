@@ -81,7 +81,7 @@ inline void syncwarp(const char* f, int l, unsigned mask = 0xffffffffu) {
 #define __ballot_sync(mask, p) ::cpu_cuda::ballot(__FILE__, __LINE__, ::cpu_cuda::WarpOp::ballot, (mask), (p))
 #define __any_sync(mask, p) (int)::cpu_cuda::ballot(__FILE__, __LINE__, ::cpu_cuda::WarpOp::any, (mask), (p))
 #define __all_sync(mask, p) (int)::cpu_cuda::ballot(__FILE__, __LINE__, ::cpu_cuda::WarpOp::all, (mask), (p))
-#define __activemask() ::cpu_cuda::activemask()
+#define __activemask() ::cpu_cuda::activemask(__FILE__, __LINE__)
 #define __trap() ::cpu_cuda::trap(__FILE__, __LINE__)
 
 // __shared__ declarations inside functions are rewritten (rewrite.cpp); one the rewrite

@@ -62,10 +62,10 @@ struct Launch {
 };
 
 enum class LaneState : uint8_t { unstarted, running, ready, at_barrier, in_collective, exited };
-enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp };
+enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp, activemask };
 inline const char* warp_op_name(WarpOp op) {
     static const char* names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
-                                  "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp"};
+                                  "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp", "__activemask"};
     return names[(int)op];
 }
 
@@ -138,6 +138,7 @@ class Block {
         next_unstarted_ = 0, exited_ = 0, at_barrier_ = 0;
         ready_.clear();
         groups_.assign(warps_, {});
+        converging_.assign(warps_, {});
         free_fibers_.clear(), idle_runners_.clear();
         for (size_t f = 0; f < fibers_.size(); f++) free_fibers_.push_back((int)f);
         if (dynamic_smem_.size() < l.dynamic_smem) dynamic_smem_.resize(l.dynamic_smem);
@@ -163,6 +164,7 @@ class Block {
         me.state = LaneState::at_barrier, me.file = file, me.line = line;
         at_barrier_++;
         if (at_barrier_ + exited_ == n_) release_barrier();
+        check_converged(me.id / 32);
         transfer(me.fiber);
     }
     // Counts, ands or ors a predicate over the block (the __syncthreads_* forms).
@@ -202,7 +204,31 @@ class Block {
         group->arrived |= 1u << lane;
         me.state = LaneState::in_collective;
         try_complete(warp);
+        check_converged(warp);
         transfer(me.fiber);
+    }
+
+    // __activemask(): the lanes of this warp that are here together. A GPU answers with the
+    // lanes that execute this instruction in convergence; here a lane waits until no lane of
+    // its warp can still arrive (each has exited or waits somewhere), and the answer is the
+    // lanes that reached this same call.
+    unsigned activemask(const char* file, int line) {
+        Lane& me = *current_lane;
+        unsigned warp = me.id / 32;
+        WarpGroup* group = nullptr;
+        for (WarpGroup& g : converging_[warp])
+            if (g.file == file && g.line == line) group = &g;
+        if (!group) {
+            converging_[warp].push_back({0, 0, WarpOp::activemask, file, line});
+            group = &converging_[warp].back();
+        }
+        group->arrived |= 1u << (me.id % 32);
+        me.state = LaneState::in_collective, me.op = WarpOp::activemask, me.file = file, me.line = line;
+        check_converged(warp);
+        transfer(me.fiber);
+        unsigned mask;
+        memcpy(&mask, me.result, sizeof mask);
+        return mask;
     }
 
     // Abandons the block with an error: its threads never run again.
@@ -215,7 +241,6 @@ class Block {
     }
 
     void* dynamic_shared() { return dynamic_smem_.data(); }
-    unsigned live_lanes(unsigned warp) const { return live_[warp]; }  // __activemask(): no lane is ever inactive but for exiting
 
     // Fills a __shared__ variable with NaN bytes when the first thread of a block reaches
     // its declaration: __shared__ memory starts undefined on a GPU.
@@ -258,6 +283,7 @@ class Block {
     unsigned next_unstarted_ = 0, exited_ = 0, at_barrier_ = 0;
     std::deque<int> ready_;        // lanes that may continue, in the order they will
     std::vector<std::vector<WarpGroup>> groups_;  // per warp: collectives waiting for lanes
+    std::vector<std::vector<WarpGroup>> converging_;  // per warp: __activemask calls waiting
     const char* barrier_file_ = nullptr;
     int barrier_line_ = 0;
     int reduction_count_ = 0, reduction_total_ = 0;
@@ -381,6 +407,24 @@ class Block {
         live_[l.id / 32] &= ~(1u << (l.id % 32));
         if (at_barrier_ > 0 && at_barrier_ + exited_ == n_) release_barrier();
         try_complete(l.id / 32);  // an exited lane no longer holds up its warp's collectives
+        check_converged(l.id / 32);
+    }
+
+    // Completes the warp's __activemask calls once none of its lanes can still arrive.
+    void check_converged(unsigned warp) {
+        if (converging_[warp].empty()) return;
+        for (unsigned id = warp * 32; id < std::min(n_, warp * 32 + 32); id++) {
+            LaneState st = lanes_[id].state;
+            if (st == LaneState::unstarted || st == LaneState::running || st == LaneState::ready) return;
+        }
+        for (const WarpGroup& g : converging_[warp])
+            for (unsigned id : warp_order_[warp])
+                if (g.arrived >> (id % 32) & 1) {
+                    memcpy(lanes_[id].result, &g.arrived, sizeof g.arrived);
+                    lanes_[id].state = LaneState::ready;
+                    ready_.push_back((int)id);
+                }
+        converging_[warp].clear();
     }
 
     void release_barrier() {
@@ -531,7 +575,7 @@ T shuffle(const char* file, int line, WarpOp op, unsigned mask, T value, int b, 
 inline unsigned ballot(const char* file, int line, WarpOp op, unsigned mask, int pred) {
     return warp_op(file, line, op, mask, 0u, 0, 0, pred != 0);
 }
-inline unsigned activemask() { return current_block->live_lanes(current_lane->id / 32); }
+inline unsigned activemask(const char* file, int line) { return current_block->activemask(file, line); }
 
 inline void shared_touch(void* p, size_t bytes) { current_block->touch_shared(p, bytes); }
 inline void* dynamic_shared() { return current_block->dynamic_shared(); }
@@ -552,6 +596,8 @@ inline void write_stderr(const char* s) {
     }
 }
 
+inline struct sigaction previous_handler[NSIG];  // what was there before ours, per signal
+
 inline void on_fault(int sig, siginfo_t* info, void*) {
     char line[600];
     void* addr = info->si_addr;
@@ -569,34 +615,42 @@ inline void on_fault(int sig, siginfo_t* info, void*) {
                  lane ? lane->tid.x : 0, lane ? lane->tid.y : 0, lane ? lane->tid.z : 0, what, addr,
                  where.empty() ? "" : ": ", where.c_str());
         write_stderr(line);
-    } else if (sig == SIGSEGV && settings().protect_host && !memory().open() && memory().find(addr)) {
+        signal(sig, SIG_DFL);  // returning re-runs the faulting instruction, which now ends the process
+        return;
+    }
+    if (sig == SIGSEGV && settings().protect_host && !memory().open() && memory().find(addr)) {
         snprintf(line, sizeof line,
                  "cpu_cuda: host code touched device memory at %p (%s) outside a CUDA call: copy it to the host "
                  "with cudaMemcpy first (CPU_CUDA_PROTECT=1 found this)\n",
                  addr, memory().describe(addr).c_str());
         write_stderr(line);
+        signal(sig, SIG_DFL);
+        return;
     }
-    signal(sig, SIG_DFL);  // returning re-runs the faulting instruction: the default action ends the process
+    sigaction(sig, &previous_handler[sig], nullptr);  // not ours: whoever handled it before does
 }
 
-// Every OS thread that runs blocks handles faults on a stack of its own, so that a fiber's
-// stack overflow can still be reported.
+// Faults are reported by on_fault, on a stack of its own per OS thread (so that a fiber's
+// stack overflow can still be reported). Called at every launch and allocation: a test
+// framework may have put its own handler back in between; ours passes on what is not ours.
 inline void install_fault_handler() {
-    static thread_local bool done = false;
-    if (done) return;
-    done = true;
-    static thread_local std::vector<char> alt(64 << 10);
-    stack_t ss{};
-    ss.ss_sp = alt.data(), ss.ss_size = alt.size();
-    sigaltstack(&ss, nullptr);
-    static std::once_flag once;
-    std::call_once(once, [] {
+    static thread_local std::vector<char> alt;
+    if (alt.empty()) {
+        alt.resize(64 << 10);
+        stack_t ss{};
+        ss.ss_sp = alt.data(), ss.ss_size = alt.size();
+        sigaltstack(&ss, nullptr);
+    }
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) {
+        struct sigaction now {};
+        sigaction(sig, nullptr, &now);
+        if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_fault) continue;
         struct sigaction sa {};
         sa.sa_sigaction = on_fault;
         sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
         sigemptyset(&sa.sa_mask);
-        for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
-    });
+        sigaction(sig, &sa, &previous_handler[sig]);
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -723,6 +777,7 @@ inline std::string race_check(const Launch& l, const std::vector<const void*>& p
 // Validates and runs a launch; the error a GPU would give goes to cudaGetLastError.
 inline void execute(const Launch& l, const void* kernel, const std::vector<const void*>& pointers) {
     DeviceAccess access;
+    install_fault_handler();
     cudaError_t e = check_launch(l, kernel);
     if (e != cudaSuccess) {
         set_error(e);
@@ -739,39 +794,43 @@ inline void execute(const Launch& l, const void* kernel, const std::vector<const
 // The launch syntax. The build's rewrite step turns
 //     kernel<<<grid, block, smem, stream>>>(args...)
 // into
-//     kernel | ::cpu_cuda::launch_config("kernel", grid, block, smem, stream)(args...)
-// The arguments are converted to the kernel's parameter types, as a call would, and each
-// CUDA thread gets its own copy of them (a kernel may change its parameters).
+//     ::cpu_cuda::launch_config("kernel", CPU_CUDA_KERNEL(kernel), grid, block, smem, stream)(args...)
+// CPU_CUDA_KERNEL gives the kernel's address (for cudaFuncSetAttribute's limits; null for a
+// template whose arguments a call deduces) and a thunk that calls it, so that every CUDA
+// thread calls the kernel as a function call would: with template arguments deduced, its
+// arguments converted to the parameter types, and a copy of its own (a kernel may change
+// its parameters).
 
-template <class... A>
-struct PendingLaunch {
-    const char* kernel;
-    dim3 grid, block;
-    size_t smem;
-    std::tuple<A...> args;
-};
-struct LaunchConfig {
-    const char* kernel;
-    dim3 grid, block;
-    size_t smem;
-    template <class... A>
-    PendingLaunch<std::decay_t<A>...> operator()(A&&... a) const {
-        return {kernel, grid, block, smem, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
-    }
-};
-inline LaunchConfig launch_config(const char* kernel, dim3 grid, dim3 block, size_t smem = 0,
-                                  cudaStream_t stream = nullptr) {
-    (void)stream;  // streams run in order, at once
-    return {kernel, grid, block, smem};
+template <class R, class... P>
+const void* address_of(R (*kernel)(P...), int) {
+    return (const void*)kernel;
 }
+template <class F>
+auto address_or_null(F f, int) -> decltype(f(0)) {
+    return f(0);
+}
+template <class F>
+const void* address_or_null(F, long) {
+    return nullptr;
+}
+// &kernel inside a call that depends on a generic lambda's parameter: when &kernel cannot be
+// formed (a template whose arguments the call deduces), that is a substitution failure and
+// the second overload above answers null, instead of a compile error.
+#define CPU_CUDA_ADDRESS(...)                                                                               \
+    ::cpu_cuda::address_or_null(                                                                           \
+        [](auto tag) -> decltype(::cpu_cuda::address_of(&__VA_ARGS__, tag)) {                              \
+            return ::cpu_cuda::address_of(&__VA_ARGS__, tag);                                              \
+        },                                                                                                  \
+        0)
+#define CPU_CUDA_KERNEL(...) CPU_CUDA_ADDRESS(__VA_ARGS__), [&](auto... cpu_cuda_arg) { __VA_ARGS__(cpu_cuda_arg...); }
 
-template <class... P>
+template <class Thunk, class... A>
 struct Bound {
-    void (*kernel)(P...);
-    std::tuple<std::decay_t<P>...> params;
+    Thunk thunk;
+    std::tuple<A...> args;
     static void invoke(const void* self) {
         const Bound* b = (const Bound*)self;
-        std::apply(b->kernel, b->params);  // copies: every thread gets its own parameters
+        std::apply(b->thunk, b->args);  // the thunk takes copies: every thread gets its own
     }
 };
 
@@ -791,25 +850,38 @@ void collect_pointer(const T& value, size_t index, const char* kernel, std::vect
     }
 }
 
-template <class... P, class... A>
-void operator|(void (*kernel)(P...), PendingLaunch<A...>&& pending) {
-    static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
-    Bound<P...> bound{kernel, std::apply([](auto&... a) { return std::tuple<std::decay_t<P>...>(a...); },
-                                         pending.args)};
-    std::vector<const void*> pointers;
-    bool ok = true;
-    std::apply(
-        [&](const auto&... p) {
-            size_t i = 0;
-            (collect_pointer(p, i++, pending.kernel, pointers, ok), ...);
-        },
-        bound.params);
-    if (!ok) {
-        set_error(cudaErrorIllegalAddress);
-        return;
+template <class Thunk>
+struct LaunchConfig {
+    const char* kernel;
+    const void* address;
+    Thunk thunk;
+    dim3 grid, block;
+    size_t smem;
+
+    template <class... A>
+    void operator()(A&&... args) const {
+        Bound<Thunk, std::decay_t<A>...> bound{thunk, {std::forward<A>(args)...}};
+        std::vector<const void*> pointers;
+        bool ok = true;
+        std::apply(
+            [&](const auto&... a) {
+                size_t i = 0;
+                (collect_pointer(a, i++, kernel, pointers, ok), ...);
+            },
+            bound.args);
+        if (!ok) {
+            set_error(cudaErrorIllegalAddress);  // where a GPU would fault
+            return;
+        }
+        Launch l{kernel, grid, block, smem, &Bound<Thunk, std::decay_t<A>...>::invoke, &bound};
+        execute(l, address, pointers);
     }
-    Launch l{pending.kernel, pending.grid, pending.block, pending.smem, &Bound<P...>::invoke, &bound};
-    execute(l, (const void*)kernel, pointers);
+};
+template <class Thunk>
+LaunchConfig<Thunk> launch_config(const char* kernel, const void* address, Thunk thunk, dim3 grid, dim3 block,
+                                  size_t smem = 0, cudaStream_t stream = nullptr) {
+    (void)stream;  // streams run in order, at once
+    return {kernel, address, thunk, grid, block, smem};
 }
 
 }  // namespace cpu_cuda

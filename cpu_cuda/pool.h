@@ -5,6 +5,8 @@
 // OpenMP team (the CPU trainer's, in the same process) would steal the cores.
 #pragma once
 #include <atomic>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -17,16 +19,8 @@ namespace cpu_cuda {
 
 class Pool {
   public:
-    explicit Pool(int threads) {
+    explicit Pool(int threads) : owner_(getpid()) {
         for (int i = 1; i < threads; i++) workers_.emplace_back([this] { work(); });
-    }
-    ~Pool() {
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            stop_ = true;
-        }
-        wake_.notify_all();
-        for (auto& w : workers_) w.join();
     }
     int size() const { return (int)workers_.size() + 1; }
 
@@ -35,7 +29,8 @@ class Pool {
     // inside a task runs its tasks in order on the calling thread.
     void run(size_t n, const std::function<void(size_t)>& task) {
         if (n == 0) return;
-        if (n == 1 || workers_.empty() || inside_) {
+        // (a child made by fork has none of the workers: it runs everything itself)
+        if (n == 1 || workers_.empty() || inside_ || getpid() != owner_) {
             for (size_t i = 0; i < n; i++) task(i);
             return;
         }
@@ -60,8 +55,7 @@ class Pool {
         uint64_t seen = 0;
         std::unique_lock<std::mutex> lock(mutex_);
         for (;;) {
-            wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-            if (stop_) return;
+            wake_.wait(lock, [&] { return generation_ != seen; });
             seen = generation_;
             lock.unlock();
             take_tasks();
@@ -70,6 +64,7 @@ class Pool {
         }
     }
 
+    pid_t owner_;
     std::vector<std::thread> workers_;
     std::mutex mutex_;
     std::condition_variable wake_, done_;
@@ -78,13 +73,14 @@ class Pool {
     std::atomic<size_t> next_{0};
     int busy_ = 0;
     uint64_t generation_ = 0;
-    bool stop_ = false;
     static inline thread_local bool inside_ = false;
 };
 
+// Never destroyed: its threads sleep until the process ends, and a child made by fork
+// (which has none of them) has nothing to join either.
 inline Pool& pool() {
-    static Pool p(settings().threads);
-    return p;
+    static Pool* p = new Pool(settings().threads);
+    return *p;
 }
 
 }  // namespace cpu_cuda

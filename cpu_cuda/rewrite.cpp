@@ -4,8 +4,8 @@
 //
 // g++ compiles CUDA C++ once three constructs are rewritten:
 //   kernel<<<grid, block, smem, stream>>>(args)
-//       -> kernel | ::cpu_cuda::launch_config("kernel", grid, block, smem, stream)(args)
-//       (exec.h runs it; the kernel expression is left alone, so templates need nothing)
+//       -> ::cpu_cuda::launch_config("kernel", CPU_CUDA_KERNEL(kernel), grid, block, smem, stream)(args)
+//       (exec.h runs it; the kernel is called as a function, so templates need nothing)
 //   __shared__ T a[N], b[M];    (inside a function)
 //       -> static thread_local T a[N], b[M]; ::cpu_cuda::shared_touch(&a, sizeof a); ...
 //       (one copy per OS thread = per block, filled with NaN bytes when a block starts)
@@ -177,11 +177,9 @@ class Rewriter {
         return std::string::npos;
     }
 
-    // The kernel expression just emitted before "<<<": a name, maybe qualified, maybe with
-    // template arguments. Only for messages: the expression itself stays as written.
-    std::string kernel_name() const {
-        size_t end = out_.size();
-        while (end > 0 && isspace((unsigned char)out_[end - 1])) end--;
+    // Where the kernel expression just emitted before "<<<" starts: a name, maybe qualified,
+    // maybe with template arguments.
+    size_t kernel_start(size_t end) const {
         size_t j = end;
         if (j > 0 && out_[j - 1] == '>') {
             int angle = 0;
@@ -192,21 +190,28 @@ class Rewriter {
             }
         }
         while (j > 0 && (ident_char(out_[j - 1]) || out_[j - 1] == ':')) j--;
-        std::string name;
-        for (size_t k = j; k < end; k++) {
-            char c = out_[k];
-            if (c == '\n' || c == '\t') c = ' ';
-            if (c == '"' || c == '\\') name += '\\';
-            name += c;
-        }
-        return name.empty() ? "kernel" : name;
+        return j;
     }
 
     void launch() {
         int start_line = line_;
         size_t close = find_top_level(i_ + 3, ">>>");
         if (close == std::string::npos) die(path_, start_line, "a '<<<' without its '>>>'");
-        out_ += " | ::cpu_cuda::launch_config(\"" + kernel_name() + "\", ";
+        size_t end = out_.size();
+        while (end > 0 && isspace((unsigned char)out_[end - 1])) end--;
+        size_t start = kernel_start(end);
+        if (start == end) die(path_, start_line, "no kernel name before '<<<'");
+        std::string kernel, name, moved = out_.substr(start);
+        for (size_t k = start; k < end; k++) {
+            char c = out_[k] == '\n' || out_[k] == '\t' ? ' ' : out_[k];
+            kernel += c;
+            if (c == '"' || c == '\\') name += '\\';
+            name += c;
+        }
+        out_.resize(start);
+        for (char c : moved)  // the kernel moves into the call; its line breaks stay here
+            if (c == '\n') out_ += c;
+        out_ += "::cpu_cuda::launch_config(\"" + name + "\", CPU_CUDA_KERNEL(" + kernel + "), ";
         i_ += 3;
         copy_to(close);  // the launch configuration, newlines and all
         out_ += ")";

@@ -212,6 +212,8 @@ inline cudaError_t cudaMalloc(void** p, size_t bytes) {
     if (!p) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *p = nullptr;
     if (bytes == 0) return cudaSuccess;
+    cpu_cuda::DeviceAccess access;  // (CPU_CUDA_PROTECT=1: closed with the rest when the call ends)
+    cpu_cuda::install_fault_handler();
     *p = cpu_cuda::memory().allocate(bytes, true);
     return *p ? cudaSuccess : cpu_cuda::set_error(cudaErrorMemoryAllocation);
 }
@@ -332,4 +334,9 @@ inline cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr
         cpu_cuda::smem_limits()[func] = (size_t)value;
     }
     return cudaSuccess;  // other attributes (carveout, cluster sizes) mean nothing here
+}
+// The C++ form, for a kernel itself rather than its address (cuda_runtime.h has it for nvcc only)
+template <class T>
+inline cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
+    return cudaFuncSetAttribute((const void*)entry, attr, value);
 }

@@ -1,0 +1,66 @@
+# The CUDA sources on the CPU runtime (cpu_cuda/): built with g++, run without a GPU.
+# The Makefile includes this file after gpu.mk.
+#
+#   train_gpt_cpu            the GPU trainer, on the CPU: same options, files and log lines
+#   test/test_gpu_cpu        test/test_gpu.cu on the CPU runtime
+#   test/test_cpu_cuda       the runtime's own tests (execution model, runtime API)
+#   test/test_cpu_cublas     its cuBLAS subset against float64 references
+#   test/test_cpu_nccl       its NCCL, across 1, 2 and 4 processes
+#   dev/cuda/NAME_cpu        the kernel workbenches (run with --check for the quick check)
+#   bench_cpu_cuda           the runtime's own costs: fiber switch, barrier, shuffle, launch
+#
+# Each .cu file (and every file it includes from the project) is first rewritten into
+# build/cpu/ by cpu_cuda/rewrite.cpp: only the launch syntax and __shared__ declarations
+# change, and every line keeps its number (#line points compiler errors and gdb at the
+# original). The toolkit's headers are needed for the declarations; nothing links to CUDA.
+
+CPU_CUDA_INC := $(or $(CUDA_INC),$(wildcard $(CUDA_HOME)/include))
+CPU_CUDA_OK := $(if $(wildcard $(CPU_CUDA_INC)/cuda_runtime.h),yes)
+CPU_CUDA_HEADERS := $(wildcard cpu_cuda/*.h)
+CPU_CUDA_FLAGS := $(CXXFLAGS) -g -I$(CPU_CUDA_INC) -include cpu_cuda/cuda_cpu.h
+CPU_CUDA_LIBS := -lpthread -lrt
+REWRITE := build/cpu_cuda_rewrite
+
+# the project's sources as the CPU build sees them
+CPU_CUDA_SOURCES := train_gpt.cu train.cpp $(HOST_HEADERS) $(wildcard test/*.cu test/*.h dev/cuda/*.cu dev/cuda/*.h)
+CPU_MIRROR = $(addprefix build/cpu/,$(1))
+WORKBENCHES := layernorm attention_softmax crossentropy gelu encoder_backward adamw
+
+.PHONY: cpu_cuda_check bench_cpu_cuda
+
+cpu_cuda_check:
+ifneq ($(CPU_CUDA_OK),yes)
+	@echo "cpu.mk: the CPU runtime needs the CUDA toolkit's headers (cuda_runtime.h, cublas_v2.h, nccl.h):"; \
+	 echo "        install the CUDA toolkit, or set CUDA_HOME (looked in '$(CPU_CUDA_INC)')"; exit 1
+endif
+
+$(REWRITE): cpu_cuda/rewrite.cpp
+	@mkdir -p build
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -o $@ $<
+
+build/cpu/%: % $(REWRITE)
+	@mkdir -p $(dir $@)
+	@$(REWRITE) $< $@
+
+train_gpt_cpu: $(call CPU_MIRROR,train_gpt.cu $(HOST_HEADERS)) $(CPU_CUDA_HEADERS) $(TRAIN_STAMP) | cpu_cuda_check
+	@echo "building train_gpt_cpu (train_gpt.cu on the CPU runtime) $(TRAIN_NOTE)"
+	$(TRAIN_CXX) $(CPU_CUDA_FLAGS) $(TRAIN_DEFS) -o $@ -x c++ build/cpu/train_gpt.cu $(CPU_CUDA_LIBS)
+
+# its end-to-end tests start ./train_gpt_cpu and ./train
+test/test_gpu_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) | cpu_cuda_check train_gpt_cpu train
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_gpu.cu $(CPU_CUDA_LIBS)
+
+test/test_cpu_cuda: $(call CPU_MIRROR,test/test_cpu_cuda.cu) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_cuda.cu $(CPU_CUDA_LIBS)
+
+test/test_cpu_cublas test/test_cpu_nccl: test/%: test/%.cpp $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ $< $(CPU_CUDA_LIBS)
+
+$(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu): dev/cuda/%_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/dev/cuda/$*.cu $(CPU_CUDA_LIBS)
+
+dev/cpu_cuda_bench: $(call CPU_MIRROR,dev/cpu_cuda_bench.cu) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/dev/cpu_cuda_bench.cu $(CPU_CUDA_LIBS)
+
+bench_cpu_cuda: dev/cpu_cuda_bench
+	./dev/cpu_cuda_bench
