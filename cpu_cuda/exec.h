@@ -489,7 +489,8 @@ class Block {
                     memcpy(me.result, &r, sizeof r);
                     break;
                 }
-                case WarpOp::syncwarp: break;
+                case WarpOp::syncwarp:
+                case WarpOp::activemask: break;
             }
         }
         for (unsigned id : warp_order_[warp])  // the lanes continue in the schedule's order
@@ -795,11 +796,13 @@ inline void execute(const Launch& l, const void* kernel, const std::vector<const
 //     kernel<<<grid, block, smem, stream>>>(args...)
 // into
 //     ::cpu_cuda::launch_config("kernel", CPU_CUDA_KERNEL(kernel), grid, block, smem, stream)(args...)
-// CPU_CUDA_KERNEL gives the kernel's address (for cudaFuncSetAttribute's limits; null for a
-// template whose arguments a call deduces) and a thunk that calls it, so that every CUDA
-// thread calls the kernel as a function call would: with template arguments deduced, its
-// arguments converted to the parameter types, and a copy of its own (a kernel may change
-// its parameters).
+// and a kernel named with explicit template arguments, k<T, 4><<<...>>>, into
+//     ::cpu_cuda::launch_config("k<T, 4>", k<T, 4>, grid, block, smem, stream)(args...)
+// Either way every CUDA thread calls the kernel as a function call would: template
+// arguments deduced, arguments converted to the parameter types, and a copy of its own (a
+// kernel may change its parameters). CPU_CUDA_KERNEL gives the kernel's address (for
+// cudaFuncSetAttribute's limits; null for a template whose arguments the call deduces) and
+// a thunk that calls it.
 
 template <class R, class... P>
 const void* address_of(R (*kernel)(P...), int) {
@@ -818,7 +821,7 @@ const void* address_or_null(F, long) {
 // the second overload above answers null, instead of a compile error.
 #define CPU_CUDA_ADDRESS(...)                                                                               \
     ::cpu_cuda::address_or_null(                                                                           \
-        [](auto tag) -> decltype(::cpu_cuda::address_of(&__VA_ARGS__, tag)) {                              \
+        [](auto tag) -> decltype(::cpu_cuda::address_of(&__VA_ARGS__, tag)) {                             \
             return ::cpu_cuda::address_of(&__VA_ARGS__, tag);                                              \
         },                                                                                                  \
         0)
@@ -882,6 +885,20 @@ LaunchConfig<Thunk> launch_config(const char* kernel, const void* address, Thunk
                                   size_t smem = 0, cudaStream_t stream = nullptr) {
     (void)stream;  // streams run in order, at once
     return {kernel, address, thunk, grid, block, smem};
+}
+
+template <class... P>
+struct KernelCall {
+    void (*kernel)(P...);
+    template <class... A>
+    void operator()(const A&... a) const {
+        kernel(a...);
+    }
+};
+template <class... P>
+LaunchConfig<KernelCall<P...>> launch_config(const char* name, void (*kernel)(P...), dim3 grid, dim3 block,
+                                             size_t smem = 0, cudaStream_t stream = nullptr) {
+    return launch_config(name, (const void*)kernel, KernelCall<P...>{kernel}, grid, block, smem, stream);
 }
 
 }  // namespace cpu_cuda

@@ -1,5 +1,7 @@
-// Tests of the GPU trainer (doctest), built by nvcc: make -f gpu.mk test_gpu. Run it from
-// the repository root: some tests start ./train_gpt (and ./train) as separate processes.
+// Tests of the GPU trainer (doctest), built by nvcc (make -f gpu.mk test_gpu) or, unchanged,
+// on the CPU runtime (make test/test_gpu_cpu, see cpu.mk). Run it from the repository root:
+// some tests start ./train_gpt (./train_gpt_cpu on the CPU runtime) and ./train as separate
+// processes.
 //
 // The reference is train.cpp itself, compiled into this program: every kernel is run on
 // fresh random inputs against its CPU layer, the whole model against the PyTorch golden
@@ -435,6 +437,11 @@ TEST_CASE("two identical runs are bit-identical") {
 // ----------------------------------------------------------------------------
 // The trainer as a user runs it
 
+#ifdef CPU_CUDA
+static const std::string TRAIN_GPT = "./train_gpt_cpu";  // the trainer built on the same runtime
+#else
+static const std::string TRAIN_GPT = "./train_gpt";
+#endif
 static const std::string TINY_ARGS = "--layers 2 --heads 2 --channels 32 --max-seq-len 32 -b 4 -t 16 "
                                      "--val-every 0 --sample-every 0 --warmup 2 ";
 static double field(const std::string& line, const std::string& name) {
@@ -443,12 +450,12 @@ static double field(const std::string& line, const std::string& name) {
 }
 
 TEST_CASE("train_gpt: 2N steps equal N steps + resume + N steps, bit for bit") {
-    REQUIRE_MESSAGE(file_exists("./train_gpt"), "build ./train_gpt first (make -f gpu.mk train_gpt)");
+    REQUIRE_MESSAGE(file_exists(TRAIN_GPT), "build " + TRAIN_GPT + " first");
     std::string a = temp_dir(), b = temp_dir(), out;
-    REQUIRE(run_command("./train_gpt " + TINY_ARGS + "-n 8 --ckpt-every 4 -o " + a, &out) == 0);
+    REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 8 --ckpt-every 4 -o " + a, &out) == 0);
     CHECK(out.find("peak GPU memory") != std::string::npos);
     REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + b) == 0);
-    REQUIRE(run_command("./train_gpt " + TINY_ARGS + "-n 8 --ckpt-every 4 --resume 1 -o " + b, &out) == 0);
+    REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 8 --ckpt-every 4 --resume 1 -o " + b, &out) == 0);
     CHECK(out.find("resumed from step 4") != std::string::npos);
     std::vector<char> ma = read_bytes(a + "/model_00000008.bin"), mb = read_bytes(b + "/model_00000008.bin");
     CHECK(ma.size() > 1024);
@@ -477,7 +484,7 @@ TEST_CASE("train_gpt: 2N steps equal N steps + resume + N steps, bit for bit") {
 
 TEST_CASE("train_gpt: a small run trains, and bad input gives one clear error line") {
     std::string dir = temp_dir(), out;
-    REQUIRE(run_command("./train_gpt " + TINY_ARGS + "-n 30 -l 3e-3 --val-every 15 -o " + dir, &out) == 0);
+    REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 30 -l 3e-3 --val-every 15 -o " + dir, &out) == 0);
     std::vector<std::string> train = log_lines(dir + "/log.jsonl", "train");
     REQUIRE(train.size() == 30);
     CHECK(log_lines(dir + "/log.jsonl", "val").size() == 3);  // steps 0, 15, 30
@@ -485,9 +492,9 @@ TEST_CASE("train_gpt: a small run trains, and bad input gives one clear error li
     CHECK(field(train.front(), "loss") > 5.0);
     CHECK(field(train.back(), "loss") < 4.5);
     CHECK(out.find("TF32 off") != std::string::npos);
-    CHECK(run_command("./train_gpt -n 2 --batch-size 0", &out) == 2);
+    CHECK(run_command(TRAIN_GPT + " -n 2 --batch-size 0", &out) == 2);
     CHECK(out.find("--batch-size must be at least 1") != std::string::npos);
-    CHECK(run_command("./train_gpt " + TINY_ARGS + "-n 2 -o " + dir, &out) == 1);  // refuses to overwrite
+    CHECK(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 2 -o " + dir, &out) == 1);  // refuses to overwrite
     CHECK(out.find("already holds checkpoints") != std::string::npos);
     run_command("rm -rf " + dir);
 }

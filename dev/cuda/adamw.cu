@@ -31,10 +31,11 @@ __global__ void adamw_all4(float4* p, const float4* g, float4* m, float4* v, siz
     p[i] = pi, m[i] = mi, v[i] = vi;
 }
 
-int main() {
-    return workbench_main("adamw", [] {
+int main(int argc, char** argv) {
+    return workbench_main("adamw", argc, argv, [] {
         ModelConfig c;
-        c.maxT = 1024, c.V = 50257, c.Vp = 50304, c.L = 12, c.NH = 12, c.C = 768;
+        c.maxT = 1024, c.V = 50257, c.Vp = 50304, c.L = 12, c.NH = 12, c.C = 768;  // GPT-2 124M
+        if (quick_check) c.maxT = 64, c.V = 1000, c.Vp = 1024, c.L = 2, c.NH = 4, c.C = 64;
         const size_t n = c.num_params();
         const AdamWConfig h{0.9f, 0.95f, 1e-8f, 0.1f};
         const float lr = 6e-4f;

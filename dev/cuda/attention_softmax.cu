@@ -28,9 +28,9 @@ __global__ void causal_softmax_online(float* att, int rows, int T) {
     for (int t2 = lane; t2 < T; t2 += 32) a[t2] = t2 <= t ? expf(a[t2] - m) / s : 0.0f;
 }
 
-int main() {
-    return workbench_main("attention_softmax", [] {
-        const int B = 2, NH = 12, T = 1024, rows = B * NH * T;
+int main(int argc, char** argv) {
+    return workbench_main("attention_softmax", argc, argv, [] {
+        const int B = 2, NH = at_scale(12, 2), T = at_scale(1024, 100), rows = B * NH * T;
         const size_t n = (size_t)rows * T;
         const float scale = 1.0f / sqrtf(64.0f);
         Rng rng(2);
@@ -61,7 +61,7 @@ int main() {
         bool ok = true;
         unsigned grid = gpu::blocks_for(rows, gpu::ROWS_PER_BLOCK);
 
-        table_header("causal softmax forward, B=2 NH=12 T=1024, in place (tolerance 1e-5)");
+        table_header(strf("causal softmax forward, B=%d NH=%d T=%d, in place (tolerance 1e-5)", B, NH, T).c_str());
         // timed calls work on the previous call's output: still valid inputs, same cost
         auto v1 = [&] {
             gpu::causal_softmax_kernel<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_att.ptr(), rows, T);

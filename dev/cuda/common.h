@@ -29,8 +29,17 @@ inline double norm_error(const Floats& ours, const std::vector<double>& ref) {
     return std::sqrt(num) / std::max(std::sqrt(den), 1e-300);
 }
 
+// --check: the quick correctness run (what `make test` runs on the CPU runtime): shapes
+// chosen with at_scale() shrink to small ones, and each timing is a single call.
+inline bool quick_check = false;
+template <class T>
+T at_scale(T full, T check) {
+    return quick_check ? check : full;
+}
+
 // Milliseconds per call of f: `warmup` untimed calls, then the mean of `reps` timed ones.
 inline float time_ms(const std::function<void()>& f, int warmup = 3, int reps = 20) {
+    if (quick_check) warmup = 0, reps = 1;
     for (int i = 0; i < warmup; i++) f();
     cudaEvent_t start, stop;
     CUDA_CHECK(cudaEventCreate(&start));
@@ -72,7 +81,14 @@ inline void workbench_init(const char* name) {
 }
 
 // main() of a workbench: runs body, turns errors into one line, and exits 1 if a check failed.
-inline int workbench_main(const char* name, const std::function<bool()>& body) {
+inline int workbench_main(const char* name, int argc, char** argv, const std::function<bool()>& body) {
+    for (int i = 1; i < argc; i++) {
+        if (std::string(argv[i]) != "--check") {
+            fprintf(stderr, "usage: %s [--check]   (--check: small shapes, one timed call)\n", argv[0]);
+            return 2;
+        }
+        quick_check = true;
+    }
     try {
         workbench_init(name);
         bool ok = body();

@@ -38,9 +38,9 @@ __global__ void crossentropy_online(float* losses, float* dlogits, const float* 
     }
 }
 
-int main() {
-    return workbench_main("crossentropy", [] {
-        const int N = 1024, V = 50257, Vp = 50304;  // N rows (B·T) of GPT-2's vocabulary
+int main(int argc, char** argv) {
+    return workbench_main("crossentropy", argc, argv, [] {
+        const int N = at_scale(1024, 8), V = 50257, Vp = 50304;  // N rows (B·T) of GPT-2's vocabulary
         const float dloss = 1.0f / N;
         Rng rng(3);
         Floats logits = random_floats((size_t)N * Vp, rng, 3.0);
@@ -68,7 +68,7 @@ int main() {
             return std::max(norm_error(d_losses.host(), losses), norm_error(d_dlogits.host(), dlogits));
         };
 
-        table_header("fused softmax + cross-entropy + backward, N=1024 V=50257 Vp=50304 (tolerance 1e-5)");
+        table_header(strf("fused softmax + cross-entropy + backward, N=%d V=%d Vp=%d (tolerance 1e-5)", N, V, Vp).c_str());
         auto v1 = [&] {
             gpu::crossentropy_forward_backward(d_losses.ptr(), d_dlogits.ptr(), d_logits.ptr(), d_targets.ptr(), dloss,
                                                N, V, Vp);

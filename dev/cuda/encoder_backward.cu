@@ -81,9 +81,10 @@ static bool run(const char* title, const std::vector<int>& inp, int V, int Vp, i
     return ok;
 }
 
-int main() {
-    return workbench_main("encoder_backward", [] {
-        const int B = 8, T = 1024, C = 768, V = 50257, Vp = 50304;
+int main(int argc, char** argv) {
+    return workbench_main("encoder_backward", argc, argv, [] {
+        const int B = at_scale(8, 2), T = at_scale(1024, 64), C = at_scale(768, 96), V = at_scale(50257, 1000),
+                  Vp = at_scale(50304, 1024);
         Rng rng(5);
         std::vector<int> uniform(B * T), skewed(B * T);
         for (int& t : uniform) t = (int)rng.below(V);

@@ -23,9 +23,9 @@ __global__ void gelu_backward4(float4* dinp, const float4* inp, const float4* do
     dinp[i] = make_float4(gelu_grad(x.x) * d.x, gelu_grad(x.y) * d.y, gelu_grad(x.z) * d.z, gelu_grad(x.w) * d.w);
 }
 
-int main() {
-    return workbench_main("gelu", [] {
-        const size_t n = (size_t)8 * 1024 * 3072;  // B·T·4C for B=8, T=1024, C=768
+int main(int argc, char** argv) {
+    return workbench_main("gelu", argc, argv, [] {
+        const size_t n = at_scale<size_t>((size_t)8 * 1024 * 3072, 4 * 3072 + 4);  // B·T·4C for B=8, T=1024, C=768
         Rng rng(4);
         Floats x = random_floats(n, rng, 3.0), dout = random_floats(n, rng);
         std::vector<double> out(n), dinp(n);
@@ -38,7 +38,7 @@ int main() {
         DevArray<float> d_x(x), d_dout(dout), d_out(n), d_dinp(n);
         bool ok = true;
 
-        table_header("GELU forward, n = 8·1024·3072 (tolerance 1e-5)");
+        table_header(strf("GELU forward, n = %s (tolerance 1e-5)", with_commas(n).c_str()).c_str());
         auto f1 = [&] { gpu::gelu_forward(d_out.ptr(), d_x.ptr(), n); };
         f1();
         double err = norm_error(d_out.host(), out);

@@ -30,9 +30,10 @@ __global__ void layernorm_forward_registers(float* out, float* mean, float* rstd
     if (lane == 0) mean[n] = m, rstd[n] = s;
 }
 
-int main() {
-    return workbench_main("layernorm", [] {
-        constexpr int N = 8 * 1024, C = 768;  // B·T = 8×1024 rows of GPT-2 124M's width
+int main(int argc, char** argv) {
+    return workbench_main("layernorm", argc, argv, [] {
+        const int N = at_scale(8 * 1024, 300);  // B·T = 8×1024 rows of GPT-2 124M's width
+        constexpr int C = 768;
         Rng rng(1);
         Floats x = random_floats((size_t)N * C, rng, 2.0), w = random_floats(C, rng), b = random_floats(C, rng);
         Floats dout = random_floats((size_t)N * C, rng);
@@ -71,7 +72,7 @@ int main() {
         auto poison_forward = [&] { d_out.poison(), d_mean.poison(), d_rstd.poison(); };
         const double fwd_bytes = 2.0 * N * C * 4, bwd_bytes = 3.0 * N * C * 4;
 
-        table_header("LayerNorm forward, N=8192 C=768 (error vs double; tolerance 1e-5)");
+        table_header(strf("LayerNorm forward, N=%d C=%d (error vs double; tolerance 1e-5)", N, C).c_str());
         auto v1 = [&] {
             gpu::layernorm_forward(d_out.ptr(), d_mean.ptr(), d_rstd.ptr(), d_x.ptr(), d_w.ptr(), d_b.ptr(), N, C);
         };
@@ -90,7 +91,7 @@ int main() {
         err = forward_error();
         ok &= table_row("2 warp per row, row in registers", err, 1e-5, time_ms(v2), fwd_bytes);
 
-        table_header("LayerNorm backward, N=8192 C=768 (dinp, dw, db; tolerance 1e-5)");
+        table_header(strf("LayerNorm backward, N=%d C=%d (dinp, dw, db; tolerance 1e-5)", N, C).c_str());
         auto b1 = [&] {  // dw and db accumulate: start them at 0 so the result is comparable
             CUDA_CHECK(cudaMemsetAsync(d_dw.ptr(), 0, C * sizeof(float), gpu::ctx.stream));
             CUDA_CHECK(cudaMemsetAsync(d_db.ptr(), 0, C * sizeof(float), gpu::ctx.stream));
