@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <random>
@@ -129,16 +128,19 @@ class Block {
         n_ = d.x * d.y * d.z;
         warps_ = (n_ + 31) / 32;
         lanes_.resize(n_);
+        if (ready_.slots.size() < n_) ready_.slots.resize(n_);
         for (unsigned i = 0; i < n_; i++) {
             Lane& lane = lanes_[i];
             lane.tid = {i % d.x, i / d.x % d.y, i / (d.x * d.y)};
             lane.id = i, lane.state = LaneState::unstarted, lane.fiber = -1;
         }
         make_order();
+        live_.assign(warps_, ~0u);
+        if (n_ % 32) live_[warps_ - 1] = (1u << (n_ % 32)) - 1;  // a partial last warp
         next_unstarted_ = 0, exited_ = 0, at_barrier_ = 0;
         ready_.clear();
-        groups_.assign(warps_, {});
-        converging_.assign(warps_, {});
+        if (groups_.size() < warps_) groups_.resize(warps_), converging_.resize(warps_);
+        for (unsigned w = 0; w < warps_; w++) groups_[w].clear(), converging_[w].clear();
         free_fibers_.clear(), idle_runners_.clear();
         for (size_t f = 0; f < fibers_.size(); f++) free_fibers_.push_back((int)f);
         if (dynamic_smem_.size() < l.dynamic_smem) dynamic_smem_.resize(l.dynamic_smem);
@@ -203,8 +205,13 @@ class Block {
         }
         group->arrived |= 1u << lane;
         me.state = LaneState::in_collective;
-        try_complete(warp);
-        check_converged(warp);
+        unsigned needed = group->mask & live_[warp];
+        if ((group->arrived & needed) == needed) {  // the last lane: only this group can be complete
+            WarpGroup g = *group;
+            groups.erase(groups.begin() + (group - groups.data()));
+            complete(warp, g);
+        }
+        if (!converging_[warp].empty()) check_converged(warp);
         transfer(me.fiber);
     }
 
@@ -278,10 +285,23 @@ class Block {
     unsigned n_ = 0, warps_ = 0;
     std::vector<Lane> lanes_;
     std::vector<unsigned> order_;  // the order threads start in (and are released from a barrier)
-    std::vector<std::vector<unsigned>> warp_order_;  // per warp, its lanes in that order
+    bool order_is_identity_ = false;
+    std::vector<unsigned> warp_order_;  // the lanes of warp w in that order, at [32w, 32w + 32)
     std::vector<unsigned> live_;   // per warp, the lanes that exist and have not exited
     unsigned next_unstarted_ = 0, exited_ = 0, at_barrier_ = 0;
-    std::deque<int> ready_;        // lanes that may continue, in the order they will
+    // Lanes that may continue, in the order they will: a queue that never holds a lane twice.
+    struct Queue {
+        std::vector<int> slots;
+        size_t head = 0, count = 0;
+        void clear() { head = count = 0; }
+        bool empty() const { return count == 0; }
+        void push_back(int v) { slots[(head + count++) % slots.size()] = v; }
+        int pop_front() {
+            int v = slots[head];
+            head = (head + 1) % slots.size(), count--;
+            return v;
+        }
+    } ready_;
     std::vector<std::vector<WarpGroup>> groups_;  // per warp: collectives waiting for lanes
     std::vector<std::vector<WarpGroup>> converging_;  // per warp: __activemask calls waiting
     const char* barrier_file_ = nullptr;
@@ -300,6 +320,9 @@ class Block {
     // The order threads start in; barriers release them in the same order, and a warp's
     // collective releases its lanes in the order they have in it.
     void make_order() {
+        bool identity = schedule_.threads == ThreadOrder::forward || schedule_.threads == ThreadOrder::warp;
+        if (identity && order_is_identity_ && order_.size() == n_) return;  // the common case, reused
+        order_is_identity_ = identity;
         order_.clear();
         switch (schedule_.threads) {
             case ThreadOrder::forward:
@@ -320,10 +343,19 @@ class Block {
                     for (unsigned id = w * 32; id < std::min(n_, w * 32 + 32); id++) order_.push_back(id);
                 break;
         }
-        warp_order_.assign(warps_, {});
-        for (unsigned id : order_) warp_order_[id / 32].push_back(id);
-        live_.assign(warps_, 0);
-        for (unsigned id = 0; id < n_; id++) live_[id / 32] |= 1u << (id % 32);
+        unsigned filled[32] = {};
+        warp_order_.resize(n_);
+        for (unsigned id : order_) warp_order_[id / 32 * 32 + filled[id / 32]++] = id;
+    }
+
+    struct Span {
+        const unsigned *b, *e;
+        const unsigned* begin() const { return b; }
+        const unsigned* end() const { return e; }
+    };
+    Span warp_lanes(unsigned warp) const {
+        const unsigned* first = warp_order_.data() + warp * 32;
+        return {first, first + std::min(32u, n_ - warp * 32)};
     }
 
     std::string waiting_ids(LaneState state) const {
@@ -345,8 +377,7 @@ class Block {
             return new_runner();
         }
         if (!ready_.empty()) {
-            Lane& l = lanes_[ready_.front()];
-            ready_.pop_front();
+            Lane& l = lanes_[ready_.pop_front()];
             l.state = LaneState::running;
             current_lane = &l;
             return l.fiber;
@@ -418,7 +449,7 @@ class Block {
             if (st == LaneState::unstarted || st == LaneState::running || st == LaneState::ready) return;
         }
         for (const WarpGroup& g : converging_[warp])
-            for (unsigned id : warp_order_[warp])
+            for (unsigned id : warp_lanes(warp))
                 if (g.arrived >> (id % 32) & 1) {
                     memcpy(lanes_[id].result, &g.arrived, sizeof g.arrived);
                     lanes_[id].state = LaneState::ready;
@@ -493,7 +524,7 @@ class Block {
                 case WarpOp::activemask: break;
             }
         }
-        for (unsigned id : warp_order_[warp])  // the lanes continue in the schedule's order
+        for (unsigned id : warp_lanes(warp))  // the lanes continue in the schedule's order
             if (g.arrived >> (id % 32) & 1) {
                 lanes_[id].state = LaneState::ready;
                 ready_.push_back((int)id);
@@ -631,21 +662,24 @@ inline void on_fault(int sig, siginfo_t* info, void*) {
     sigaction(sig, &previous_handler[sig], nullptr);  // not ours: whoever handled it before does
 }
 
-// Faults are reported by on_fault, on a stack of its own per OS thread (so that a fiber's
-// stack overflow can still be reported). Called at every launch and allocation: a test
-// framework may have put its own handler back in between; ours passes on what is not ours.
-inline void install_fault_handler() {
+// Faults are reported by on_fault, on a stack of its own per OS thread that runs blocks (so
+// that a fiber's stack overflow can still be reported).
+inline void ensure_signal_stack() {
     static thread_local std::vector<char> alt;
-    if (alt.empty()) {
-        alt.resize(64 << 10);
-        stack_t ss{};
-        ss.ss_sp = alt.data(), ss.ss_size = alt.size();
-        sigaltstack(&ss, nullptr);
-    }
+    if (!alt.empty()) return;
+    alt.resize(64 << 10);
+    stack_t ss{};
+    ss.ss_sp = alt.data(), ss.ss_size = alt.size();
+    sigaltstack(&ss, nullptr);
+}
+// Called at every launch and allocation: a test framework may have put its own handler back
+// in between. Ours passes on what is not ours to the handler it replaced.
+inline void install_fault_handler() {
+    ensure_signal_stack();
+    struct sigaction now {};
+    sigaction(SIGSEGV, nullptr, &now);
+    if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_fault) return;
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) {
-        struct sigaction now {};
-        sigaction(sig, nullptr, &now);
-        if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_fault) continue;
         struct sigaction sa {};
         sa.sa_sigaction = on_fault;
         sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
@@ -706,7 +740,7 @@ inline std::string run_blocks(const Launch& l, const Schedule& s, bool on_this_t
     std::atomic<bool> failed{false};
     auto one = [&](size_t i) {
         if (failed.load(std::memory_order_relaxed)) return;
-        install_fault_handler();
+        ensure_signal_stack();
         uint64_t k = s.blocks_reversed ? blocks - 1 - i : i;
         Block& b = this_block_executor();
         if (!b.run(l, block_index(l.grid, k), s)) {

@@ -450,7 +450,7 @@ static double field(const std::string& line, const std::string& name) {
 }
 
 TEST_CASE("train_gpt: 2N steps equal N steps + resume + N steps, bit for bit") {
-    REQUIRE_MESSAGE(file_exists(TRAIN_GPT), "build " + TRAIN_GPT + " first");
+    REQUIRE_MESSAGE(file_exists(TRAIN_GPT), "build " << TRAIN_GPT << " first");
     std::string a = temp_dir(), b = temp_dir(), out;
     REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 8 --ckpt-every 4 -o " + a, &out) == 0);
     CHECK(out.find("peak GPU memory") != std::string::npos);
