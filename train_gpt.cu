@@ -69,6 +69,7 @@ inline void check_nccl(ncclResult_t r, const char* call, const char* file, int l
 
 struct Context {
     int device = -1;                 // -1: no GPU selected (--help, or a dry run without one)
+    int sms = 1;                     // the GPU's multiprocessors (SMs), which grids are sized to fill
     cudaStream_t stream = nullptr;   // kernels, copies, cuBLAS and NCCL all run on it, in order
     cublasHandle_t blas = nullptr;
 };
@@ -83,6 +84,7 @@ inline void set_tf32(bool on) {
 inline void init_device(int device) {
     CUDA_CHECK(cudaSetDevice(device));
     ctx.device = device;
+    CUDA_CHECK(cudaDeviceGetAttribute(&ctx.sms, cudaDevAttrMultiProcessorCount, device));
     CUDA_CHECK(cudaStreamCreate(&ctx.stream));
     CUBLAS_CHECK(cublasCreate(&ctx.blas));
     CUBLAS_CHECK(cublasSetStream(ctx.blas, ctx.stream));
@@ -611,9 +613,11 @@ void adamw_update(float* params, const float* grads, float* m, float* v, const M
     }
 }
 
-// ‖g‖₂ in two fixed passes: NORM_BLOCKS blocks each sum a fixed, strided share of the
-// squares in double, then one block adds the partial sums. scratch: NORM_BLOCKS + 1 doubles.
-constexpr int NORM_BLOCKS = 1024;
+// ‖g‖₂ in two fixed passes: a grid that fills the GPU (8 blocks per SM, at most
+// MAX_NORM_BLOCKS) each sums a fixed, strided share of the squares in double, then one
+// block adds the partial sums. The grid depends only on the GPU model, so the result
+// repeats bit for bit on one. scratch: MAX_NORM_BLOCKS + 1 doubles, the total last.
+constexpr int MAX_NORM_BLOCKS = 1024;
 __global__ void sum_squares_kernel(double* partial, const float* g, size_t n) {
     double s = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -628,12 +632,13 @@ __global__ void sum_doubles_kernel(double* out, const double* in, int n) {
     if (threadIdx.x == 0) *out = s;
 }
 float global_norm(const float* g, size_t n, double* scratch) {
-    sum_squares_kernel<<<NORM_BLOCKS, THREADS, 0, ctx.stream>>>(scratch, g, n);
+    int blocks = std::min(MAX_NORM_BLOCKS, 8 * ctx.sms);
+    sum_squares_kernel<<<blocks, THREADS, 0, ctx.stream>>>(scratch, g, n);
     KERNEL_CHECK();
-    sum_doubles_kernel<<<1, 1024, 0, ctx.stream>>>(scratch + NORM_BLOCKS, scratch, NORM_BLOCKS);
+    sum_doubles_kernel<<<1, 1024, 0, ctx.stream>>>(scratch + MAX_NORM_BLOCKS, scratch, blocks);
     KERNEL_CHECK();
     double total;
-    CUDA_CHECK(cudaMemcpyAsync(&total, scratch + NORM_BLOCKS, sizeof total, cudaMemcpyDeviceToHost, ctx.stream));
+    CUDA_CHECK(cudaMemcpyAsync(&total, scratch + MAX_NORM_BLOCKS, sizeof total, cudaMemcpyDeviceToHost, ctx.stream));
     synchronize();  // the host decides about clipping
     return (float)std::sqrt(total);
 }
@@ -1003,7 +1008,7 @@ struct GpuTrainer {
         int* t = tokens_buf.ptr;
         d_inputs = t, d_targets = t + BT;
         groups = {t + 2 * BT, t + 3 * BT + 1, t + 4 * BT + 1, 0};
-        sums_buf.alloc(1 + gpu::NORM_BLOCKS + 1);
+        sums_buf.alloc(1 + gpu::MAX_NORM_BLOCKS + 1);
     }
     ~GpuTrainer() {
         if (rank == 0 && steps_done > 0 && std::uncaught_exceptions() == 0) {

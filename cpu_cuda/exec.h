@@ -239,7 +239,7 @@ class Block {
     }
 
     // Abandons the block with an error: its threads never run again.
-    [[noreturn]] void fail(const std::string& why) {
+    [[noreturn, gnu::noinline, gnu::cold]] void fail(const std::string& why) {
         if (error.empty()) error = why;
         current_lane = nullptr;
         Fiber& me = *fibers_[running_];
@@ -295,10 +295,14 @@ class Block {
         size_t head = 0, count = 0;
         void clear() { head = count = 0; }
         bool empty() const { return count == 0; }
-        void push_back(int v) { slots[(head + count++) % slots.size()] = v; }
+        void push_back(int v) {
+            size_t at = head + count++;
+            slots[at < slots.size() ? at : at - slots.size()] = v;
+        }
         int pop_front() {
             int v = slots[head];
-            head = (head + 1) % slots.size(), count--;
+            if (++head == slots.size()) head = 0;
+            count--;
             return v;
         }
     } ready_;
@@ -310,8 +314,8 @@ class Block {
     std::vector<char> dynamic_smem_;
     std::vector<std::pair<void*, uint64_t>> shared_seen_;  // __shared__ variable -> last block poisoned
 
-    template <class... A>
-    static std::string strf_(const char* fmt, A... a) {
+    template <class... A>  // out of line: error messages must not bloat the hot paths' stack frames
+    [[gnu::noinline, gnu::cold]] static std::string strf_(const char* fmt, A... a) {
         char buf[1024];
         snprintf(buf, sizeof buf, fmt, a...);
         return buf;
@@ -488,41 +492,28 @@ class Block {
     // shfl.sync, including segments of `width` < 32 lanes) and let the lanes continue.
     void complete(unsigned warp, const WarpGroup& g) {
         Lane* lanes = &lanes_[warp * 32];
-        unsigned ballot = 0;
-        for (unsigned lane = 0; lane < 32; lane++)
-            if (g.arrived >> lane & 1) ballot |= (unsigned)(lanes[lane].pred != 0) << lane;
-        for (unsigned lane = 0; lane < 32; lane++) {
-            if (!(g.arrived >> lane & 1)) continue;
-            Lane& me = lanes[lane];
-            switch (g.op) {
-                case WarpOp::shfl_idx:
-                case WarpOp::shfl_up:
-                case WarpOp::shfl_down:
-                case WarpOp::shfl_bfly: {
-                    int src = shuffle_source(g.op, (int)lane, me.b, me.c);
-                    if (!(g.arrived >> src & 1))
-                        fail(strf_("%s at %s:%d: lane %u of warp %u reads lane %d, which %s (mask 0x%08x)",
-                                   warp_op_name(g.op), g.file, g.line, lane, warp, src,
-                                   warp * 32 + src >= n_ ? "does not exist (the block is smaller)"
-                                   : !(live_[warp] >> src & 1) ? "has exited" : "is not in the mask",
-                                   g.mask));
-                    memcpy(me.result, lanes[src].value, sizeof me.result);
-                    break;
-                }
-                case WarpOp::ballot: memcpy(me.result, &ballot, sizeof ballot); break;
-                case WarpOp::any: {
-                    int r = ballot != 0;
-                    memcpy(me.result, &r, sizeof r);
-                    break;
-                }
-                case WarpOp::all: {
-                    int r = ballot == g.arrived;
-                    memcpy(me.result, &r, sizeof r);
-                    break;
-                }
-                case WarpOp::syncwarp:
-                case WarpOp::activemask: break;
+        bool shuffle = g.op <= WarpOp::shfl_bfly;
+        if (shuffle) {
+            for (unsigned lane = 0; lane < 32; lane++) {
+                if (!(g.arrived >> lane & 1)) continue;
+                Lane& me = lanes[lane];
+                int src = shuffle_source(g.op, (int)lane, me.b, me.c);
+                if (!(g.arrived >> src & 1))
+                    fail(strf_("%s at %s:%d: lane %u of warp %u reads lane %d, which %s (mask 0x%08x)",
+                               warp_op_name(g.op), g.file, g.line, lane, warp, src,
+                               warp * 32 + src >= n_ ? "does not exist (the block is smaller)"
+                               : !(live_[warp] >> src & 1) ? "has exited" : "is not in the mask",
+                               g.mask));
+                memcpy(me.result, lanes[src].value, sizeof me.result);
             }
+        } else if (g.op != WarpOp::syncwarp) {  // a vote: every lane gets the same answer
+            unsigned ballot = 0;
+            for (unsigned lane = 0; lane < 32; lane++)
+                if (g.arrived >> lane & 1) ballot |= (unsigned)(lanes[lane].pred != 0) << lane;
+            unsigned answer = g.op == WarpOp::ballot ? ballot
+                            : g.op == WarpOp::any ? (unsigned)(ballot != 0) : (unsigned)(ballot == g.arrived);
+            for (unsigned lane = 0; lane < 32; lane++)
+                if (g.arrived >> lane & 1) memcpy(lanes[lane].result, &answer, sizeof answer);
         }
         for (unsigned id : warp_lanes(warp))  // the lanes continue in the schedule's order
             if (g.arrived >> (id % 32) & 1) {

@@ -20,8 +20,10 @@ namespace cpu_cuda {
 #if defined(__x86_64__)
 extern "C" void cpu_cuda_switch(void** save_sp, void* next_sp);
 extern "C" void cpu_cuda_fiber_start();
-// The System V ABI: rbx, rbp, r12-r15, the SSE control word and the x87 control word
-// belong to the caller. A fresh stack is laid out as if cpu_cuda_switch had saved it, with
+// The System V ABI: rbx, rbp and r12-r15 belong to the caller. (So do the SSE and x87
+// control words, but every fiber of a process runs with the same rounding and exception
+// modes, which no CUDA code can change, and ldmxcsr/fldcw would cost more than the rest of
+// the switch.) A fresh stack is laid out as if cpu_cuda_switch had saved it, with
 // cpu_cuda_fiber_start as the return address; that calls entry(arg) from r13 and r12 with
 // the stack 16-byte aligned, as a call requires.
 asm(R"(
@@ -35,14 +37,8 @@ cpu_cuda_switch:
     pushq %r13
     pushq %r14
     pushq %r15
-    subq $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
     movq %rsp, (%rdi)
     movq %rsi, %rsp
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-    addq $8, %rsp
     popq %r15
     popq %r14
     popq %r13
@@ -105,17 +101,12 @@ struct Context {
 inline void make_context(Context& ctx, const Stack& s, FiberEntry entry, void* arg) {
 #if defined(__x86_64__)
     uint64_t* top = (uint64_t*)((uintptr_t)s.hi & ~(uintptr_t)15);
-    uint64_t* sp = top - 8;
-    uint32_t mxcsr;
-    uint16_t fpcw;
-    asm volatile("stmxcsr %0" : "=m"(mxcsr));
-    asm volatile("fnstcw %0" : "=m"(fpcw));
-    sp[0] = (uint64_t)mxcsr | ((uint64_t)fpcw << 32);
-    sp[1] = 0, sp[2] = 0;                        // r15, r14
-    sp[3] = (uint64_t)entry;                     // r13
-    sp[4] = (uint64_t)arg;                       // r12
-    sp[5] = 0, sp[6] = 0;                        // rbx, rbp
-    sp[7] = (uint64_t)&cpu_cuda_fiber_start;     // popped by ret; leaves rsp = top
+    uint64_t* sp = top - 7;
+    sp[0] = 0, sp[1] = 0;                        // r15, r14
+    sp[2] = (uint64_t)entry;                     // r13
+    sp[3] = (uint64_t)arg;                       // r12
+    sp[4] = 0, sp[5] = 0;                        // rbx, rbp
+    sp[6] = (uint64_t)&cpu_cuda_fiber_start;     // popped by ret, which leaves rsp = top
     ctx.sp = sp;
 #else
     getcontext(&ctx.uc);

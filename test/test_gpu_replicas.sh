@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The GPU trainer's replicas, on the CPU runtime: train_gpt_cpu as real processes running
+# the real multi-rank code (NCCL's id exchange, NCCL collectives, one gradient all-reduce
+# per step), started the two ways a cluster starts them:
+#   * mpirun, with train_gpt_cpu built with MPI: MPI carries NCCL's id;
+#   * Slurm-style without MPI: SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID per process, and
+#     NCCL's id through the file named by --nccl-init-file.
+# The same global batch of 8 sequences split over R = 1, 2 and 4 replicas must train the
+# same model (losses, gradient norms and weights within 1e-5: test/compare_runs.py), and a
+# rank that dies must end the job with an error that names it, never a hang.
+set -u
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # containers run as root
+export OMP_WAIT_POLICY=passive CPU_CUDA_THREADS=1                 # up to 4 ranks share the cores
+MPIRUN="mpirun --oversubscribe --bind-to none"
+T=16 STEPS=10
+TINY="./train_gpt_cpu --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 * T)) --val-every 0
+      --sample-every 0 --warmup 5 -l 3e-3 --shuffle 1"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0 failed=0
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+
+[ -x ./train_gpt_cpu ] || { echo "./train_gpt_cpu is not built (make train_gpt_cpu)"; echo "0 passed, 1 failed"; exit 1; }
+has_mpi=$(ldd ./train_gpt_cpu | grep -q libmpi && command -v mpirun >/dev/null && echo yes)
+
+arithmetic_ok() {  # OUTPUT B A R: the trainer printed the split it was asked for
+    grep -q "micro-batch ${2}×$T = $(($2 * T)) tokens × $3 accumulation × $4 replica" "$1" || {
+        echo "   unexpected arithmetic line:"; grep micro-batch "$1"; return 1; }
+}
+mpi_split() {  # B A R DIR
+    timeout 300 $MPIRUN -np "$3" $TINY -b "$1" -n $STEPS -o "$4" >"$4.out" 2>&1 || { tail -5 "$4.out"; return 1; }
+    arithmetic_ok "$4.out" "$1" "$2" "$3"
+}
+# R processes as srun starts them (no MPI): each learns its rank from Slurm's variables.
+slurm_start() {  # R DIR ARGS...: starts them in the background; their pids in $pids
+    local R=$1 dir=$2; shift 2
+    pids=()
+    for ((r = 0; r < R; r++)); do
+        env -u OMPI_COMM_WORLD_SIZE SLURM_PROCID=$r SLURM_NTASKS=$R SLURM_LOCALID=$r SLURM_JOB_ID=$$ \
+            SLURM_STEP_ID=0 $TINY "$@" -o "$dir" --nccl-init-file "$dir.ncclid" >"$dir.$r.out" 2>&1 &
+        pids+=($!)
+    done
+}
+# Waits for the processes, at most SECONDS (then kills them: a hang is a failure, not a
+# stuck test run); 0 if every one exited with status 0.
+wait_all() {  # SECONDS PID...
+    local deadline=$((SECONDS + $1)) pid rc=0; shift
+    for pid in "$@"; do
+        while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+        kill -0 "$pid" 2>/dev/null && { echo "   pid $pid still running after the deadline: killed"; kill -9 "$@" 2>/dev/null; }
+        wait "$pid" 2>/dev/null || rc=1
+    done
+    return $rc
+}
+slurm_split() {  # B A R DIR
+    slurm_start "$3" "$4" -b "$1" -n $STEPS
+    wait_all 300 "${pids[@]}" || { tail -3 "$4".*.out; return 1; }
+    arithmetic_ok "$4.0.out" "$1" "$2" "$3"
+}
+
+# ---- the reference: one process, the whole global batch in one micro-batch
+if timeout 300 $TINY -b 8 -n $STEPS -o "$work/ref" >"$work/ref.out" 2>&1; then pass "reference run (8,1,1)"
+else tail -5 "$work/ref.out"; fail "reference run (8,1,1)"; fi
+
+# ---- the same global batch over more replicas
+if [ "$has_mpi" = yes ]; then
+    for split in "4 1 2" "2 1 4" "2 2 2" "1 2 4"; do
+        set -- $split
+        name="mpirun: (B,A,R)=($1,$2,$3) equals (8,1,1)"
+        if mpi_split "$1" "$2" "$3" "$work/m$1$2$3" && python3 test/compare_runs.py "$work/ref" "$work/m$1$2$3" $STEPS
+        then pass "$name"; else fail "$name"; fi
+    done
+else
+    echo "SKIP mpirun splits: train_gpt_cpu was built without MPI (apt-get install libopenmpi-dev openmpi-bin)"
+fi
+for split in "4 1 2" "1 2 4"; do
+    set -- $split
+    name="Slurm-style with --nccl-init-file: (B,A,R)=($1,$2,$3) equals (8,1,1)"
+    if slurm_split "$1" "$2" "$3" "$work/s$1$2$3" && python3 test/compare_runs.py "$work/ref" "$work/s$1$2$3" $STEPS
+    then pass "$name"; else fail "$name"; fi
+done
+
+# ---- a rank that dies mid-run: the others stop with an error naming it, within seconds
+slurm_start 2 "$work/dead" -b 4 -n 100000
+for _ in $(seq 300); do grep -q "step     2/" "$work/dead.0.out" 2>/dev/null && break; sleep 0.1; done
+kill -9 "${pids[1]}"; wait "${pids[1]}" 2>/dev/null
+start=$SECONDS
+wait_all 60 "${pids[0]}"; rc=$?  # non-zero: it failed (or was killed at the deadline)
+took=$((SECONDS - start))
+if [ $rc -ne 0 ] && [ $took -le 30 ] && grep -q "rank 1" "$work/dead.0.out"; then
+    pass "a rank killed mid-run ends the job in ${took} s with an error naming it"
+else
+    tail -3 "$work/dead.0.out"; fail "killed rank (still running, or no error naming it, after ${took} s)"
+fi
+wait 2>/dev/null
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
