@@ -563,7 +563,8 @@ __global__ void crossentropy_kernel(float* losses, float* dlogits, const float* 
 // dlogits null: the loss only (evaluation)
 void crossentropy_forward_backward(float* losses, float* dlogits, const float* logits, const int* targets, float dloss,
                                    int N, int V, int Vp) {
-    crossentropy_kernel<<<N, CE_THREADS, 0, ctx.stream>>>(losses, dlogits, logits, targets, V, Vp, dloss);
+    int threads = std::min(CE_THREADS, (V + 31) / 32 * 32);  // a small vocabulary leaves none idle
+    crossentropy_kernel<<<N, threads, 0, ctx.stream>>>(losses, dlogits, logits, targets, V, Vp, dloss);
     KERNEL_CHECK();
 }
 // *acc += (float)mean(losses), in double, one block: the CPU adds each micro-batch's float mean

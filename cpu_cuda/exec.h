@@ -142,7 +142,7 @@ class Block {
         if (groups_.size() < warps_) groups_.resize(warps_), converging_.resize(warps_);
         for (unsigned w = 0; w < warps_; w++) groups_[w].clear(), converging_[w].clear();
         free_fibers_.clear(), idle_runners_.clear();
-        for (size_t f = 0; f < fibers_.size(); f++) free_fibers_.push_back((int)f);
+        unused_fibers_ = 0;  // every fiber is free again
         if (dynamic_smem_.size() < l.dynamic_smem) dynamic_smem_.resize(l.dynamic_smem);
         if (settings().poison && l.dynamic_smem) memset(dynamic_smem_.data(), 0xFF, l.dynamic_smem);
         breadth_first_ = s.threads == ThreadOrder::forward || s.threads == ThreadOrder::reverse ||
@@ -276,7 +276,8 @@ class Block {
         Stack stack;
     };
     std::vector<std::unique_ptr<Fiber>> fibers_;
-    std::vector<int> free_fibers_, idle_runners_;
+    std::vector<int> free_fibers_, idle_runners_;  // freed in this block; runners with nothing to start
+    size_t unused_fibers_ = 0;  // fibers_[unused_fibers_..] have not been used in this block
     Context main_;
     int running_ = -1;  // the fiber running now
 
@@ -403,10 +404,13 @@ class Block {
         if (!free_fibers_.empty()) {
             f = free_fibers_.back();
             free_fibers_.pop_back();
+        } else if (unused_fibers_ < fibers_.size()) {
+            f = (int)unused_fibers_++;
         } else {
             f = (int)fibers_.size();
             fibers_.push_back(std::make_unique<Fiber>());
             fibers_[f]->stack = Stack::make(settings().stack_bytes);
+            unused_fibers_ = fibers_.size();
         }
         make_context(fibers_[f]->ctx, fibers_[f]->stack, &Block::runner_entry, (void*)(intptr_t)f);
         return f;
