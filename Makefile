@@ -1,6 +1,7 @@
 # Builds the CPU trainer (train), the GPU trainer (train_gpt) and their tests.
 #   make train       CPU trainer; with MPI when mpicxx is found (MPI=0 to turn off)
 #   make test        builds and runs every test that this machine can run
+#   make train_gpt_cpu  the GPU trainer on the CPU runtime (cpu_cuda/, see cpu.mk): no GPU needed
 #   make bench       CPU speed: GPT-2 124M shape and the default model
 #   make check       per-tensor comparison of the CPU trainer with the PyTorch golden file
 #   make train_gpt   GPU trainer (needs nvcc; CUDA_ARCH=90 to choose the GPU; see gpu.mk)
@@ -42,6 +43,7 @@ else
 endif
 
 HOST_HEADERS := $(wildcard host/*.h)
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 # GPU rules (train_gpt, test/test_gpu, test_gpu, bench_gpu): they need nvcc, found there
 -include gpu.mk
@@ -73,7 +75,10 @@ endif
 test/check_reference: test/check_reference.cpp test/golden.h train.cpp $(HOST_HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ test/check_reference.cpp
 
-test: train test/test_cpu test/check_reference
+# Everything the tests run, built in parallel first (the CPU runtime's programs take a while).
+TEST_PROGRAMS := train test/test_cpu test/check_reference $(if $(CPU_CUDA_OK),$(CPU_CUDA_PROGRAMS))
+test:
+	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_PROGRAMS)
 	@bash test/run_all.sh
 
 check: test/check_reference
@@ -84,4 +89,5 @@ bench: train
 
 clean:
 	rm -f train train_gpt test/test_cpu test/check_reference test/test_gpu .train-mpi .train-single
+	rm -rf build $(CPU_CUDA_PROGRAMS) dev/cpu_cuda_bench dev/cpu_cuda_gemm_bench
 	$(MAKE) -C dev/cuda clean

@@ -7,7 +7,8 @@
 #   test/test_cpu_cublas     its cuBLAS subset against float64 references
 #   test/test_cpu_nccl       its NCCL, across 1, 2 and 4 processes
 #   dev/cuda/NAME_cpu        the kernel workbenches (run with --check for the quick check)
-#   bench_cpu_cuda           the runtime's own costs: fiber switch, barrier, shuffle, launch
+#   bench_cpu_cuda           the runtime's own costs: fiber switch, barrier, shuffle, launch;
+#                            and its cuBLAS's GFLOP/s on the trainer's shapes
 #
 # Each .cu file (and every file it includes from the project) is first rewritten into
 # build/cpu/ by cpu_cuda/rewrite.cpp: only the launch syntax and __shared__ declarations
@@ -25,6 +26,10 @@ REWRITE := build/cpu_cuda_rewrite
 CPU_CUDA_SOURCES := train_gpt.cu train.cpp $(HOST_HEADERS) $(wildcard test/*.cu test/*.h dev/cuda/*.cu dev/cuda/*.h)
 CPU_MIRROR = $(addprefix build/cpu/,$(1))
 WORKBENCHES := layernorm attention_softmax crossentropy gelu encoder_backward adamw
+
+# what make test builds and runs
+CPU_CUDA_PROGRAMS := train_gpt_cpu test/test_gpu_cpu test/test_cpu_cuda test/test_cpu_cublas test/test_cpu_nccl \
+                     $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu)
 
 .PHONY: cpu_cuda_check bench_cpu_cuda
 
@@ -56,11 +61,16 @@ test/test_cpu_cuda: $(call CPU_MIRROR,test/test_cpu_cuda.cu) $(CPU_CUDA_HEADERS)
 test/test_cpu_cublas test/test_cpu_nccl: test/%: test/%.cpp $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ $< $(CPU_CUDA_LIBS)
 
+# (-O1: the checks run small shapes, and six programs compile twice as fast)
 $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu): dev/cuda/%_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/dev/cuda/$*.cu $(CPU_CUDA_LIBS)
+	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/dev/cuda/$*.cu $(CPU_CUDA_LIBS)
 
 dev/cpu_cuda_bench: $(call CPU_MIRROR,dev/cpu_cuda_bench.cu) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/dev/cpu_cuda_bench.cu $(CPU_CUDA_LIBS)
 
-bench_cpu_cuda: dev/cpu_cuda_bench
+dev/cpu_cuda_gemm_bench: dev/cpu_cuda_gemm_bench.cpp $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ $< $(CPU_CUDA_LIBS)
+
+bench_cpu_cuda: dev/cpu_cuda_bench dev/cpu_cuda_gemm_bench
 	./dev/cpu_cuda_bench
+	./dev/cpu_cuda_gemm_bench

@@ -45,6 +45,33 @@ fi
 suite "data tools, recipes and plots" python3 test/test_data_tools.py
 suite "plot of a real run" bash test/test_plot_run.sh
 
+# ---- the CUDA sources on the CPU runtime (cpu_cuda/, built by cpu.mk): no GPU needed, so
+# these always run where the CUDA toolkit's headers are. OpenMP threads of the CPU trainer
+# (compiled into test_gpu_cpu as the reference) must not spin while the runtime's pool works.
+if [ -x ./test/test_cpu_cuda ]; then
+    export OMP_WAIT_POLICY=passive
+    suite "CPU runtime for CUDA: execution model and runtime API" ./test/test_cpu_cuda
+    suite "CPU runtime for CUDA: cuBLAS subset" ./test/test_cpu_cublas
+    suite "CPU runtime for CUDA: NCCL across processes" ./test/test_cpu_nccl
+    suite "GPU tests on the CPU runtime" ./test/test_gpu_cpu
+    # every launch under five schedules, compared: a race shows up as a difference
+    suite "GPU tests on the CPU runtime, race detector on" env CPU_CUDA_RACECHECK=1 ./test/test_gpu_cpu
+    suite "GPU replicas on the CPU runtime (mpirun and Slurm-style)" bash test/test_gpu_replicas.sh
+    workbenches() {  # the dev/cuda workbenches' correctness checks, at small shapes
+        local p=0 f=0 w
+        for w in dev/cuda/*_cpu; do
+            if "$w" --check; then p=$((p + 1)); else f=$((f + 1)); echo "FAIL $w"; fi
+        done
+        echo "$p passed, $f failed"
+        [ "$f" -eq 0 ]
+    }
+    suite "kernel workbenches on the CPU runtime (--check)" workbenches
+    unset OMP_WAIT_POLICY
+else
+    echo "==== CPU runtime for CUDA: skipped, the CUDA toolkit's headers were not found (install the CUDA toolkit)"
+    skipped=$((skipped + 1))
+fi
+
 # The GPU test program is always compiled where nvcc exists (a compile error fails here);
 # it exits with status 77 when it finds no GPU, which counts as "not run", not as passed.
 if command -v nvcc >/dev/null && [ -f gpu.mk ]; then
