@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test suite this machine can run, then prints one closing line:
 # "N passed, M failed" (test cases summed over the suites). Exit status 1 if any failed.
-# A suite that cannot run here (no MPI, no GPU, no matplotlib) says why and counts as skipped.
+# A suite that cannot run here (no MPI, no CUDA toolkit, no matplotlib) says why and counts
+# as skipped. Each suite's wall time is printed after it.
 set -u
 cd "$(dirname "$0")/.."
 passed=0 failed=0 skipped=0
@@ -15,8 +16,10 @@ suite() {
     local name=$1; shift
     echo "==== $name: $*"
     local log; log=$(mktemp)
+    local start=$SECONDS
     "$@" 2>&1 | tee "$log"
     local rc=${PIPESTATUS[0]}
+    echo "==== $name: $((SECONDS - start)) s"
     local p f
     if grep -q '^\[doctest\] test cases:' "$log"; then
         p=$(grep '^\[doctest\] test cases:' "$log" | tail -1 | sed -E 's/.*\| *([0-9]+) passed.*/\1/')
@@ -72,29 +75,30 @@ else
     skipped=$((skipped + 1))
 fi
 
-# The GPU test program is always compiled where nvcc exists (a compile error fails here);
-# it exits with status 77 when it finds no GPU, which counts as "not run", not as passed.
+# The nvcc build of the GPU trainer and its tests is checked wherever nvcc exists (a compile
+# error fails here). The tests run only on a GPU: test_gpu exits with status 77 without one,
+# and the same suite has run above on the CPU runtime.
 if command -v nvcc >/dev/null && [ -f gpu.mk ]; then
-    echo "==== GPU tests: building test/test_gpu"
-    if make -s test/test_gpu >/tmp/test_gpu_build.log 2>&1; then
+    echo "==== nvcc build: train_gpt and test/test_gpu"
+    if make -s train_gpt test/test_gpu >/tmp/test_gpu_build.log 2>&1; then
+        echo "PASS nvcc build"
+        add 1 0
         log=$(mktemp)
         ./test/test_gpu >"$log" 2>&1; rc=$?
-        cat "$log"
         if [ $rc -eq 77 ]; then
-            echo "==== GPU tests: compiled; NOT RUN, no GPU on this machine"
-            skipped=$((skipped + 1))
+            echo "==== GPU tests on a GPU: not run here, no GPU (they ran above on the CPU runtime)"
         else
-            suite "GPU tests" cat "$log"
+            suite "GPU tests on the GPU" cat "$log"
             [ $rc -ne 0 ] && ! grep -q '^\[doctest\] test cases:' "$log" && add 0 1
         fi
         rm -f "$log"
     else
         tail -30 /tmp/test_gpu_build.log
-        echo "==== GPU tests: test/test_gpu FAILED TO COMPILE"
+        echo "FAIL nvcc build: train_gpt or test/test_gpu failed to compile"
         add 0 1
     fi
 else
-    echo "==== GPU tests: skipped, nvcc not found (the CPU build does not need it)"
+    echo "==== nvcc build: skipped, nvcc not found (the CPU build does not need it)"
     skipped=$((skipped + 1))
 fi
 
