@@ -3,6 +3,8 @@
 #
 #   train_gpt_cpu            the GPU trainer, on the CPU: same options, files and log lines
 #   test/test_gpu_cpu        test/test_gpu.cu on the CPU runtime
+#   (both in PRECISION, bf16 by default, as gpu.mk; *_fp32 are the same in fp32, which
+#   make test runs as well)
 #   test/test_cpu_cuda       the runtime's own tests (execution model, runtime API)
 #   test/test_cpu_cublas     its cuBLAS subset against float64 references
 #   test/test_cpu_nccl       its NCCL, across 1, 2 and 4 processes
@@ -23,13 +25,16 @@ CPU_CUDA_LIBS := -lpthread -lrt
 REWRITE := build/cpu_cuda_rewrite
 
 # the project's sources as the CPU build sees them
-CPU_CUDA_SOURCES := train_gpt.cu train.cpp $(HOST_HEADERS) $(wildcard test/*.cu test/*.h dev/cuda/*.cu dev/cuda/*.h)
+CPU_CUDA_SOURCES := train_gpt.cu train.cpp $(HOST_HEADERS) $(wildcard gpu/*.cuh test/*.cu test/*.h dev/cuda/*.cu dev/cuda/*.h)
+TRAINER_SOURCES = $(call CPU_MIRROR,train_gpt.cu $(HOST_HEADERS) $(wildcard gpu/*.cuh))
+DEFS_bf16 := -DTRAIN_BF16
+DEFS_fp32 :=
 CPU_MIRROR = $(addprefix build/cpu/,$(1))
 WORKBENCHES := layernorm attention_softmax crossentropy gelu encoder_backward adamw
 
 # what make test builds and runs
-CPU_CUDA_PROGRAMS := train_gpt_cpu test/test_gpu_cpu test/test_cpu_cuda test/test_cpu_cublas test/test_cpu_nccl \
-                     $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu)
+CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/test_gpu_cpu_fp32 test/test_cpu_cuda \
+                     test/test_cpu_cublas test/test_cpu_nccl $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu)
 
 .PHONY: cpu_cuda_check bench_cpu_cuda
 
@@ -47,13 +52,19 @@ build/cpu/%: % $(REWRITE)
 	@mkdir -p $(dir $@)
 	@$(REWRITE) $< $@
 
-train_gpt_cpu: $(call CPU_MIRROR,train_gpt.cu $(HOST_HEADERS)) $(CPU_CUDA_HEADERS) $(TRAIN_STAMP) | cpu_cuda_check
-	@echo "building train_gpt_cpu (train_gpt.cu on the CPU runtime) $(TRAIN_NOTE)"
+train_gpt_cpu: $(TRAINER_SOURCES) $(CPU_CUDA_HEADERS) $(TRAIN_STAMP) $(GPU_STAMP) | cpu_cuda_check
+	@echo "building train_gpt_cpu (train_gpt.cu on the CPU runtime, $(PRECISION)) $(TRAIN_NOTE)"
+	$(TRAIN_CXX) $(CPU_CUDA_FLAGS) $(TRAIN_DEFS) $(DEFS_$(PRECISION)) -o $@ -x c++ build/cpu/train_gpt.cu $(CPU_CUDA_LIBS)
+train_gpt_cpu_fp32: $(TRAINER_SOURCES) $(CPU_CUDA_HEADERS) $(TRAIN_STAMP) | cpu_cuda_check
 	$(TRAIN_CXX) $(CPU_CUDA_FLAGS) $(TRAIN_DEFS) -o $@ -x c++ build/cpu/train_gpt.cu $(CPU_CUDA_LIBS)
 
-# its end-to-end tests start ./train_gpt_cpu and ./train
-test/test_gpu_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) | cpu_cuda_check train_gpt_cpu train
-	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_gpu.cu $(CPU_CUDA_LIBS)
+# their end-to-end tests start the trainer of their precision, and ./train
+test/test_gpu_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check train_gpt_cpu train
+	$(CXX) $(CPU_CUDA_FLAGS) $(DEFS_$(PRECISION)) -DTRAIN_GPT_BINARY='"./train_gpt_cpu"' -o $@ \
+	    -x c++ build/cpu/test/test_gpu.cu $(CPU_CUDA_LIBS)
+test/test_gpu_cpu_fp32: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) | cpu_cuda_check train_gpt_cpu_fp32 train
+	$(CXX) $(CPU_CUDA_FLAGS) -DTRAIN_GPT_BINARY='"./train_gpt_cpu_fp32"' -o $@ -x c++ build/cpu/test/test_gpu.cu \
+	    $(CPU_CUDA_LIBS)
 
 test/test_cpu_cuda: $(call CPU_MIRROR,test/test_cpu_cuda.cu) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_cuda.cu $(CPU_CUDA_LIBS)
@@ -62,8 +73,8 @@ test/test_cpu_cublas test/test_cpu_nccl: test/%: test/%.cpp $(CPU_CUDA_HEADERS) 
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ $< $(CPU_CUDA_LIBS)
 
 # (-O1: the checks run small shapes, and six programs compile twice as fast)
-$(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu): dev/cuda/%_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/dev/cuda/$*.cu $(CPU_CUDA_LIBS)
+$(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu): dev/cuda/%_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) $(DEFS_$(PRECISION)) -O1 -o $@ -x c++ build/cpu/dev/cuda/$*.cu $(CPU_CUDA_LIBS)
 
 dev/cpu_cuda_bench: $(call CPU_MIRROR,dev/cpu_cuda_bench.cu) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/dev/cpu_cuda_bench.cu $(CPU_CUDA_LIBS)

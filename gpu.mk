@@ -9,6 +9,7 @@
 #
 # Variables:
 #   CUDA_HOME   CUDA toolkit (default /usr/local/cuda); nvcc is taken from PATH first
+#   PRECISION   bf16 (default) or fp32: the type of weights, activations and their gradients
 #   CUDA_ARCH   compute capabilities to build for, e.g. "90" or "sm_90" or "80 90";
 #               default: the local GPU's (nvidia-smi), else "80 90"
 #   NCCL_HOME   NCCL install with include/ and lib/ (default: searched, see NCCL_INC below)
@@ -69,13 +70,24 @@ MPI_DEFS := $(if $(MPI_FOUND),-DTRAIN_MPI -DOMPI_SKIP_MPICXX)
 
 DOCTEST_INC ?= /usr/include
 
+# ---- precision: bf16 (the default: tensor cores, float32 master weights) or fp32 (the exact
+# tier, checked against train.cpp to 1e-5). The stamp names it, so switching rebuilds.
+PRECISION ?= bf16
+ifeq ($(filter bf16 fp32,$(PRECISION)),)
+  $(error PRECISION must be bf16 or fp32, not '$(PRECISION)')
+endif
+PRECISION_DEFS := $(if $(filter bf16,$(PRECISION)),-DTRAIN_BF16)
+GPU_STAMP := .train_gpt-$(PRECISION)
+$(GPU_STAMP):
+	@rm -f .train_gpt-bf16 .train_gpt-fp32 && touch $@
+
 NVCC_BASE := -O3 -std=c++17 $(GENCODE) -Xcompiler -fopenmp,-Wall,-Wno-unused-function -lineinfo
-NVCC_ALL := $(NVCC_BASE) $(NVCCFLAGS) $(if $(NCCL_INC),-I$(NCCL_INC)) $(MPI_DEFS) $(MPI_CFLAGS)
-GPU_LIBS := -lcublas $(NCCL_LIBS) $(MPI_LIBS) -lgomp
-GPU_HOST_HEADERS := $(wildcard host/*.h)
+NVCC_ALL := $(NVCC_BASE) $(NVCCFLAGS) $(if $(NCCL_INC),-I$(NCCL_INC)) $(MPI_DEFS) $(MPI_CFLAGS) $(PRECISION_DEFS)
+GPU_LIBS := -lcublas -lcublasLt $(NCCL_LIBS) $(MPI_LIBS) -lgomp
+GPU_HOST_HEADERS := $(wildcard host/*.h) $(wildcard gpu/*.cuh)
 
 define gpu_found
-	@echo "gpu.mk: nvcc $(NVCC); architectures $(GPU_ARCHS) $(ARCH_NOTE)"
+	@echo "gpu.mk: nvcc $(NVCC); architectures $(GPU_ARCHS) $(ARCH_NOTE); precision $(PRECISION)"
 	@echo "gpu.mk: NCCL $(if $(NCCL_INC),headers $(NCCL_INC), headers NOT FOUND (set NCCL_HOME)); library $(or $(NCCL_SO),-lnccl from the default paths)"
 	@echo "gpu.mk: MPI $(if $(MPI_FOUND),$(MPI_FOUND) (mpirun launches replicas),not used (single GPU, or srun with --nccl-init-file))"
 endef
@@ -94,12 +106,12 @@ gpu_info:
 	$(gpu_found)
 	@echo "gpu.mk: doctest $(if $(wildcard $(DOCTEST_INC)/doctest/doctest.h),$(DOCTEST_INC),NOT FOUND (set DOCTEST_INC))"
 
-train_gpt: train_gpt.cu $(GPU_HOST_HEADERS)
+train_gpt: train_gpt.cu $(GPU_HOST_HEADERS) $(GPU_STAMP)
 	$(gpu_found)
 	$(NVCC) $(NVCC_ALL) -o $@ train_gpt.cu $(GPU_LIBS)
 
 # its end-to-end tests start ./train_gpt, hence the order-only prerequisite
-test/test_gpu: test/test_gpu.cu test/test_util.h test/golden.h dev/cuda/device_array.h train_gpt.cu train.cpp $(GPU_HOST_HEADERS) | train_gpt
+test/test_gpu: test/test_gpu.cu test/test_util.h test/golden.h dev/cuda/device_array.h train_gpt.cu train.cpp $(GPU_HOST_HEADERS) $(GPU_STAMP) | train_gpt
 	@test -f $(DOCTEST_INC)/doctest/doctest.h || { echo "gpu.mk: doctest.h not found under $(DOCTEST_INC) (apt-get install doctest-dev, or DOCTEST_INC=dir)"; exit 1; }
 	$(gpu_found)
 	$(NVCC) $(NVCC_ALL) -I$(DOCTEST_INC) -o $@ test/test_gpu.cu $(GPU_LIBS)

@@ -690,7 +690,9 @@ struct CpuTrainer {
         if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
         return strf("CPU threads: %d", omp_get_max_threads());
     }
-    static double activation_bytes(const ModelConfig& mc, int B, int T) { return activation_floats(mc, B, T) * 4.0; }
+    static double activation_bytes(const ModelConfig& mc, int B, int T, const Config&) {
+        return activation_floats(mc, B, T) * 4.0;
+    }
     float* params() { return m.params.data(); }
     float* adam_m() { return m.adam_m.data(); }
     float* adam_v() { return m.adam_v.data(); }

@@ -72,27 +72,31 @@ inline const char* const PARAM_NAMES[NUM_PARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
 
-// Views into the parameter buffer (host or device memory; the gradient
-// buffer has the same layout), in file order.
-struct ParamTensors {
-    float *wte;       // (Vp, C)
-    float *wpe;       // (maxT, C)
-    float *ln1w, *ln1b;          // (L, C)
-    float *qkvw;      // (L, 3C, C)
-    float *qkvb;      // (L, 3C)
-    float *attprojw;  // (L, C, C)
-    float *attprojb;  // (L, C)
-    float *ln2w, *ln2b;          // (L, C)
-    float *fcw;       // (L, 4C, C)
-    float *fcb;       // (L, 4C)
-    float *fcprojw;   // (L, C, 4C)
-    float *fcprojb;   // (L, C)
-    float *lnfw, *lnfb;          // (C)
+// Views into a buffer of parameters (or of their gradients: the same layout), in host or
+// device memory, in file order. T is float for the weights and gradients; the GPU trainer
+// also views its copy of the weights as its kernels read them (bf16).
+template <class T>
+struct ParamViews {
+    T *wte;       // (Vp, C)
+    T *wpe;       // (maxT, C)
+    T *ln1w, *ln1b;          // (L, C)
+    T *qkvw;      // (L, 3C, C)
+    T *qkvb;      // (L, 3C)
+    T *attprojw;  // (L, C, C)
+    T *attprojb;  // (L, C)
+    T *ln2w, *ln2b;          // (L, C)
+    T *fcw;       // (L, 4C, C)
+    T *fcb;       // (L, 4C)
+    T *fcprojw;   // (L, C, 4C)
+    T *fcprojb;   // (L, C)
+    T *lnfw, *lnfb;          // (C)
 };
-inline ParamTensors param_views(float* base, const ModelConfig& cfg) {
-    ParamTensors p;
-    float** fields[NUM_PARAM_TENSORS] = {&p.wte, &p.wpe, &p.ln1w, &p.ln1b, &p.qkvw, &p.qkvb, &p.attprojw, &p.attprojb,
-                                         &p.ln2w, &p.ln2b, &p.fcw, &p.fcb, &p.fcprojw, &p.fcprojb, &p.lnfw, &p.lnfb};
+using ParamTensors = ParamViews<float>;
+template <class T>
+inline ParamViews<T> param_views(T* base, const ModelConfig& cfg) {
+    ParamViews<T> p;
+    T** fields[NUM_PARAM_TENSORS] = {&p.wte, &p.wpe, &p.ln1w, &p.ln1b, &p.qkvw, &p.qkvb, &p.attprojw, &p.attprojb,
+                                     &p.ln2w, &p.ln2b, &p.fcw, &p.fcb, &p.fcprojw, &p.fcprojb, &p.lnfw, &p.lnfb};
     std::vector<size_t> sizes = cfg.param_sizes();
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = base, base += sizes[i];
     return p;

@@ -49,6 +49,7 @@ struct Config {
     int dry_run = 0;
     // GPU trainer only
     int tf32 = 0;
+    int recompute = 0;           // recompute GELU's output in backward instead of keeping it per layer
     std::string nccl_init_file;  // rendezvous file for jobs started without MPI (srun)
 };
 
@@ -102,6 +103,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"threads", 0, "int", &c.threads, "CPU threads; 0 = all"},
         {"dry-run", 0, "bool", &c.dry_run, "print the batch arithmetic and memory, then exit"},
         {"tf32", 0, "bool", &c.tf32, "GPU only: TF32 tensor-core matmuls"},
+        {"recompute", 0, "bool", &c.recompute, "GPU only: recompute GELU in backward (less memory)"},
         {"nccl-init-file", 0, "str", &c.nccl_init_file, "GPU only, no MPI: shared file for the NCCL id"},
     };
 }

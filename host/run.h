@@ -5,7 +5,7 @@
 //   static Comm connect(int* argc, char*** argv)  start-up of the replicas (Comm::init)
 //   Trainer(const ModelConfig&, const BatchPlan&, const Config&, const Comm&)
 //   static std::string hardware(const Config&, const Comm&)  threads or GPU, for the log
-//   static double activation_bytes(const ModelConfig&, int B, int T)
+//   static double activation_bytes(const ModelConfig&, int B, int T, const Config&)
 //   float* params(); float* adam_m(); float* adam_v();  host copies, num_params() each
 //   void upload();    host copies -> where the trainer computes (no-op on the CPU)
 //   void download();  the reverse, before a checkpoint is written
@@ -173,7 +173,7 @@ int run_training(int argc, char** argv, const Comm& comm) {
     say(describe_plan(plan, cfg.steps));
     double MB = 1.0 / (1 << 20), pbytes = mc.num_params() * 4.0;
     say(strf("memory per replica: parameters %.1f MB, gradients %.1f MB, AdamW state %.1f MB, activations %.1f MB",
-             pbytes * MB, pbytes * MB, 2 * pbytes * MB, Trainer::activation_bytes(mc, plan.B, plan.T) * MB));
+             pbytes * MB, pbytes * MB, 2 * pbytes * MB, Trainer::activation_bytes(mc, plan.B, plan.T, cfg) * MB));
     say(strf("%s; communication: %s, %d replica%s", Trainer::hardware(cfg, comm).c_str(), comm.backend_name(),
              comm.world, comm.world == 1 ? "" : "s"));
     if (cfg.dry_run) return 0;

@@ -16,8 +16,8 @@ __device__ inline float adamw_one(float& p, float g, float& m, float& v, float l
     p -= lr * ((m / bc1) / (sqrtf(v / bc2) + eps) + wd * p);
     return p;
 }
-__global__ void adamw_all4(float4* p, const float4* g, float4* m, float4* v, size_t n4, Tensors tensors, float lr,
-                           float b1, float b2, float eps, float bc1, float bc2) {
+__global__ void adamw_all4(float4* p, floatX* px, const float4* g, float4* m, float4* v, size_t n4, Tensors tensors,
+                           float lr, float b1, float b2, float eps, float bc1, float bc2) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n4) return;
     int t = 0;
@@ -29,6 +29,7 @@ __global__ void adamw_all4(float4* p, const float4* g, float4* m, float4* v, siz
     adamw_one(pi.z, gi.z, mi.z, vi.z, lr, b1, b2, eps, wd, bc1, bc2);
     adamw_one(pi.w, gi.w, mi.w, vi.w, lr, b1, b2, eps, wd, bc1, bc2);
     p[i] = pi, m[i] = mi, v[i] = vi;
+    if (px) px[4 * i] = floatX(pi.x), px[4 * i + 1] = floatX(pi.y), px[4 * i + 2] = floatX(pi.z), px[4 * i + 3] = floatX(pi.w);
 }
 
 int main(int argc, char** argv) {
@@ -76,7 +77,11 @@ int main(int argc, char** argv) {
         table_header(strf("AdamW over %s parameters (tolerance 1e-6: the same formula, fused multiply-adds)",
                           with_commas(n).c_str())
                          .c_str());
-        auto v1 = [&] { gpu::adamw_update(d_p.ptr(), d_g.ptr(), d_m.ptr(), d_v.ptr(), c, h, lr, t); };
+        // the bf16 build also refreshes the weights' bf16 copy; fp32 has none
+        const bool copy = !std::is_same<floatX, float>::value;
+        DevArray<floatX> d_px(copy ? n : 1);
+        floatX* px = copy ? d_px.ptr() : nullptr;
+        auto v1 = [&] { gpu::adamw_update(d_p.ptr(), px, d_g.ptr(), d_m.ptr(), d_v.ptr(), c, h, lr, t); };
         reset();
         v1();
         double err = error();
@@ -84,7 +89,7 @@ int main(int argc, char** argv) {
         if (all4) {
             auto v2 = [&] {
                 adamw_all4<<<gpu::blocks_for(n / 4), gpu::THREADS, 0, gpu::ctx.stream>>>(
-                    (float4*)d_p.ptr(), (const float4*)d_g.ptr(), (float4*)d_m.ptr(), (float4*)d_v.ptr(), n / 4,
+                    (float4*)d_p.ptr(), px, (const float4*)d_g.ptr(), (float4*)d_m.ptr(), (float4*)d_v.ptr(), n / 4,
                     tensors, lr, h.beta1, h.beta2, h.eps, bc1, bc2);
                 KERNEL_CHECK();
             };

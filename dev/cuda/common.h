@@ -19,15 +19,30 @@ inline Floats random_floats(size_t n, Rng& rng, double scale = 1.0) {
     return v;
 }
 
-// ‖ours − ref‖ / ‖ref‖; NaN if any element of ours is NaN (a forgotten element).
-inline double norm_error(const Floats& ours, const std::vector<double>& ref) {
+// v rounded to floatX and back: the inputs as the kernels read them, for the reference too
+inline Floats rounded(Floats v) {
+    for (float& x : v) x = (float)floatX(x);
+    return v;
+}
+inline std::vector<floatX> to_x(const Floats& v) { return std::vector<floatX>(v.begin(), v.end()); }
+
+// ‖ours − ref‖ / ‖ref‖; NaN if any element of ours is NaN (a forgotten element). ours holds
+// float or floatX.
+template <class T>
+inline double norm_error(const std::vector<T>& ours, const std::vector<double>& ref) {
     double num = 0, den = 0;
     for (size_t i = 0; i < ref.size(); i++) {
-        if (std::isnan(ours[i])) return NAN;
-        num += (ours[i] - ref[i]) * (ours[i] - ref[i]), den += ref[i] * ref[i];
+        double o = (float)ours[i];
+        if (std::isnan(o)) return NAN;
+        num += (o - ref[i]) * (o - ref[i]), den += ref[i] * ref[i];
     }
     return std::sqrt(num) / std::max(std::sqrt(den), 1e-300);
 }
+
+// The tolerance of a check: fp32 against the double reference, or bf16, whose outputs are
+// rounded to an 8-bit mantissa (2^-9 relative each, ~1e-3 of a normalised error): a
+// workbench's bf16 tolerance counts the roundings on the kernel's path.
+inline double tol(double fp32, double bf16) { return std::is_same<floatX, float>::value ? fp32 : bf16; }
 
 // --check: the quick correctness run (what `make test` runs on the CPU runtime): shapes
 // chosen with at_scale() shrink to small ones, and each timing is a single call.
@@ -57,7 +72,7 @@ inline float time_ms(const std::function<void()>& f, int warmup = 3, int reps = 
 
 // The table: one row per kernel version.
 inline void table_header(const char* title) {
-    printf("\n%s\n", title);
+    printf("\n%s, %s\n", title, PRECISION_NAME);
     printf("%-44s %12s %8s %10s %10s\n", "version", "norm. error", "check", "ms", "GB/s");
 }
 // bytes: the memory the kernel must move at least, for an effective bandwidth

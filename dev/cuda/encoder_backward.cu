@@ -10,11 +10,11 @@
 
 constexpr int SEG = 64;
 
-__global__ void segment_sums(float* partial, const float* dout, const int* seg_start, const int* position, int C) {
+__global__ void segment_sums(float* partial, const floatX* dout, const int* seg_start, const int* position, int C) {
     int s = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= C) return;
     float sum = 0;
-    for (int j = seg_start[s]; j < seg_start[s + 1]; j++) sum += dout[(size_t)position[j] * C + c];
+    for (int j = seg_start[s]; j < seg_start[s + 1]; j++) sum += (float)dout[(size_t)position[j] * C + c];
     partial[(size_t)s * C + c] = sum;
 }
 __global__ void add_segments(float* dwte, const float* partial, const int* group_seg, const int* token, int C) {
@@ -28,7 +28,7 @@ __global__ void add_segments(float* dwte, const float* partial, const int* group
 
 static bool run(const char* title, const std::vector<int>& inp, int V, int Vp, int C, Rng& rng) {
     const int BT = (int)inp.size();
-    Floats dout = random_floats((size_t)BT * C, rng);
+    Floats dout = rounded(random_floats((size_t)BT * C, rng));
     std::vector<double> ref((size_t)Vp * C, 0.0);
     for (int p = 0; p < BT; p++)
         for (int c = 0; c < C; c++) ref[(size_t)inp[p] * C + c] += dout[(size_t)p * C + c];
@@ -36,7 +36,7 @@ static bool run(const char* title, const std::vector<int>& inp, int V, int Vp, i
     // version 1's groups, and version 2's segments of them
     std::vector<int> start(BT + 1), token(BT), position(BT);
     auto t0 = std::chrono::steady_clock::now();
-    int groups = gpu::group_by_token(inp.data(), BT, V, start.data(), token.data(), position.data());
+    int groups = gpu::TokenGrouper().group(inp.data(), BT, V, start.data(), token.data(), position.data());
     double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::vector<int> seg_start, group_seg;
     for (int k = 0; k < groups; k++) {
@@ -49,9 +49,10 @@ static bool run(const char* title, const std::vector<int>& inp, int V, int Vp, i
     int largest = 0;
     for (int k = 0; k < groups; k++) largest = std::max(largest, start[k + 1] - start[k]);
 
-    DevArray<float> d_dout(dout), d_dwte((size_t)Vp * C), partial((size_t)segments * C);
+    DevArray<floatX> d_dout(to_x(dout));
+    DevArray<float> d_dwte((size_t)Vp * C), partial((size_t)segments * C);
     DevArray<int> d_start(start), d_token(token), d_position(position), d_seg_start(seg_start), d_group_seg(group_seg);
-    const double bytes = (double)BT * C * 4 + 2.0 * groups * C * 4;
+    const double bytes = (double)BT * C * sizeof(floatX) + 2.0 * groups * C * 4;
     dim3 block(gpu::THREADS);
     bool ok = true;
     table_header(strf("%s: B·T=%d C=%d, %d distinct tokens, the most frequent %d times; grouping on the host %.2f ms",

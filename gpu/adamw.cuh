@@ -1,0 +1,81 @@
+// gpu/adamw.cuh: the optimizer: AdamW, and the global gradient norm that clipping needs.
+#pragma once
+#include "../host/run.h"
+#include "common.cuh"
+
+namespace gpu {
+
+// AdamW with bias correction, element-wise, in float32: inv_bc1 = 1/(1 - β1^t),
+// inv_bc2 = 1/(1 - β2^t); wd = 0 for tensors that do not decay. Multiplies by 1/bc as
+// train.cpp's adamw_update does, so both round the bias correction the same way. With
+// p_x, also writes the updated weight as the kernels read it (floatX): the cast to bf16
+// happens once per step, here.
+__global__ void adamw_kernel(float* p, floatX* p_x, const float* g, float* m, float* v, size_t n, float lr,
+                             float beta1, float beta2, float eps, float wd, float inv_bc1, float inv_bc2,
+                             float grad_scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float grad = g[i] * grad_scale;
+    float mi = beta1 * m[i] + (1.0f - beta1) * grad;
+    float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
+    m[i] = mi, v[i] = vi;
+    float mhat = mi * inv_bc1, vhat = vi * inv_bc2;
+    float pi = p[i] - lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+    p[i] = pi;
+    if (p_x) p_x[i] = floatX(pi);
+}
+// One update of all parameters (buffers in file order); t is the 1-based update count.
+// Gradients are multiplied by grad_scale as they are read: that is how clipping is applied.
+// params_x: the floatX copy to refresh, or null when the kernels read params itself (fp32).
+void adamw_update(float* params, floatX* params_x, const float* grads, float* m, float* v, const ModelConfig& cfg,
+                  const AdamWConfig& h, float lr, int t, float grad_scale = 1.0f) {
+    float bc1 = 1.0f - powf(h.beta1, (float)t), bc2 = 1.0f - powf(h.beta2, (float)t);
+    float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
+    std::vector<size_t> sizes = cfg.param_sizes();
+    size_t offset = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {  // one launch per tensor: the decay differs
+        float wd = param_decays(i) ? h.weight_decay : 0.0f;
+        adamw_kernel<<<blocks_for(sizes[i]), THREADS, 0, ctx.stream>>>(
+            params + offset, params_x ? params_x + offset : nullptr, grads + offset, m + offset, v + offset, sizes[i],
+            lr, h.beta1, h.beta2, h.eps, wd, inv_bc1, inv_bc2, grad_scale);
+        KERNEL_CHECK();
+        offset += sizes[i];
+    }
+}
+
+// ‖g‖₂ in two fixed passes: a grid that fills the GPU (8 blocks per SM, at most
+// MAX_NORM_BLOCKS) each sums a fixed, strided share of the squares in double, then one
+// block adds the partial sums. The grid depends only on the GPU model, so the result
+// repeats bit for bit on one.
+constexpr int MAX_NORM_BLOCKS = 1024;
+__global__ void sum_squares_kernel(double* partial, const float* g, size_t n) {
+    double s = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        s += (double)g[i] * g[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+__global__ void sum_doubles_kernel(double* out, const double* in, int n) {
+    double s = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += in[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) *out = s;
+}
+// Leaves ‖g‖² in *total on the device, without waiting for it. partials: MAX_NORM_BLOCKS doubles.
+void global_norm_squared(const float* g, size_t n, double* partials, double* total) {
+    int blocks = std::min(MAX_NORM_BLOCKS, 8 * ctx.sms);
+    sum_squares_kernel<<<blocks, THREADS, 0, ctx.stream>>>(partials, g, n);
+    KERNEL_CHECK();
+    sum_doubles_kernel<<<1, 1024, 0, ctx.stream>>>(total, partials, blocks);
+    KERNEL_CHECK();
+}
+// ‖g‖₂, waited for. scratch: MAX_NORM_BLOCKS + 1 doubles.
+float global_norm(const float* g, size_t n, double* scratch) {
+    global_norm_squared(g, n, scratch, scratch + MAX_NORM_BLOCKS);
+    double total;
+    CUDA_CHECK(cudaMemcpyAsync(&total, scratch + MAX_NORM_BLOCKS, sizeof total, cudaMemcpyDeviceToHost, ctx.stream));
+    synchronize();
+    return (float)std::sqrt(total);
+}
+
+}  // namespace gpu

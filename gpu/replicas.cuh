@@ -1,0 +1,229 @@
+// gpu/replicas.cuh: start-up of the replicas, one process per GPU, and the collectives
+// over NCCL that the communication object (host/comm.h) plugs in.
+#pragma once
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../host/run.h"
+#include "common.cuh"
+
+namespace gpu {
+
+// How the replicas start:
+//   * a single process: no launcher needed;
+//   * mpirun (or srun with PMI) and a train_gpt built with MPI: Comm::init starts MPI, rank 0
+//     makes NCCL's id and MPI broadcasts it; host/run.h's collectives go through MPI;
+//   * srun without MPI: Slurm's variables give the ranks, the NCCL id travels through the
+//     file named by --nccl-init-file, and host/run.h's collectives go through NCCL.
+// Gradients always travel through NCCL, one all-reduce per optimizer step.
+
+// The value of option --name in argv ("--name VALUE" or "--name=VALUE"), or "" when absent.
+// connect() runs before the command line is parsed and needs only a few options; like the
+// parser, it knows that every option but --help takes a value.
+inline std::string scan_option(int argc, char** argv, const std::string& name) {
+    std::string flag = "--" + name;
+    for (int i = 1; i < argc; i++) {
+        std::string arg = argv[i];
+        if (arg.rfind(flag + "=", 0) == 0) return arg.substr(flag.size() + 1);
+        if (arg == "-h" || arg == "--help" || arg.find('=') != std::string::npos) continue;
+        if (arg == flag && i + 1 < argc) return argv[i + 1];
+        i++;  // skip this option's value
+    }
+    return "";
+}
+inline bool wants_help(int argc, char** argv) {
+    for (int i = 1; i < argc; i++) {
+        std::string arg = argv[i];
+        if (arg == "-h" || arg == "--help") return true;
+        if (arg.find('=') == std::string::npos) i++;
+    }
+    return false;
+}
+
+// The replicas' NCCL communicator, shared by the two Collectives below and ended with them.
+struct NcclComm {
+    ncclComm_t comm = nullptr;
+    NcclComm(const ncclUniqueId& id, int world, int rank) {
+        NCCL_CHECK(ncclCommInitRank(&comm, world, id, rank));
+    }
+    ~NcclComm() {
+        if (comm) ncclCommDestroy(comm);  // at teardown an error is not worth reporting
+    }
+};
+
+// Collectives over NCCL on the context's stream. With `host_memory` the data is host memory,
+// staged through a device buffer: host/run.h's few small collectives (loss means,
+// agreement checks) in jobs without MPI. Without it the data is GPU memory: the gradient
+// sync (Comm::buffers), which NCCL sums where it lies.
+struct NcclCollectives : Collectives {
+    std::shared_ptr<NcclComm> nccl;
+    int world;
+    bool host_memory;
+    DeviceBuffer<char> staging;
+    NcclCollectives(std::shared_ptr<NcclComm> nccl, int world, bool host_memory)
+        : nccl(std::move(nccl)), world(world), host_memory(host_memory) {}
+    char* device_space(size_t bytes) {
+        if (staging.count < bytes) staging.alloc(bytes);
+        return staging.ptr;
+    }
+    // Runs op on device memory holding `bytes` of data (in place), staging host data.
+    template <class Op>
+    void in_place(void* data, size_t bytes, Op op) {
+        if (!host_memory) return op((char*)data);
+        char* d = device_space(bytes);
+        CUDA_CHECK(cudaMemcpyAsync(d, data, bytes, cudaMemcpyHostToDevice, ctx.stream));
+        op(d);
+        CUDA_CHECK(cudaMemcpyAsync(data, d, bytes, cudaMemcpyDeviceToHost, ctx.stream));
+        synchronize();
+    }
+    void allreduce_sum(float* data, size_t n) override {
+        in_place(data, n * sizeof(float), [&](char* d) {
+            NCCL_CHECK(ncclAllReduce(d, d, n, ncclFloat, ncclSum, nccl->comm, ctx.stream));
+        });
+    }
+    void allreduce_sum(double* data, size_t n) override {
+        in_place(data, n * sizeof(double), [&](char* d) {
+            NCCL_CHECK(ncclAllReduce(d, d, n, ncclDouble, ncclSum, nccl->comm, ctx.stream));
+        });
+    }
+    void broadcast(void* data, size_t bytes) override {
+        in_place(data, bytes, [&](char* d) {
+            NCCL_CHECK(ncclBroadcast(d, d, bytes, ncclChar, 0, nccl->comm, ctx.stream));
+        });
+    }
+    void allgather(const void* mine, size_t bytes, void* all) override {
+        if (!host_memory) {
+            NCCL_CHECK(ncclAllGather(mine, all, bytes, ncclChar, nccl->comm, ctx.stream));
+            return;
+        }
+        char* d = device_space(bytes * (world + 1));  // [everyone's (world × bytes)] [mine]
+        char* send = d + bytes * world;
+        CUDA_CHECK(cudaMemcpyAsync(send, mine, bytes, cudaMemcpyHostToDevice, ctx.stream));
+        NCCL_CHECK(ncclAllGather(send, d, bytes, ncclChar, nccl->comm, ctx.stream));
+        CUDA_CHECK(cudaMemcpyAsync(all, d, bytes * world, cudaMemcpyDeviceToHost, ctx.stream));
+        synchronize();
+    }
+    void barrier() override {  // a one-element all-reduce: it returns once every rank has joined
+        char* d = device_space(sizeof(double));
+        NCCL_CHECK(ncclAllReduce(d, d, 1, ncclDouble, ncclSum, nccl->comm, ctx.stream));
+        synchronize();
+    }
+    [[noreturn]] void abort(int code) override {
+        ncclCommAbort(nccl->comm);  // no check: the process is leaving either way
+        nccl->comm = nullptr;
+        exit(code);
+    }
+    const char* name() const override { return host_memory ? "NCCL (no MPI)" : "NCCL"; }
+};
+
+inline std::string to_hex(const void* data, size_t bytes) {
+    std::string s;
+    for (size_t i = 0; i < bytes; i++) s += strf("%02x", ((const unsigned char*)data)[i]);
+    return s;
+}
+inline bool from_hex(const std::string& s, void* data, size_t bytes) {
+    if (s.size() != 2 * bytes) return false;
+    for (size_t i = 0; i < bytes; i++) {
+        unsigned v;
+        if (sscanf(s.c_str() + 2 * i, "%2x", &v) != 1) return false;
+        ((unsigned char*)data)[i] = (unsigned char)v;
+    }
+    return true;
+}
+
+// NCCL's id through a file on a filesystem that every node shares. Rank 0 writes it
+// atomically (a temporary file, then a rename); the others poll until it appears. The
+// file names the Slurm job and step it belongs to, so a file left by an earlier run (or
+// an earlier srun of the same job) is never taken for this one's.
+constexpr int RENDEZVOUS_TIMEOUT_S = 600;
+inline ncclUniqueId nccl_id_rendezvous(const std::string& path, int rank, int world) {
+    auto env = [](const char* name) {
+        const char* v = getenv(name);
+        return std::string(v ? v : "none");
+    };
+    std::string tag = "slurm job " + env("SLURM_JOB_ID") + " step " + env("SLURM_STEP_ID") + strf(" world %d", world);
+    ncclUniqueId id;
+    if (rank == 0) {
+        NCCL_CHECK(ncclGetUniqueId(&id));
+        std::string text = "nccl-id v1\n" + tag + "\n" + to_hex(&id, sizeof id) + "\n";
+        write_file_atomic(path, {{text.data(), text.size()}});
+        return id;
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(RENDEZVOUS_TIMEOUT_S);
+    for (;;) {
+        std::ifstream f(path);
+        std::string magic, file_tag, hex;
+        if (f && std::getline(f, magic) && std::getline(f, file_tag) && std::getline(f, hex) &&
+            magic == "nccl-id v1" && file_tag == tag && from_hex(hex, &id, sizeof id))
+            return id;
+        if (std::chrono::steady_clock::now() > deadline)
+            throw Error(strf("rank %d waited %d s for rank 0 to write NCCL's id (%s) into '%s': is that path on a "
+                             "filesystem every node shares, and did rank 0 start?",
+                             rank, RENDEZVOUS_TIMEOUT_S, tag.c_str(), path.c_str()));
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+}
+
+// srun without MPI: rank, world and local rank from Slurm's variables. Also catches a
+// train_gpt without MPI started by mpirun, which would otherwise train R separate models.
+inline void adopt_launcher_ranks(Comm& comm, const std::string& init_file) {
+    const char* ompi_size = getenv("OMPI_COMM_WORLD_SIZE");
+    if (ompi_size && atoi(ompi_size) > 1)
+        throw Error("started by mpirun, but this train_gpt was built without MPI (install libopenmpi-dev and "
+                    "rebuild), or launch with srun and --nccl-init-file");
+    const char* procid = getenv("SLURM_PROCID");
+    const char* ntasks = getenv("SLURM_STEP_NUM_TASKS") ? getenv("SLURM_STEP_NUM_TASKS") : getenv("SLURM_NTASKS");
+    const char* localid = getenv("SLURM_LOCALID");
+    if (!procid || !ntasks || !localid || atoi(ntasks) <= 1) return;
+    if (init_file.empty())
+        throw UsageError(strf("started by srun as task %s of %s without MPI: pass --nccl-init-file PATH, a path on a "
+                              "filesystem every node shares, so the tasks can exchange NCCL's id",
+                              procid, ntasks));
+    comm.rank = atoi(procid), comm.world = atoi(ntasks), comm.local_rank = atoi(localid);
+}
+
+// Prints rank → host → GPU, and stops when two ranks on one host chose the same GPU, or
+// when ranks on one host see different numbers of GPUs (their CUDA_VISIBLE_DEVICES differ).
+inline void check_device_map(const Comm& comm) {
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    char bus[32] = "?";
+    CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, ctx.device));
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, ctx.device));
+    std::vector<std::string> all = comm.allgather(strf("%s|%s|%d|%d|%s", comm.host.c_str(), bus, ctx.device, count,
+                                                       prop.name));
+    struct Entry {
+        std::string host, bus, name;
+        int device, count;
+    };
+    std::vector<Entry> e(comm.world);
+    for (int r = 0; r < comm.world; r++) {
+        char host[256] = "", b[32] = "", name[256] = "";
+        sscanf(all[r].c_str(), "%255[^|]|%31[^|]|%d|%d|%255[^\n]", host, b, &e[r].device, &e[r].count, name);
+        e[r].host = host, e[r].bus = b, e[r].name = name;
+        if (comm.rank == 0)
+            printf("rank %d -> %s -> GPU %d (%s, %s)\n", r, host, e[r].device, b, name);
+    }
+    fflush(stdout);
+    for (int r = 0; r < comm.world; r++)
+        for (int s = r + 1; s < comm.world; s++) {
+            if (e[r].host != e[s].host) continue;
+            if (e[r].bus == e[s].bus)
+                throw Error(strf("ranks %d and %d on %s both chose the GPU at %s: more ranks than GPUs on that "
+                                 "host, or CUDA_VISIBLE_DEVICES hides the others",
+                                 r, s, e[r].host.c_str(), e[r].bus.c_str()));
+            if (e[r].count != e[s].count)
+                throw Error(strf("ranks %d and %d on %s see %d and %d GPUs: give every rank the same "
+                                 "CUDA_VISIBLE_DEVICES, or each rank exactly one GPU",
+                                 r, s, e[r].host.c_str(), e[r].count, e[s].count));
+        }
+}
+
+}  // namespace gpu
