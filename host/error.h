@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdarg>
 #include <cstdio>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -34,4 +35,22 @@ inline std::string with_commas(long long n) {
         out += digits[i];
     }
     return n < 0 ? "-" + out : out;
+}
+
+// a·b·c…, exact in 64-bit arithmetic, or -1 when the product does not fit (or a factor is
+// negative). Counts read from a file or the command line are multiplied through here
+// before anything is allocated or narrowed to int.
+inline long long checked_product(std::initializer_list<long long> factors) {
+    long long p = 1;
+    for (long long f : factors)
+        if (f < 0 || __builtin_mul_overflow(p, f, &p)) return -1;
+    return p;
+}
+
+// 3460300 -> "3.3 MiB"
+inline std::string format_bytes(double bytes) {
+    const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 6) bytes /= 1024, u++;
+    return u == 0 ? strf("%.0f bytes", bytes) : strf("%.1f %s", bytes, units[u]);
 }
