@@ -156,12 +156,18 @@ inline void check_activation_sizes(const ModelConfig& mc, const BatchPlan& plan)
                          plan.B, plan.T, mc.L, mc.NH, mc.C, mc.Vp));
 }
 
+// "nan" for every NaN (printf writes "-nan" for some), else %g.
+inline std::string number(double x) { return std::isnan(x) ? "nan" : strf("%g", x); }
+
 // Thrown by a trainer's step when the loss or the gradient norm is not finite, before the
 // update: the weights are still the ones the step started from.
 struct NonFiniteStep : Error {
     NonFiniteStep(float loss, float grad_norm, int step)
-        : Error(!std::isfinite(loss) ? strf("the loss is %g at step %d (gradient norm %g)", loss, step, grad_norm)
-                                     : strf("the gradient norm is %g at step %d (loss %g)", grad_norm, step, loss)) {}
+        : Error(!std::isfinite(loss)
+                    ? strf("the loss is %s at step %d (gradient norm %s)", number(loss).c_str(), step,
+                           number(grad_norm).c_str())
+                    : strf("the gradient norm is %s at step %d (loss %s)", number(grad_norm).c_str(), step,
+                           number(loss).c_str())) {}
 };
 // What each trainer's step calls between the gradient norm and the update.
 inline void check_finite_step(float loss, float grad_norm, int step) {
@@ -356,7 +362,7 @@ int run_training(int argc, char** argv, const Comm& comm) {
         long long tokens_seen = (long long)step * plan.global_tokens();
         if (cfg.val_every > 0 && (step % cfg.val_every == 0 || last)) {
             float val = m.evaluate(*val_data, val_batches, plan, comm);
-            if (!std::isfinite(val)) throw diagnose(strf("the validation loss is %g at step %d", val, step), step > start);
+            if (!std::isfinite(val)) throw diagnose(strf("the validation loss is %s at step %d", number(val).c_str(), step), step > start);
             say(strf("val loss %.4f", val));
             if (writes) log.val(step, tokens_seen, val);
         }
