@@ -318,6 +318,9 @@ static inline float exp_fast(float x) {
     float n = floorf(x * 1.44269504f + 0.5f);
     float r = x - n * 0.693145751953125f - n * 1.4286068203094172e-06f;  // ln2 in two parts
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+    // A NaN x passes the clamp, and converting a NaN to int is undefined: take n = 0 for it
+    // (p is NaN already, so the result stays NaN and the trainer's checks see it).
+    n = n == n ? n : 0.0f;
     int32_t bits = ((int32_t)n + 127) << 23;  // 2^n, built in the exponent field
     float scale;
     memcpy(&scale, &bits, sizeof scale);
