@@ -29,7 +29,8 @@ inline std::string strf(const char* fmt, ...) {
 
 // 1234567 -> "1,234,567": token counts are easier to read with separators.
 inline std::string with_commas(long long n) {
-    std::string digits = std::to_string(n < 0 ? -n : n), out;
+    // the magnitude in unsigned arithmetic: -n overflows for the most negative long long
+    std::string digits = std::to_string(n < 0 ? 0ull - (unsigned long long)n : (unsigned long long)n), out;
     for (size_t i = 0; i < digits.size(); i++) {
         if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
         out += digits[i];
