@@ -174,6 +174,33 @@ inline void check_finite_step(float loss, float grad_norm, int step) {
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) throw NonFiniteStep(loss, grad_norm, step);
 }
 
+// Checks a training state against the run it is to continue: the same global batch, the
+// same training data (data_name says which, for the message), a data position inside it,
+// and a step not past --steps. Returns a note for the log, or "".
+inline std::string check_state_fits(const TrainState& st, const std::string& state_file, const BatchPlan& plan,
+                                    const DataLoader& data, const std::string& data_name, int steps) {
+    if (st.global_batch != plan.global_tokens())
+        throw Error(strf("the checkpoint was made with a global batch of %s tokens, this run has %s; resume with the "
+                         "same --total-batch (any split of it works)",
+                         with_commas(st.global_batch).c_str(), with_commas(plan.global_tokens()).c_str()));
+    std::string note;
+    if (st.train_data.shards == 0)
+        note = "note: '" + state_file + "' predates data fingerprints: the data position is checked, the data is not";
+    else if (!(st.train_data == data.identity()))
+        throw Error(strf("'%s' was made on other training data (%s) than this run's %s (%s); resume with the same "
+                         "--train-data",
+                         state_file.c_str(), st.train_data.describe().c_str(), data_name.c_str(),
+                         data.identity().describe().c_str()));
+    std::string outside = data.position_problem(st.data);
+    if (!outside.empty())
+        throw Error(strf("'%s': its data position is outside the training data: %s", state_file.c_str(),
+                         outside.c_str()));
+    if (st.step > steps)
+        throw Error(strf("'%s' is at step %d, past --steps %d: pass --steps %d or more to continue that run",
+                         state_file.c_str(), st.step, steps, st.step));
+    return note;
+}
+
 template <class Trainer>
 int run_training(int argc, char** argv, const Comm& comm) {
     Config cfg;
@@ -256,27 +283,9 @@ int run_training(int argc, char** argv, const Comm& comm) {
                              model_file.c_str(), differs.c_str()));
         load_model_params(model_file, mc, m.params());
         TrainState st = load_state(state_file, m.adam_m(), m.adam_v(), mc.num_params());
-        if (st.global_batch != plan.global_tokens())
-            throw Error(strf("the checkpoint was made with a global batch of %s tokens, this run has %s; resume "
-                             "with the same --total-batch (any split of it works)",
-                             with_commas(st.global_batch).c_str(), with_commas(plan.global_tokens()).c_str()));
-        DataIdentity data = train_data->identity();
-        if (st.train_data.shards == 0)
-            say(strf("note: '%s' predates data fingerprints: the data position is checked, the data is not",
-                     state_file.c_str()));
-        else if (!(st.train_data == data))
-            throw Error(strf("'%s' was made on other training data (%s) than this run's %s (%s); resume with the same "
-                             "--train-data",
-                             state_file.c_str(), st.train_data.describe().c_str(),
-                             builtin ? "built-in corpus" : ("'" + cfg.train_data + "'").c_str(),
-                             data.describe().c_str()));
-        std::string outside = train_data->position_problem(st.data);
-        if (!outside.empty())
-            throw Error(strf("'%s': its data position is outside the training data: %s", state_file.c_str(),
-                             outside.c_str()));
-        if (st.step > cfg.steps)
-            throw Error(strf("'%s' is at step %d, past --steps %d: pass --steps %d or more to continue that run",
-                             state_file.c_str(), st.step, cfg.steps, st.step));
+        std::string note = check_state_fits(st, state_file, plan, *train_data,
+                                            builtin ? "built-in corpus" : "'" + cfg.train_data + "'", cfg.steps);
+        if (!note.empty()) say(note);
         train_data->set_position(st.data);
         sample_rng.state = st.sample_rng;
         start = st.step;
