@@ -46,6 +46,7 @@ suite "data tools, recipes and plots" python3 test/test_data_tools.py
 suite "plot of a real run" bash test/test_plot_run.sh
 
 # ---- hardening: bad inputs, crash safety, sanitizers, fuzzing (see README, "Hardening")
+hardening_start=$SECONDS
 suite "bad inputs (table, under ulimit -v)" bash test/test_bad_input.sh
 suite "crash safety (kill -9 during checkpoint writes)" bash test/test_crash_safety.sh
 if [ -x build/asan/train ] && [ -x build/asan/test_cpu ]; then
@@ -66,6 +67,7 @@ else
     echo "==== fuzzing: skipped, clang with libFuzzer not found (apt-get install clang libclang-rt-dev)"
     skipped=$((skipped + 1))
 fi
+echo "==== hardening checks took $((SECONDS - hardening_start)) s (their builds are part of make test)"
 # ---- end of hardening
 
 # The GPU test program is always compiled where nvcc exists (a compile error fails here);
