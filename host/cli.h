@@ -4,6 +4,7 @@
 #pragma once
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -162,8 +163,9 @@ inline void parse_value(const Option& o, const char* text) {
         return;
     }
     if (negative) throw UsageError(strf("%s expects a non-negative integer, got '%s'", name.c_str(), text));
-    unsigned long long max = !strcmp(o.kind, "int") ? 2147483647ull : !strcmp(o.kind, "long") ? 9223372036854775807ull
-                                                                                               : ~0ull;
+    unsigned long long max = ~0ull;  // u64
+    if (!strcmp(o.kind, "int")) max = INT_MAX;
+    else if (!strcmp(o.kind, "long")) max = LLONG_MAX;
     if (errno == ERANGE || v > max)
         throw UsageError(strf("%s %s is too large (at most %s)", name.c_str(), text,
                               max == ~0ull ? "2^64 - 1" : with_commas((long long)max).c_str()));

@@ -123,7 +123,7 @@ class DataLoader {
 public:
     // A loader over shard files (loaded one at a time) ...
     DataLoader(const std::vector<std::string>& files, int V) {
-        uint64_t h = fnv1a(nullptr, 0);
+        uint64_t h = fnv1a(nullptr, 0);  // the hash of nothing, continued over every shard
         for (const std::string& f : files) shards_.push_back({f, read_shard_header(f, &h), {}});
         fingerprint_ = h;
         V_ = V;

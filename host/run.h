@@ -325,18 +325,19 @@ int run_training(int argc, char** argv, const Comm& comm) {
     // tokens are range-checked integers, so if the weights are not finite now, this run's
     // updates made them so: the learning rate is the likely cause. If they are finite, the
     // forward pass itself overflowed: after updates, training diverged; before any, the
-    // loaded weights are to blame, not --lr.
-    auto diagnose = [&](const std::string& what, bool after_updates) {
+    // loaded weights are to blame, not --lr. Every rank sees the same loss and gradient
+    // norm (both are reduced over the replicas), so rank 0 reports and the others stop quietly.
+    auto stop_non_finite = [&](const std::string& what, bool after_updates) {
         m.download();
         NonFinite bad = find_non_finite(m.params(), mc);
-        if (bad.count > 0)
-            return Error(strf("%s: this run's updates made the weights non-finite, they hold %s; lower --lr?",
-                              what.c_str(), bad.describe().c_str()));
-        if (!after_updates)
-            return Error(strf("%s, before any update of this run: the weights are finite, so the model overflows on "
-                              "this data",
-                              what.c_str()));
-        return Error(strf("%s; the weights and the data were finite: training diverged, lower --lr?", what.c_str()));
+        std::string msg =
+            bad.count > 0 ? strf("%s: this run's updates made the weights non-finite, they hold %s; lower --lr?",
+                                 what.c_str(), bad.describe().c_str())
+            : !after_updates
+                ? what + ", before any update of this run: the weights are finite, so the model overflows on this data"
+                : what + "; the weights and the data were finite: training diverged, lower --lr?";
+        if (main_rank) throw Error(msg);
+        throw ReportedByAnotherRank(msg);
     };
 
     LrSchedule schedule{cfg.lr, cfg.warmup, cfg.steps, cfg.lr_final_frac, cfg.lr_schedule == "constant"};
@@ -347,13 +348,14 @@ int run_training(int argc, char** argv, const Comm& comm) {
         if (!writes) return;
         m.download();
         NonFinite bad = find_non_finite(m.params(), mc);
-        size_t bad_moments = count_bad_moments(m.adam_m(), m.adam_v(), mc.num_params());
-        if (bad.count > 0 || bad_moments > 0)
-            throw Error(strf("not writing the checkpoint of step %d: this run's updates made %s non-finite (%s); lower "
-                             "--lr?",
-                             step, bad.count > 0 ? "the weights" : "AdamW's moments",
-                             bad.count > 0 ? bad.describe().c_str()
-                                           : strf("%s values", with_commas((long long)bad_moments).c_str()).c_str()));
+        if (bad.count > 0)
+            throw Error(strf("not writing the checkpoint of step %d: this run's updates made the weights non-finite, "
+                             "they hold %s; lower --lr?",
+                             step, bad.describe().c_str()));
+        if (size_t bad_moments = count_bad_moments(m.adam_m(), m.adam_v(), mc.num_params()))
+            throw Error(strf("not writing the checkpoint of step %d: this run's updates made %s of AdamW's moments "
+                             "non-finite; lower --lr?",
+                             step, with_commas((long long)bad_moments).c_str()));
         TrainState st{step, train_data->position(), sample_rng.state, plan.global_tokens(), train_data->identity()};
         save_state(state_path(cfg.out_dir, step), st, m.adam_m(), m.adam_v(), mc.num_params());
         save_model(model_path(cfg.out_dir, step), mc, m.params());
@@ -371,7 +373,8 @@ int run_training(int argc, char** argv, const Comm& comm) {
         long long tokens_seen = (long long)step * plan.global_tokens();
         if (cfg.val_every > 0 && (step % cfg.val_every == 0 || last)) {
             float val = m.evaluate(*val_data, val_batches, plan, comm);
-            if (!std::isfinite(val)) throw diagnose(strf("the validation loss is %s at step %d", number(val).c_str(), step), step > start);
+            if (!std::isfinite(val))
+                stop_non_finite(strf("the validation loss is %s at step %d", number(val).c_str(), step), step > start);
             say(strf("val loss %.4f", val));
             if (writes) log.val(step, tokens_seen, val);
         }
@@ -390,7 +393,7 @@ int run_training(int argc, char** argv, const Comm& comm) {
             r = m.step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step + 1);
             check_finite_step(r.loss, r.grad_norm, step + 1);  // for a trainer that did not check before its update
         } catch (const NonFiniteStep& e) {
-            throw diagnose(e.what(), step > start);
+            stop_non_finite(e.what(), step > start);
         }
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         ema_ms = step == start ? ms : 0.9 * ema_ms + 0.1 * ms;
