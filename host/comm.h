@@ -55,9 +55,11 @@ struct RollCall {
 
 struct WatchdogSettings {
     double timeout_s = 600;           // --comm-timeout; 0 waits forever
-    std::vector<std::string> places;  // each rank's "host (pid N)", for the report; may be empty
+    std::vector<std::string> places;  // each rank's "host, pid N", for the report; may be empty
 };
 
+// Without a roll call (roll_call null) the watchdog still ends the job at the timeout, but
+// cannot say which rank is missing.
 class Watchdog {
 public:
     Watchdog(int rank, int world, RollCall* roll_call) : rank_(rank), world_(world), roll_call_(roll_call) {}
@@ -82,8 +84,15 @@ public:
         while (!done()) {
             // past a second this is a wait for a straggler, not for bandwidth: stop spinning
             if (seconds_since(start) > 1.0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            if (timeout <= 0 || !roll_call_ || Clock::now() < next_look) continue;
+            if (timeout <= 0 || Clock::now() < next_look) continue;
             next_look = Clock::now() + std::chrono::milliseconds(10);
+            if (!roll_call_) {
+                if (seconds_since(start) > timeout)
+                    throw Error(strf("the %s did not complete within --comm-timeout %g s (this backend cannot tell "
+                                     "which rank did not arrive); ending the job",
+                                     mine.waiting_in, timeout));
+                continue;
+            }
             for (const RollCall::Notice& n : roll_call_->receive()) {
                 if (n.rank < 0 || n.rank >= world_) continue;
                 if (n.kind == RollCall::Notice::REQUEST) {  // someone's roll call: say where this rank waits
@@ -111,7 +120,7 @@ private:
     std::string place(int r) const {
         return r < (int)settings.places.size() ? strf("rank %d (%s)", r, settings.places[r].c_str()) : strf("rank %d", r);
     }
-    // "rank 1 (host (pid 123)) did not arrive at the all-reduce of ... within --comm-timeout 5 s; ..."
+    // "rank 1 (node7, pid 123) did not arrive at the all-reduce of ... within --comm-timeout 5 s ..."
     std::string report(const std::string& collective, const std::vector<std::string>& answers) const {
         std::string missing, elsewhere;
         int n_missing = 0;
