@@ -321,10 +321,14 @@ struct MpiCollectives : Collectives {
             return done != 0;
         });
     }
+    // The gradient sync, in slices of 2^21 floats (8 MiB), one after another: Open MPI's
+    // non-blocking all-reduce switches to a slower algorithm for large messages (one of
+    // 64 MB took twice as long as the blocking call), while 8 MiB slices matched or beat
+    // the blocking call on 64 and 256 MB (2 and 4 ranks, 2-core machine).
     void allreduce_sum(float* data, size_t n) override {
-        // MPI counts are int: reduce in slices for buffers over 2^30 elements
-        for (size_t off = 0; off < n; off += (size_t)1 << 30) {
-            int count = (int)std::min(n - off, (size_t)1 << 30);
+        const size_t slice = (size_t)1 << 21;
+        for (size_t off = 0; off < n; off += slice) {
+            int count = (int)std::min(n - off, slice);
             MPI_Request req;
             MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
             wait("all-reduce", count * sizeof(float), req);
