@@ -134,12 +134,14 @@ inline ModelConfig model_shape(const Config& cfg) {
     mc.L = cfg.layers, mc.NH = cfg.heads, mc.C = cfg.channels, mc.maxT = cfg.max_seq_len;
     mc.V = cfg.vocab ? cfg.vocab : (cfg.train_data.empty() ? 256 : 50257);
     mc.Vp = cfg.padded_vocab ? cfg.padded_vocab : mc.V;
-    std::string problem = shape_problem(mc, true);  // before rounding V up: V + 127 must not overflow
-    if (problem.empty() && !cfg.padded_vocab) mc.Vp = (mc.V + 127) / 128 * 128, problem = shape_problem(mc, true);
-    if (!problem.empty() && mc.Vp < mc.V)
-        throw UsageError(strf("--padded-vocab %d is smaller than --vocab %d", mc.Vp, mc.V));
-    if (!problem.empty()) throw UsageError(problem);
-    return mc;
+    std::string problem = shape_problem(mc, true);
+    if (problem.empty() && !cfg.padded_vocab) {  // V is in range now, so V + 127 cannot overflow
+        mc.Vp = (mc.V + 127) / 128 * 128;
+        problem = shape_problem(mc, true);
+    }
+    if (problem.empty()) return mc;
+    if (mc.Vp < mc.V) throw UsageError(strf("--padded-vocab %d is smaller than --vocab %d", mc.Vp, mc.V));
+    throw UsageError(problem);
 }
 
 // The largest activation tensors of a micro-batch in elements, checked so that no size
