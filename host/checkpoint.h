@@ -114,15 +114,16 @@ inline std::string shape_problem(const ModelConfig& c, bool from_options) {
     return "";
 }
 
-// The first field in which two shapes differ, as "NH: 2 against 4"; empty when equal.
+// The first field in which two shapes differ, as "NH (--heads): 2 against 4"; empty when equal.
 inline std::string shape_difference(const ModelConfig& a, const ModelConfig& b) {
     for (const ShapeField& f : SHAPE_FIELDS)
         if (a.*f.value != b.*f.value) return strf("%s (%s): %d against %d", f.name, f.option, a.*f.value, b.*f.value);
     return "";
 }
 
-// Parameter count with overflow checks (-1 when it does not fit in 64 bits): the way to
-// size a shape that came from a file, before shape_problem() has vouched for it.
+// Parameter count with overflow checks (-1 when it does not fit in 64 bits). Within the
+// limits above it always fits; a shape from a file is sized this way all the same, so that
+// raising a limit cannot bring back the wrap-around.
 inline long long checked_num_params(const ModelConfig& c) {
     long long L = c.L, C = c.C;
     long long parts[] = {checked_product({c.Vp, C}), checked_product({c.maxT, C}), checked_product({L, 12, C, C}),
