@@ -91,3 +91,40 @@ clean:
 	rm -f train train_gpt test/test_cpu test/check_reference test/test_gpu .train-mpi .train-single
 	rm -rf build $(CPU_CUDA_PROGRAMS) dev/cpu_cuda_bench dev/cpu_cuda_gemm_bench
 	$(MAKE) -C dev/cuda clean
+
+# ---- hardening: sanitizer builds and fuzzing ---------------------------------------------
+# `make test` also builds the CPU trainer and its doctest suite with AddressSanitizer and
+# UndefinedBehaviorSanitizer (build/asan/; -O0 keeps the build short, any report fails the
+# run) and, where clang has libFuzzer (Debian: clang libclang-rt-dev), the fuzz harnesses of
+# test/fuzz/ (build/fuzz/); test/run_all.sh runs them.
+#   make fuzz   builds the harnesses and runs each for FUZZ_SECONDS (default 60)
+SAN_CXXFLAGS := $(filter-out -O%,$(CXXFLAGS)) -O0 -g -fno-omit-frame-pointer \
+                -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CXX ?= clang++
+FUZZ_OK := $(shell echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' | \
+             $(FUZZ_CXX) -fsanitize=fuzzer -x c++ - -o /dev/null 2>/dev/null && echo yes)
+FUZZ_HARNESSES := $(patsubst test/fuzz/%.cpp,build/fuzz/%,$(wildcard test/fuzz/fuzz_*.cpp))
+FUZZ_SECONDS ?= 60
+
+build/asan/train: train.cpp $(HOST_HEADERS)
+	@mkdir -p $(@D)
+	$(CXX) $(SAN_CXXFLAGS) -o $@ train.cpp
+
+build/asan/test_cpu: test/test_cpu.cpp test/test_util.h train.cpp $(HOST_HEADERS)
+	@mkdir -p $(@D)
+	$(CXX) $(SAN_CXXFLAGS) -o $@ test/test_cpu.cpp
+
+build/fuzz/fuzz_%: test/fuzz/fuzz_%.cpp test/fuzz/fuzz.h $(HOST_HEADERS)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $<
+
+.PHONY: sanitizers fuzzers fuzz clean-hardening
+sanitizers: build/asan/train build/asan/test_cpu
+fuzzers: $(FUZZ_HARNESSES)
+fuzz: fuzzers
+	bash test/fuzz/run.sh $(FUZZ_SECONDS)
+test: sanitizers $(if $(FUZZ_OK),fuzzers)
+clean: clean-hardening
+clean-hardening:
+	rm -rf build/asan build/fuzz
+# ---- end of hardening

@@ -31,6 +31,7 @@
 #include <omp.h>
 #else  // the Makefile warned: everything runs on one core
 static int omp_get_max_threads() { return 1; }
+static int omp_get_num_procs() { return (int)sysconf(_SC_NPROCESSORS_ONLN); }
 static void omp_set_num_threads(int) {}
 #endif
 
@@ -329,6 +330,9 @@ static inline float exp_fast(float x) {
     float n = floorf(x * 1.44269504f + 0.5f);
     float r = x - n * 0.693145751953125f - n * 1.4286068203094172e-06f;  // ln2 in two parts
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+    // A NaN x passes the clamp, and converting a NaN to int is undefined: take n = 0 for it
+    // (p is NaN already, so the result stays NaN and the trainer's checks see it).
+    n = n == n ? n : 0.0f;
     int32_t bits = ((int32_t)n + 127) << 23;  // 2^n, built in the exponent field
     float scale;
     memcpy(&scale, &bits, sizeof scale);
@@ -430,11 +434,22 @@ struct ActivationGrads {
     float *dlogits;    // (B, T, Vp)
 };
 
+// n zeros in v; when memory runs out, the error says what was being allocated and how much.
+template <class T>
+static void allocate(std::vector<T>& v, size_t n, const char* what) {
+    try {
+        v.assign(n, T{});
+    } catch (const std::bad_alloc&) {
+        throw Error(strf("out of memory allocating %s: %s values, %s", what, with_commas((long long)n).c_str(),
+                         format_bytes((double)n * sizeof(T)).c_str()));
+    }
+}
+
 // Lays out `fields` one after another in `buffer`; sizes in floats.
-static void carve(std::vector<float>& buffer, std::vector<std::pair<float**, size_t>> fields) {
+static void carve(std::vector<float>& buffer, std::vector<std::pair<float**, size_t>> fields, const char* what) {
     size_t total = 0;
     for (auto& f : fields) total += f.second;
-    buffer.assign(total, 0.0f);
+    allocate(buffer, total, what);
     float* p = buffer.data();
     for (auto& f : fields) *f.first = p, p += f.second;
 }
@@ -483,13 +498,17 @@ size_t activation_floats(const ModelConfig& c, int B, int T) {
 void gpt2_build(GPT2& m, const ModelConfig& cfg, int B, int T) {
     m.cfg = cfg, m.maxB = B, m.maxT = T;
     size_t n = cfg.num_params();
-    m.params.assign(n, 0.0f), m.grads.assign(n, 0.0f), m.adam_m.assign(n, 0.0f), m.adam_v.assign(n, 0.0f);
+    allocate(m.params, n, "the parameters");
+    allocate(m.grads, n, "the gradients");
+    allocate(m.adam_m, n, "AdamW's first moment");
+    allocate(m.adam_v, n, "AdamW's second moment");
     m.p = param_views(m.params.data(), cfg);
     m.g = param_views(m.grads.data(), cfg);
-    carve(m.act_buffer, activation_layout(m.a, cfg, B, T));
-    carve(m.dact_buffer, activation_grad_layout(m.da, cfg, B, T));
+    carve(m.act_buffer, activation_layout(m.a, cfg, B, T), "the activations");
+    carve(m.dact_buffer, activation_grad_layout(m.da, cfg, B, T), "the activation gradients");
     size_t BT = (size_t)B * T;
-    m.inputs.assign(BT, 0), m.targets.assign(BT, 0);
+    allocate(m.inputs, BT, "the micro-batch's inputs");
+    allocate(m.targets, BT, "the micro-batch's targets");
 }
 
 // Forward to the logits (B, T, Vp) for inputs (B, T), B ≤ maxB and T ≤ maxT.
@@ -655,8 +674,10 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
     comm.allreduce_sum(m.grads.data(), m.grads.size());
     float loss = (float)comm.allreduce_mean(loss_sum / plan.A);
 
-    // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica)
+    // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica);
+    //    a NaN or an infinity stops the run here, before it reaches the weights
     float norm = global_norm(m.grads.data(), m.grads.size());
+    check_finite_step(loss, norm, t);
     float grad_scale = (grad_clip > 0 && norm > grad_clip) ? grad_clip / (norm + 1e-6f) : 1.0f;
 
     // 5. update, with the clipping scale applied to each gradient as AdamW reads it
@@ -683,10 +704,26 @@ float evaluate(GPT2& m, DataLoader& val, int batches, const BatchPlan& plan, con
 struct CpuTrainer {
     GPT2 m;
     CpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& cfg, const Comm& comm) {
+        // Linux hands out memory it does not have and kills the process when it is touched:
+        // refuse up front what cannot fit in this machine's memory at all.
+        double need = 16.0 * mc.num_params() + activation_bytes(mc, plan.B, plan.T, cfg);
+        double have = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE);
+        if (have > 0 && need > have)
+            throw Error(strf("the model needs %s of memory (%s parameters × 16 bytes for weights, gradients and AdamW, "
+                             "plus %s of activations for B×T = %d×%d); this machine has %s",
+                             format_bytes(need).c_str(), with_commas(mc.num_params()).c_str(),
+                             format_bytes(activation_bytes(mc, plan.B, plan.T, cfg)).c_str(), plan.B, plan.T,
+                             format_bytes(have).c_str()));
         gpt2_build(m, mc, plan.B, plan.T);
     }
     static Comm connect(int* argc, char*** argv) { return Comm::init(argc, argv); }
+    // More threads than processors only slows the run, and in the tens of thousands the
+    // OpenMP runtime cannot start them (it crashed at 100,000).
     static std::string hardware(const Config& cfg, const Comm& comm) {
+        int procs = omp_get_num_procs();
+        if (cfg.threads > procs)
+            throw Error(strf("--threads %d is more than the %d processor%s this process may use (0 = all)",
+                             cfg.threads, procs, procs == 1 ? "" : "s"));
         if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
         return strf("CPU threads: %d", omp_get_max_threads());
     }

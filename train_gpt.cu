@@ -441,13 +441,15 @@ struct GpuTrainer {
         // 3. gradient sync, once per step: sum over replicas = mean over the global batch
         comm.allreduce_sum(grads_buf.ptr, n);
 
-        // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica)
+        // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica);
+        //    a NaN or an infinity stops the run here, before it reaches the weights
         gpu::global_norm_squared(grads_buf.ptr, n, sums_buf.ptr + 2, sums_buf.ptr + 1);
         double sums[2];  // the loss sum and ‖g‖², in the step's one wait for the GPU
         CUDA_CHECK(cudaMemcpyAsync(sums, sums_buf.ptr, sizeof sums, cudaMemcpyDeviceToHost, gpu::ctx.stream));
         gpu::synchronize();
         float loss = (float)comm.allreduce_mean(sums[0] / plan.A);
         float norm = (float)std::sqrt(sums[1]);
+        check_finite_step(loss, norm, t);
         float grad_scale = (grad_clip > 0 && norm > grad_clip) ? grad_clip / (norm + 1e-6f) : 1.0f;
 
         // 5. update, with the clipping scale applied as AdamW reads each gradient (and the

@@ -9,6 +9,7 @@
 // does not divide is an error that shows the numbers, never a silent change of batch.
 #pragma once
 #include <algorithm>
+#include <climits>
 #include <string>
 
 #include "error.h"
@@ -22,12 +23,25 @@ struct BatchPlan {
     long long global_sequences() const { return (long long)B * A * R; }
 };
 
-// total_tokens = 0 means "one micro-batch per replica" (A = 1).
+// The largest global batch accepted: 2^32 tokens per step is a thousand times the largest
+// GPT batches, and it keeps tokens per step × steps (an int) inside 64 bits.
+constexpr long long MAX_GLOBAL_BATCH = 1ll << 32;
+
+// total_tokens = 0 means "one micro-batch per replica" (A = 1). Every product is formed in
+// 64 bits and checked before it is narrowed: B·T indexes int arrays, A is an int.
 inline BatchPlan plan_batch(int B, int T, int R, long long total_tokens) {
     BatchPlan p;
     p.B = B, p.T = T, p.R = R;
-    long long per_round = (long long)B * T * R;  // tokens of one micro-batch on every replica
+    if (B < 1 || T < 1 || R < 1 || total_tokens < 0)
+        throw Error(strf("impossible batch: B %d, T %d, R %d, global batch %lld", B, T, R, total_tokens));
+    if ((long long)B * T > INT_MAX)
+        throw Error(strf("a micro-batch of B×T = %d×%d = %s tokens is more than %s", B, T,
+                         with_commas((long long)B * T).c_str(), with_commas(INT_MAX).c_str()));
+    long long per_round = (long long)B * T * R;  // tokens of one micro-batch on every replica: < 2^62
     if (total_tokens == 0) total_tokens = per_round;
+    if (total_tokens > MAX_GLOBAL_BATCH)
+        throw Error(strf("a global batch of %s tokens is more than the largest accepted, %s (2^32) tokens per step",
+                         with_commas(total_tokens).c_str(), with_commas(MAX_GLOBAL_BATCH).c_str()));
     if (total_tokens % per_round != 0) {
         long long below = total_tokens / per_round * per_round, above = below + per_round;
         std::string msg = strf("global batch %s tokens is not a multiple of B×T×R = %d×%d×%d = %s tokens; ",
@@ -44,7 +58,13 @@ inline BatchPlan plan_batch(int B, int T, int R, long long total_tokens) {
         }
         throw Error(msg);
     }
-    p.A = (int)(total_tokens / per_round);
+    long long A = total_tokens / per_round;
+    if (A > INT_MAX)
+        throw Error(strf("a global batch of %s tokens needs %s accumulation steps of B×T×R = %d×%d×%d tokens, more "
+                         "than %s; raise --batch-size",
+                         with_commas(total_tokens).c_str(), with_commas(A).c_str(), B, T, R,
+                         with_commas(INT_MAX).c_str()));
+    p.A = (int)A;
     return p;
 }
 

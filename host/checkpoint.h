@@ -5,30 +5,36 @@
 // then the 16 parameter tensors as float32, in the order of ModelConfig::param_sizes.
 //
 // Training-state file (ours; llm.c's is not needed to resume here): 256 int32 header
-//   [0] = 20261124, [1] = 1, [2] = step, [3..5] = data epoch, shard, chunk,
+//   [0] = 20261124, [1] = 2, [2] = step, [3..5] = data epoch, shard, chunk,
 //   [6..7] = parameter count (low, high 32 bits), [8..9] = sampler RNG state (low, high),
-//   [10..11] = global batch in tokens (low, high)
-// then AdamW's first moment m and second moment v, float32, one per parameter.
+//   [10..11] = global batch in tokens (low, high),
+//   [12..13] = training-data fingerprint, [14..15] = its tokens, [16] = its shards
+// then AdamW's first moment m and second moment v, float32, one per parameter. Version 1
+// files (no data identity, [12..16] = 0) are still read.
 //
 // Every file is written to "<name>.tmp", flushed to disk, then renamed over <name>: an
-// interrupted write leaves the previous checkpoint untouched.
+// interrupted write leaves the previous checkpoint untouched. No file is written that
+// holds a NaN or an infinity, and none is read without checking for them.
 #pragma once
 #include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "data.h"
 #include "error.h"
+#include "file.h"
 
 constexpr int MODEL_MAGIC = 20240326;
 constexpr int MODEL_VERSION_FP32 = 3;
 constexpr int STATE_MAGIC = 20261124;
-constexpr int STATE_VERSION = 1;
+constexpr int STATE_VERSION = 2;
 constexpr int NUM_PARAM_TENSORS = 16;
 
 struct ModelConfig {
@@ -72,6 +78,92 @@ inline const char* const PARAM_NAMES[NUM_PARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
 
+// The shape's fields: where each sits in the model header, the option that sets it, and the
+// largest value accepted. The limits are far beyond any GPT-2-class model, and keep every
+// product of them in the trainers (12·L·C², Vp·C, ...) well inside 64 bits and each
+// per-layer offset inside int; a header beyond them is damage, not a model.
+using ShapeMember = int ModelConfig::*;
+struct ShapeField {
+    const char* name;
+    int header_index;
+    const char* option;
+    ShapeMember value;
+    int max;
+};
+inline const ShapeField SHAPE_FIELDS[] = {
+    {"maxT", 2, "--max-seq-len", &ModelConfig::maxT, 1 << 20},
+    {"V", 3, "--vocab", &ModelConfig::V, 1 << 24},
+    {"L", 4, "--layers", &ModelConfig::L, 1024},
+    {"NH", 5, "--heads", &ModelConfig::NH, 1 << 16},
+    {"C", 6, "--channels", &ModelConfig::C, 1 << 16},
+    {"Vp", 7, "--padded-vocab", &ModelConfig::Vp, 1 << 24},
+};
+
+// Why c cannot be a model (empty when it can). Fields are named as in the header, or as
+// options when the shape came from the command line.
+inline std::string shape_problem(const ModelConfig& c, bool from_options) {
+    for (const ShapeField& f : SHAPE_FIELDS) {
+        int v = c.*f.value;
+        if (v < 1 || v > f.max)
+            return from_options ? strf("%s %d is out of range (1 to %s)", f.option, v, with_commas(f.max).c_str())
+                                : strf("header field [%d] %s = %d is out of range (1 to %s)", f.header_index, f.name, v,
+                                       with_commas(f.max).c_str());
+    }
+    if (c.C % c.NH != 0) return strf("C = %d is not divisible by NH = %d", c.C, c.NH);
+    if (c.Vp < c.V) return strf("Vp = %d is smaller than V = %d", c.Vp, c.V);
+    return "";
+}
+
+// The first field in which two shapes differ, as "NH (--heads): 2 against 4"; empty when equal.
+inline std::string shape_difference(const ModelConfig& a, const ModelConfig& b) {
+    for (const ShapeField& f : SHAPE_FIELDS)
+        if (a.*f.value != b.*f.value) return strf("%s (%s): %d against %d", f.name, f.option, a.*f.value, b.*f.value);
+    return "";
+}
+
+// Parameter count with overflow checks (-1 when it does not fit in 64 bits). Within the
+// limits above it always fits; a shape from a file is sized this way all the same, so that
+// raising a limit cannot bring back the wrap-around.
+inline long long checked_num_params(const ModelConfig& c) {
+    long long L = c.L, C = c.C;
+    long long parts[] = {checked_product({c.Vp, C}), checked_product({c.maxT, C}), checked_product({L, 12, C, C}),
+                         checked_product({L, 13, C}), 2 * C};
+    long long n = 0;
+    for (long long p : parts)
+        if (p < 0 || __builtin_add_overflow(n, p, &n)) return -1;
+    return n;
+}
+
+// NaN and infinity: where they are in a buffer laid out like the parameters (the
+// parameters, their gradients, or AdamW's m and v).
+struct NonFinite {
+    size_t count = 0;           // in the whole buffer
+    int first_tensor = -1;      // index into PARAM_NAMES of the first tensor that has one
+    size_t in_first_tensor = 0; // how many that tensor has
+    std::string describe() const {
+        return strf("%s non-finite value%s (NaN or infinity), the first in %s (%s there)",
+                    with_commas((long long)count).c_str(), count == 1 ? "" : "s", PARAM_NAMES[first_tensor],
+                    with_commas((long long)in_first_tensor).c_str());
+    }
+};
+inline NonFinite find_non_finite(const float* buffer, const ModelConfig& cfg) {
+    NonFinite r;
+    std::vector<size_t> sizes = cfg.param_sizes();
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t bad = 0;
+        for (size_t i = 0; i < sizes[t]; i++) bad += !std::isfinite(buffer[i]);
+        if (bad > 0 && r.first_tensor < 0) r.first_tensor = t, r.in_first_tensor = bad;
+        r.count += bad;
+        buffer += sizes[t];
+    }
+    return r;
+}
+
+// Raised instead of writing a file that would hold a NaN or an infinity.
+struct NonFiniteValues : Error {
+    using Error::Error;
+};
+
 // Views into a buffer of parameters (or of their gradients: the same layout), in host or
 // device memory, in file order. T is float for the weights and gradients; the GPU trainer
 // also views its copy of the weights as its kernels read them (bf16).
@@ -109,28 +201,11 @@ inline bool param_decays(int tensor) {
     return n == "wte" || n == "wpe" || n == "qkvw" || n == "attprojw" || n == "fcw" || n == "fcprojw";
 }
 
-// ---- writing, atomically ----
-
-// Writes blocks of bytes to path via a temporary file and a rename.
-inline void write_file_atomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& blocks) {
-    std::string tmp = path + ".tmp";
-    FILE* f = fopen(tmp.c_str(), "wb");
-    if (!f) throw Error("cannot create '" + tmp + "' (does the directory exist and is it writable?)");
-    bool ok = true;
-    for (const auto& b : blocks) ok = ok && fwrite(b.first, 1, b.second, f) == b.second;
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok) {
-        remove(tmp.c_str());
-        throw Error("could not write '" + tmp + "' (disk full?); the previous checkpoint is untouched");
-    }
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
-        remove(tmp.c_str());
-        throw Error("could not rename '" + tmp + "' to '" + path + "'");
-    }
-}
+// ---- writing ----
 
 inline void save_model(const std::string& path, const ModelConfig& cfg, const float* params) {
+    NonFinite bad = find_non_finite(params, cfg);
+    if (bad.count > 0) throw NonFiniteValues("not writing '" + path + "': the weights hold " + bad.describe());
     int header[256] = {};
     header[0] = MODEL_MAGIC, header[1] = MODEL_VERSION_FP32, header[2] = cfg.maxT, header[3] = cfg.V;
     header[4] = cfg.L, header[5] = cfg.NH, header[6] = cfg.C, header[7] = cfg.Vp;
@@ -139,41 +214,41 @@ inline void save_model(const std::string& path, const ModelConfig& cfg, const fl
 
 // ---- reading, with checks ----
 
+// Reads and checks a model file's header, and that the file has the size its shape needs,
+// before anything is allocated for it.
 inline ModelConfig read_model_header(const std::string& path) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) throw Error("cannot open model file '" + path + "'");
+    InputFile f(path, "model file");
     int h[256];
-    size_t got = fread(h, sizeof(int), 256, f);
-    fseek(f, 0, SEEK_END);
-    long long bytes = ftell(f);
-    fclose(f);
-    if (got != 256) throw Error(strf("'%s' is too short to be a model file (%lld bytes)", path.c_str(), bytes));
+    if (!f.read(h, sizeof h))
+        throw Error(strf("'%s' is too short to be a model file (%lld bytes)", path.c_str(), f.size()));
     if (h[0] != MODEL_MAGIC)
         throw Error(strf("'%s' is not a model file (magic %d, expected %d)", path.c_str(), h[0], MODEL_MAGIC));
     if (h[1] != MODEL_VERSION_FP32)
         throw Error(strf("'%s': model version %d is not supported (expected %d, float32)%s", path.c_str(), h[1],
                          MODEL_VERSION_FP32, h[1] == 5 ? "; this is a bf16 file, export the float32 one" : ""));
     ModelConfig cfg;
-    cfg.maxT = h[2], cfg.V = h[3], cfg.L = h[4], cfg.NH = h[5], cfg.C = h[6], cfg.Vp = h[7];
-    if (cfg.maxT <= 0 || cfg.V <= 0 || cfg.L <= 0 || cfg.NH <= 0 || cfg.C <= 0 || cfg.Vp < cfg.V ||
-        cfg.C % cfg.NH != 0)
-        throw Error(strf("'%s' has an impossible shape: maxT %d, V %d, Vp %d, L %d, NH %d, C %d", path.c_str(),
-                         cfg.maxT, cfg.V, cfg.Vp, cfg.L, cfg.NH, cfg.C));
-    long long expected = 1024 + (long long)cfg.num_params() * 4;
-    if (bytes != expected)
-        throw Error(strf("'%s' is truncated or damaged: its shape needs %lld bytes, the file has %lld", path.c_str(),
-                         expected, bytes));
+    for (const ShapeField& field : SHAPE_FIELDS) cfg.*field.value = h[field.header_index];
+    std::string problem = shape_problem(cfg, false);
+    if (!problem.empty()) throw Error(strf("'%s' has an impossible shape: %s", path.c_str(), problem.c_str()));
+    long long params = checked_num_params(cfg), expected = checked_product({params, 4});
+    if (params < 0 || expected < 0 || expected > LLONG_MAX - 1024 || expected + 1024 != f.size())
+        throw Error(strf("'%s' is truncated or damaged: its shape (maxT %d, V %d, Vp %d, L %d, NH %d, C %d) needs "
+                         "%s bytes, the file has %s",
+                         path.c_str(), cfg.maxT, cfg.V, cfg.Vp, cfg.L, cfg.NH, cfg.C,
+                         expected < 0 ? "more than 2^63" : with_commas(expected + 1024).c_str(),
+                         with_commas(f.size()).c_str()));
     return cfg;
 }
 
-// Reads the parameters of a model whose header read_model_header() already checked.
+// Reads the parameters of a model whose header read_model_header() already checked, and
+// refuses weights that are not finite: training from them could only produce NaN.
 inline void load_model_params(const std::string& path, const ModelConfig& cfg, float* params) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) throw Error("cannot open model file '" + path + "'");
-    fseek(f, 1024, SEEK_SET);
-    size_t n = cfg.num_params(), got = fread(params, sizeof(float), n, f);
-    fclose(f);
-    if (got != n) throw Error("could not read all parameters of '" + path + "'");
+    InputFile f(path, "model file");
+    f.seek(1024);
+    if (!f.read(params, cfg.num_params() * sizeof(float)))
+        throw Error("could not read all parameters of '" + path + "'");
+    NonFinite bad = find_non_finite(params, cfg);
+    if (bad.count > 0) throw Error("'" + path + "': the weights hold " + bad.describe());
 }
 
 // ---- training state ----
@@ -183,41 +258,66 @@ struct TrainState {
     DataPosition data;          // next chunk of training data
     uint64_t sample_rng = 0;    // sampler state
     long long global_batch = 0; // tokens per step when saved (the data position is in these units)
+    DataIdentity train_data;    // what the data position refers to (shards 0: not recorded)
 };
 
+inline void put64(int* h, uint64_t x) { h[0] = (int)(uint32_t)x, h[1] = (int)(uint32_t)(x >> 32); }
+inline uint64_t get64(const int* h) { return (uint64_t)(uint32_t)h[0] | ((uint64_t)(uint32_t)h[1] << 32); }
+
+// Counts the non-finite values in AdamW's moments (and negative ones in v, whose square
+// root the update takes).
+inline size_t count_bad_moments(const float* m, const float* v, size_t n) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !std::isfinite(m[i]) || !std::isfinite(v[i]) || v[i] < 0;
+    return bad;
+}
+
 inline void save_state(const std::string& path, const TrainState& s, const float* m, const float* v, size_t n) {
+    if (size_t bad = count_bad_moments(m, v, n))
+        throw NonFiniteValues(strf("not writing '%s': AdamW's moments hold %s non-finite value%s", path.c_str(),
+                                   with_commas((long long)bad).c_str(), bad == 1 ? "" : "s"));
     int h[256] = {};
     h[0] = STATE_MAGIC, h[1] = STATE_VERSION, h[2] = s.step;
     h[3] = (int)s.data.epoch, h[4] = (int)s.data.shard, h[5] = (int)s.data.chunk;
-    h[6] = (int)(uint32_t)n, h[7] = (int)(uint32_t)((uint64_t)n >> 32);
-    h[8] = (int)(uint32_t)s.sample_rng, h[9] = (int)(uint32_t)(s.sample_rng >> 32);
-    h[10] = (int)(uint32_t)s.global_batch, h[11] = (int)(uint32_t)((uint64_t)s.global_batch >> 32);
+    put64(h + 6, n), put64(h + 8, s.sample_rng), put64(h + 10, (uint64_t)s.global_batch);
+    put64(h + 12, s.train_data.fingerprint), put64(h + 14, (uint64_t)s.train_data.tokens);
+    h[16] = (int)s.train_data.shards;
     write_file_atomic(path, {{h, sizeof h}, {m, n * sizeof(float)}, {v, n * sizeof(float)}});
 }
 
+// Reads a training state for a model of n parameters into m and v, checking everything the
+// file alone can tell; run.h checks the rest against the data and the options.
 inline TrainState load_state(const std::string& path, float* m, float* v, size_t n) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) throw Error("cannot open training state '" + path + "'");
+    InputFile f(path, "training-state file");
     int h[256];
-    bool ok = fread(h, sizeof(int), 256, f) == 256;
-    if (!ok || h[0] != STATE_MAGIC || h[1] != STATE_VERSION) {
-        fclose(f);
-        throw Error("'" + path + "' is not a training-state file of this version");
-    }
-    uint64_t saved_n = (uint64_t)(uint32_t)h[6] | ((uint64_t)(uint32_t)h[7] << 32);
-    if (saved_n != n) {
-        fclose(f);
+    if (!f.read(h, sizeof h))
+        throw Error(strf("'%s' is too short to be a training-state file (%lld bytes)", path.c_str(), f.size()));
+    if (h[0] != STATE_MAGIC)
+        throw Error(strf("'%s' is not a training-state file (magic %d, expected %d)", path.c_str(), h[0], STATE_MAGIC));
+    if (h[1] != 1 && h[1] != STATE_VERSION)
+        throw Error(strf("'%s': training-state version %d is not supported (expected 1 or %d)", path.c_str(), h[1],
+                         STATE_VERSION));
+    uint64_t saved_n = get64(h + 6);
+    if (saved_n != n)
         throw Error(strf("'%s' holds optimizer state for %llu parameters, the model has %zu", path.c_str(),
                          (unsigned long long)saved_n, n));
-    }
-    ok = fread(m, sizeof(float), n, f) == n && fread(v, sizeof(float), n, f) == n;
-    fclose(f);
-    if (!ok) throw Error("'" + path + "' is truncated");
+    if ((unsigned long long)f.size() != 1024 + 8ull * n)
+        throw Error(strf("'%s' is truncated or damaged: %zu parameters need %s bytes, the file has %s", path.c_str(), n,
+                         with_commas(1024 + 8ll * n).c_str(), with_commas(f.size()).c_str()));
     TrainState s;
     s.step = h[2];
     s.data.epoch = h[3], s.data.shard = h[4], s.data.chunk = h[5];
-    s.sample_rng = (uint64_t)(uint32_t)h[8] | ((uint64_t)(uint32_t)h[9] << 32);
-    s.global_batch = (long long)((uint64_t)(uint32_t)h[10] | ((uint64_t)(uint32_t)h[11] << 32));
+    s.sample_rng = get64(h + 8);
+    s.global_batch = (long long)get64(h + 10);
+    s.train_data = {get64(h + 12), (long long)get64(h + 14), h[16]};
+    if (s.step < 0) throw Error(strf("'%s': step %d is negative", path.c_str(), s.step));
+    if (s.global_batch <= 0) throw Error(strf("'%s': global batch %lld is not positive", path.c_str(), s.global_batch));
+    if (s.train_data.shards < 0 || s.train_data.tokens < 0)
+        throw Error(strf("'%s': the training data is recorded as %s", path.c_str(), s.train_data.describe().c_str()));
+    if (!f.read(m, n * sizeof(float)) || !f.read(v, n * sizeof(float))) throw Error("'" + path + "' is truncated");
+    if (size_t bad = count_bad_moments(m, v, n))
+        throw Error(strf("'%s': AdamW's moments hold %s non-finite or negative value%s", path.c_str(),
+                         with_commas((long long)bad).c_str(), bad == 1 ? "" : "s"));
     return s;
 }
 
@@ -226,29 +326,74 @@ inline TrainState load_state(const std::string& path, float* m, float* v, size_t
 inline std::string model_path(const std::string& dir, int step) { return dir + strf("/model_%08d.bin", step); }
 inline std::string state_path(const std::string& dir, int step) { return dir + strf("/state_%08d.bin", step); }
 
-inline bool file_exists(const std::string& path) {
-    struct stat st;
-    return stat(path.c_str(), &st) == 0;
+// Step of a checkpoint file name: "model_00000300.bin" with prefix "model_" and suffix ".bin"
+// gives 300; any other name gives -1.
+inline int checkpoint_step(const std::string& name, const std::string& prefix, const std::string& suffix) {
+    if (name.size() < prefix.size() + 8 + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        return -1;
+    std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.size() > 10 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+    long long step = atoll(digits.c_str());
+    return step <= INT_MAX ? (int)step : -1;
 }
 
-// The highest step with both a model and a state file (a crash between the two renames
-// leaves an incomplete pair, which is skipped); -1 when there is none.
-inline int latest_checkpoint(const std::string& dir) {
-    int best = -1;
-    DIR* d = opendir(dir.c_str());
-    if (!d) return -1;
-    while (dirent* e = readdir(d)) {
-        int step;
-        char tail;
-        if (sscanf(e->d_name, "state_%d.bi%c", &step, &tail) == 2 && tail == 'n' &&
-            std::string(e->d_name).size() == 18 && file_exists(model_path(dir, step)) && step > best)
-            best = step;
+inline std::vector<std::string> dir_entries(const std::string& dir) {
+    std::vector<std::string> names;
+    if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d)) names.push_back(e->d_name);
+        closedir(d);
     }
-    closedir(d);
-    return best;
+    return names;
 }
 
-inline void make_dir(const std::string& dir) {
-    if (dir.empty() || file_exists(dir)) return;
-    if (mkdir(dir.c_str(), 0755) != 0) throw Error("cannot create directory '" + dir + "'");
+// Steps with both a model and a state file, ascending (a crash between the two renames
+// leaves an incomplete pair, which does not count).
+inline std::vector<int> complete_checkpoints(const std::string& dir) {
+    std::vector<int> steps;
+    for (const std::string& name : dir_entries(dir)) {
+        int step = checkpoint_step(name, "state_", ".bin");
+        if (step >= 0 && file_exists(model_path(dir, step))) steps.push_back(step);
+    }
+    std::sort(steps.begin(), steps.end());
+    return steps;
+}
+
+// The highest step with both files; -1 when there is none.
+inline int latest_checkpoint(const std::string& dir) {
+    std::vector<int> steps = complete_checkpoints(dir);
+    return steps.empty() ? -1 : steps.back();
+}
+
+// Removes the temporary files of checkpoint writes that a crash interrupted; returns their
+// names. Only names this program writes are touched.
+inline std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+    std::vector<std::string> removed;
+    for (const std::string& name : dir_entries(dir))
+        if (checkpoint_step(name, "model_", ".bin.tmp") >= 0 || checkpoint_step(name, "state_", ".bin.tmp") >= 0)
+            if (remove((dir + "/" + name).c_str()) == 0) removed.push_back(name);
+    return removed;
+}
+
+// Keeps the newest `keep` complete checkpoints and removes the files of every older step;
+// returns the steps removed. The newest complete pair is never removed (keep >= 1), and each
+// state file goes before its model file, so a crash half-way leaves no pair that looks
+// complete but is not.
+inline std::vector<int> prune_checkpoints(const std::string& dir, int keep) {
+    std::vector<int> complete = complete_checkpoints(dir), removed;
+    if (keep < 1 || (int)complete.size() <= keep) return removed;
+    int oldest_kept = complete[complete.size() - keep];
+    std::vector<int> old;
+    for (const std::string& name : dir_entries(dir)) {
+        int step = std::max(checkpoint_step(name, "state_", ".bin"), checkpoint_step(name, "model_", ".bin"));
+        if (step >= 0 && step < oldest_kept) old.push_back(step);
+    }
+    std::sort(old.begin(), old.end());
+    old.erase(std::unique(old.begin(), old.end()), old.end());
+    for (int step : old) {
+        remove(state_path(dir, step).c_str());
+        remove(model_path(dir, step).c_str());
+        removed.push_back(step);
+    }
+    return removed;
 }

@@ -2,7 +2,9 @@
 // table. --help is generated from the same table the parser reads, so the two cannot
 // drift apart.
 #pragma once
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -44,9 +46,13 @@ struct Config {
     std::string prompt;  // empty = start from the end-of-text token (a newline for bytes)
     std::string out_dir = "out";
     int ckpt_every = 0;  // 0 = only at the end of the run
+    int keep_checkpoints = 0;  // 0 = keep every checkpoint
     int resume = 0;
     int threads = 0;  // 0 = OpenMP's default (all cores)
     int dry_run = 0;
+    // replicas: a collective that has not completed after this many seconds ends the job
+    // (a frozen or dead replica would otherwise hang every other one); 0 = wait forever
+    float comm_timeout = 600;
     // GPU trainer only
     int tf32 = 0;
     int recompute = 0;           // recompute GELU's output in backward instead of keeping it per layer
@@ -99,9 +105,11 @@ inline std::vector<Option> option_table(Config& c) {
         {"prompt", 0, "str", &c.prompt, "sample prompt (bytes, or token ids \"1,2,3\" with a tokenizer)"},
         {"out-dir", 'o', "str", &c.out_dir, "log and checkpoints go here; \"\" = none"},
         {"ckpt-every", 0, "int", &c.ckpt_every, "checkpoint every N steps; 0 = at the end only"},
+        {"keep-checkpoints", 0, "int", &c.keep_checkpoints, "keep the newest N checkpoints; 0 = all"},
         {"resume", 0, "bool", &c.resume, "continue from the latest checkpoint in --out-dir"},
         {"threads", 0, "int", &c.threads, "CPU threads; 0 = all"},
         {"dry-run", 0, "bool", &c.dry_run, "print the batch arithmetic and memory, then exit"},
+        {"comm-timeout", 0, "float", &c.comm_timeout, "replicas: seconds a collective may wait; 0 = forever"},
         {"tf32", 0, "bool", &c.tf32, "GPU only: TF32 tensor-core matmuls"},
         {"recompute", 0, "bool", &c.recompute, "GPU only: recompute GELU in backward (less memory)"},
         {"nccl-init-file", 0, "str", &c.nccl_init_file, "GPU only, no MPI: shared file for the NCCL id"},
@@ -127,36 +135,45 @@ inline void print_help(const char* program) {
     printf("  %-22s %s\n", "-h, --help", "print this help and exit");
 }
 
-// Parses one value; the error names the option and shows what was given.
+// Parses one value; the error names the option and shows what was given. Integers are
+// read in 64 bits and range-checked before they are narrowed.
 inline void parse_value(const Option& o, const char* text) {
     std::string name = std::string("--") + o.name;
     char* end = nullptr;
     errno = 0;
     if (!strcmp(o.kind, "str")) {
         *(std::string*)o.value = text;
-    } else if (!strcmp(o.kind, "float")) {
+        return;
+    }
+    if (!strcmp(o.kind, "float")) {
         float v = strtof(text, &end);
         if (end == text || *end || errno || !std::isfinite(v))
             throw UsageError(strf("%s expects a number, got '%s'", name.c_str(), text));
         *(float*)o.value = v;
-    } else {
-        long long v = strtoll(text, &end, 10);
-        if (end == text || *end || errno) throw UsageError(strf("%s expects an integer, got '%s'", name.c_str(), text));
-        if (!strcmp(o.kind, "bool")) {
-            if (v != 0 && v != 1) throw UsageError(strf("%s expects 0 or 1, got '%s'", name.c_str(), text));
-            *(int*)o.value = (int)v;
-        } else if (!strcmp(o.kind, "int")) {
-            if (v < 0 || v > 2147483647LL)
-                throw UsageError(strf("%s expects a non-negative integer, got '%s'", name.c_str(), text));
-            *(int*)o.value = (int)v;
-        } else if (!strcmp(o.kind, "long")) {
-            if (v < 0) throw UsageError(strf("%s expects a non-negative integer, got '%s'", name.c_str(), text));
-            *(long long*)o.value = v;
-        } else {
-            if (v < 0) throw UsageError(strf("%s expects a non-negative integer, got '%s'", name.c_str(), text));
-            *(unsigned long long*)o.value = (unsigned long long)v;
-        }
+        return;
     }
+    // integers: digits only (strtoull would wrap "-1" to 2^64 - 1)
+    const char* digits = text + (text[0] == '+');
+    bool negative = text[0] == '-' && isdigit((unsigned char)text[1]);
+    if (!negative && !isdigit((unsigned char)digits[0]))
+        throw UsageError(strf("%s expects an integer, got '%s'", name.c_str(), text));
+    unsigned long long v = negative ? 0 : strtoull(digits, &end, 10);
+    if (!negative && *end) throw UsageError(strf("%s expects an integer, got '%s'", name.c_str(), text));
+    if (!strcmp(o.kind, "bool")) {
+        if (negative || errno || v > 1) throw UsageError(strf("%s expects 0 or 1, got '%s'", name.c_str(), text));
+        *(int*)o.value = (int)v;
+        return;
+    }
+    if (negative) throw UsageError(strf("%s expects a non-negative integer, got '%s'", name.c_str(), text));
+    unsigned long long max = ~0ull;  // u64
+    if (!strcmp(o.kind, "int")) max = INT_MAX;
+    else if (!strcmp(o.kind, "long")) max = LLONG_MAX;
+    if (errno == ERANGE || v > max)
+        throw UsageError(strf("%s %s is too large (at most %s)", name.c_str(), text,
+                              max == ~0ull ? "2^64 - 1" : with_commas((long long)max).c_str()));
+    if (!strcmp(o.kind, "int")) *(int*)o.value = (int)v;
+    else if (!strcmp(o.kind, "long")) *(long long*)o.value = (long long)v;
+    else *(unsigned long long*)o.value = v;
 }
 
 // Checks the combinations a single value cannot express.
@@ -176,6 +193,7 @@ inline void validate_config(const Config& c) {
     require(c.eps > 0, "--eps must be positive");
     require(c.temperature > 0, "--temperature must be positive");
     require(c.val_batches >= 1, "--val-batches must be at least 1");
+    require(c.comm_timeout >= 0, strf("--comm-timeout must be >= 0 seconds (0 = wait forever), got %g", c.comm_timeout));
 }
 
 // Parses argv into a Config. Returns false when --help was printed.

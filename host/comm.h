@@ -14,14 +14,135 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "error.h"
+
+// ---- the watchdog: a frozen replica ends the job instead of hanging it
+//
+// In a collective every rank waits until all have joined. One that never joins (stopped by
+// SIGSTOP, deadlocked, on a node that died without closing its connections) would keep all
+// the others waiting forever. A backend that can start its collectives without blocking
+// (MPI's non-blocking collectives; NCCL's are asynchronous anyway) hands the waiting to a
+// Watchdog. When a collective has not completed within the timeout, the watchdog holds a
+// roll call over a side channel that needs no collective: it asks every rank, each rank
+// that is waiting in a collective answers, and those that stay silent are the ones that
+// did not arrive. It reports them as an Error, which main_with_errors() prints as one line
+// before it ends the job. When several ranks time out together, the lowest one reports and
+// the others stay quiet (unless it fails to end the job), so the job prints one line.
+
+// The roll call's side channel, one per backend: small messages that must not block.
+struct RollCall {
+    struct Notice {
+        enum Kind { REQUEST, REPLY } kind;
+        int rank;             // the sender
+        long long id;         // REQUEST: the requester's collective number; REPLY: the id it answers
+        char waiting_in[64];  // the sender's collective, e.g. "all-reduce of 4,096 bytes (collective 12)"
+    };
+    virtual ~RollCall() = default;
+    virtual void send(int to_rank, const Notice& notice) = 0;  // without blocking
+    virtual std::vector<Notice> receive() = 0;                 // what has arrived, without blocking
+};
+
+struct WatchdogSettings {
+    double timeout_s = 600;           // --comm-timeout; 0 waits forever
+    std::vector<std::string> places;  // each rank's "host, pid N", for the report; may be empty
+};
+
+// Without a roll call (roll_call null) the watchdog still ends the job at the timeout, but
+// cannot say which rank is missing.
+class Watchdog {
+public:
+    Watchdog(int rank, int world, RollCall* roll_call) : rank_(rank), world_(world), roll_call_(roll_call) {}
+    WatchdogSettings settings;
+
+    // Waits for one collective: `done()` tests it (and drives its progress); `op` and
+    // `bytes` describe it for the report. Returns when done() is true; throws Error when the
+    // watchdog ends the job.
+    template <class Done>
+    void wait(const char* op, size_t bytes, Done&& done) {
+        using Clock = std::chrono::steady_clock;
+        auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+        const long long id = ++collectives_;
+        const Clock::time_point start = Clock::now();
+        Clock::time_point asked_at{}, next_look = start;
+        bool asked = false, lower_rank_asked = false;
+        std::vector<std::string> answers(world_);  // who answered this rank's roll call, and where they wait
+        RollCall::Notice mine{RollCall::Notice::REPLY, rank_, id, {}};
+        snprintf(mine.waiting_in, sizeof mine.waiting_in, "%s of %s bytes (collective %lld)", op,
+                 with_commas((long long)bytes).c_str(), id);
+        const double timeout = settings.timeout_s, grace = std::min(timeout, 2.0);
+        while (!done()) {
+            // past a second this is a wait for a straggler, not for bandwidth: stop spinning
+            if (seconds_since(start) > 1.0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            if (timeout <= 0 || Clock::now() < next_look) continue;
+            next_look = Clock::now() + std::chrono::milliseconds(10);
+            if (!roll_call_) {
+                if (seconds_since(start) > timeout)
+                    throw Error(strf("the %s did not complete within --comm-timeout %g s (this backend cannot tell "
+                                     "which rank did not arrive); ending the job",
+                                     mine.waiting_in, timeout));
+                continue;
+            }
+            for (const RollCall::Notice& n : roll_call_->receive()) {
+                if (n.rank < 0 || n.rank >= world_) continue;
+                if (n.kind == RollCall::Notice::REQUEST) {  // someone's roll call: say where this rank waits
+                    RollCall::Notice reply = mine;
+                    reply.id = n.id;
+                    roll_call_->send(n.rank, reply);
+                    lower_rank_asked = lower_rank_asked || n.rank < rank_;
+                } else if (asked && n.id == id) {
+                    answers[n.rank] = std::string(n.waiting_in, strnlen(n.waiting_in, sizeof n.waiting_in));
+                }
+            }
+            if (!asked && seconds_since(start) > timeout) {  // time is up: ask every rank
+                RollCall::Notice request = mine;
+                request.kind = RollCall::Notice::REQUEST;
+                for (int r = 0; r < world_; r++)
+                    if (r != rank_) roll_call_->send(r, request);
+                asked = true, asked_at = Clock::now();
+            }
+            if (asked && seconds_since(asked_at) > (lower_rank_asked ? 4 * grace : grace))
+                throw Error(report(mine.waiting_in, answers));
+        }
+    }
+
+private:
+    std::string place(int r) const {
+        return r < (int)settings.places.size() ? strf("rank %d (%s)", r, settings.places[r].c_str()) : strf("rank %d", r);
+    }
+    // "rank 1 (node7, pid 123) did not arrive at the all-reduce of ... within --comm-timeout 5 s ..."
+    std::string report(const std::string& collective, const std::vector<std::string>& answers) const {
+        std::string missing, elsewhere;
+        int n_missing = 0;
+        for (int r = 0; r < world_; r++) {
+            if (r == rank_) continue;
+            if (answers[r].empty()) missing += (n_missing++ ? ", " : "") + place(r);
+            else if (answers[r] != collective && elsewhere.size() < 200)
+                elsewhere += strf("; rank %d waits in the %s", r, answers[r].c_str());
+        }
+        std::string timeout = strf("--comm-timeout %g s", settings.timeout_s);
+        if (n_missing == 0)
+            return strf("the %s did not complete within %s, although every rank is waiting in a collective%s; "
+                        "ending the job",
+                        collective.c_str(), timeout.c_str(), elsewhere.c_str());
+        return strf("%s did not arrive at the %s within %s (stopped, hung or dead?)%s; ending the job",
+                    missing.c_str(), collective.c_str(), timeout.c_str(), elsewhere.c_str());
+    }
+
+    int rank_, world_;
+    RollCall* roll_call_;
+    long long collectives_ = 0;  // collectives waited for so far: the same count on every rank
+};
 
 // What a backend must provide: collectives over host memory, across all ranks.
 struct Collectives {
@@ -34,6 +155,14 @@ struct Collectives {
     [[noreturn]] virtual void abort(int code) = 0;
     virtual void finalize() {}
     virtual const char* name() const = 0;
+    // The watchdog's settings, for backends that have one (a backend without ignores them).
+    virtual void set_watchdog(const WatchdogSettings&) {}
+};
+
+// Thrown on the ranks that stop for a problem another rank reports (the agreement check):
+// they end without a word, so that the job prints one line, not one per rank.
+struct ReportedByAnotherRank : Error {
+    using Error::Error;
 };
 
 struct Comm {
@@ -48,6 +177,11 @@ struct Comm {
     static Comm init(int* argc, char*** argv);
 
     const char* backend_name() const { return backend ? backend->name() : "single process"; }
+
+    void set_watchdog(const WatchdogSettings& settings) const {
+        if (backend) backend->set_watchdog(settings);
+        if (buffers && buffers != backend) buffers->set_watchdog(settings);
+    }
 
     // Sum of the gradient buffer over all replicas, in place, where the trainer keeps it
     // (host memory for train, GPU memory for train_gpt). Both trainers' gradient sync,
@@ -71,24 +205,39 @@ struct Comm {
         if (backend) backend->allgather(&value, sizeof value, all.data());
         return all;
     }
+    // Every rank's string, of any length: the lengths first, then the strings padded to the longest.
     std::vector<std::string> allgather(const std::string& s) const {
         std::vector<std::string> all(world, s);
         if (!backend) return all;
-        char mine[256] = {};
-        snprintf(mine, sizeof mine, "%s", s.c_str());
-        std::vector<char> buf(sizeof mine * (size_t)world);
-        backend->allgather(mine, sizeof mine, buf.data());
-        for (int r = 0; r < world; r++) all[r] = std::string(&buf[sizeof mine * (size_t)r]);
+        std::vector<uint64_t> sizes = allgather((uint64_t)s.size());
+        size_t longest = *std::max_element(sizes.begin(), sizes.end());
+        std::vector<char> mine(longest, 0), buf(longest * (size_t)world);
+        std::copy(s.begin(), s.end(), mine.begin());
+        backend->allgather(mine.data(), longest, buf.data());
+        for (int r = 0; r < world; r++) all[r].assign(&buf[longest * (size_t)r], sizes[r]);
         return all;
     }
-    // Stops with the same error on every rank when ranks disagree, e.g. on the
-    // configuration or the data: silent divergence or a hang would be worse.
-    void check_agree(uint64_t value, const char* what) const {
-        std::vector<uint64_t> all = allgather(value);
-        for (int r = 1; r < world; r++)
-            if (all[r] != all[0])
-                throw Error(strf("replicas disagree on %s: rank %d differs from rank 0 (check that every rank got "
-                                 "the same options and files)", what, r));
+    // Stops every rank when the ranks disagree on any of `fields` (name, value), e.g. an
+    // option or the data: silent divergence or a hang would be worse. Rank 0 names the first
+    // field that differs, with its value and the other rank's; the others stop quietly.
+    void check_agree(const std::vector<std::pair<std::string, std::string>>& fields) const {
+        if (world == 1) return;
+        std::string mine;  // each value with its length first, so values may hold any byte
+        for (const auto& f : fields) mine += std::to_string(f.second.size()) + ":" + f.second;
+        std::vector<std::string> all = allgather(mine);
+        for (int r = 1; r < world; r++) {
+            if (all[r] == all[0]) continue;
+            size_t pos0 = 0, pos = 0;
+            for (const auto& f : fields) {
+                std::string v0 = next_value(all[0], pos0), v = next_value(all[r], pos);
+                if (v0 == v) continue;
+                std::string msg = strf("replicas disagree on %s: rank 0 has %s, rank %d has %s (check that every rank "
+                                       "got the same options and files)",
+                                       f.first.c_str(), v0.c_str(), r, v.c_str());
+                if (rank == 0) throw Error(msg);
+                throw ReportedByAnotherRank(msg);
+            }
+        }
     }
     void barrier() const {
         if (backend) backend->barrier();
@@ -102,6 +251,16 @@ struct Comm {
     void finalize() const {
         if (backend) backend->finalize();
     }
+
+private:
+    // Reads "<length>:<value>" at pos and moves past it; empty at the end or on damage.
+    static std::string next_value(const std::string& s, size_t& pos) {
+        size_t colon = s.find(':', pos);
+        if (colon == std::string::npos) return "";
+        size_t n = strtoull(s.c_str() + pos, nullptr, 10);
+        pos = std::min(s.size(), colon + 1 + n);
+        return s.substr(colon + 1, n);
+    }
 };
 
 inline std::string host_name() {
@@ -113,28 +272,95 @@ inline std::string host_name() {
 #ifdef TRAIN_MPI
 #include <mpi.h>
 
+// The roll call over point-to-point messages on a communicator of its own, so that they
+// never mix with anything else.
+struct MpiRollCall : RollCall {
+    MPI_Comm comm;
+    std::vector<std::pair<MPI_Request, std::unique_ptr<Notice>>> sending;  // each buffer lives until sent
+    MpiRollCall() { MPI_Comm_dup(MPI_COMM_WORLD, &comm); }
+    void send(int to_rank, const Notice& notice) override {
+        auto copy = std::make_unique<Notice>(notice);
+        MPI_Request req;
+        MPI_Isend(copy.get(), sizeof(Notice), MPI_BYTE, to_rank, 0, comm, &req);
+        sending.emplace_back(req, std::move(copy));
+    }
+    std::vector<Notice> receive() override {
+        std::vector<Notice> got;
+        int flag = 1;
+        while (flag) {
+            MPI_Status st;
+            MPI_Iprobe(MPI_ANY_SOURCE, 0, comm, &flag, &st);
+            if (!flag) break;
+            Notice n;
+            MPI_Recv(&n, sizeof n, MPI_BYTE, st.MPI_SOURCE, 0, comm, MPI_STATUS_IGNORE);
+            n.rank = st.MPI_SOURCE;  // trust MPI, not the bytes, for who sent it
+            got.push_back(n);
+        }
+        // forget the sends that have completed (a frozen receiver may never take the others)
+        sending.erase(std::remove_if(sending.begin(), sending.end(),
+                                     [](auto& s) {
+                                         int done = 0;
+                                         MPI_Test(&s.first, &done, MPI_STATUS_IGNORE);
+                                         return done != 0;
+                                     }),
+                      sending.end());
+        return got;
+    }
+};
+
+// Every collective is started without blocking and waited for by the watchdog.
 struct MpiCollectives : Collectives {
+    MpiRollCall roll_call;
+    Watchdog watchdog;
+    MpiCollectives(int rank, int world) : watchdog(rank, world, &roll_call) {}
+
+    void wait(const char* op, size_t bytes, MPI_Request& req) {
+        watchdog.wait(op, bytes, [&] {
+            int done = 0;
+            MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+            return done != 0;
+        });
+    }
+    // The gradient sync, in slices of 2^21 floats (8 MiB), one after another: Open MPI's
+    // non-blocking all-reduce switches to a slower algorithm for large messages (one of
+    // 64 MB took twice as long as the blocking call), while 8 MiB slices matched or beat
+    // the blocking call on 64 and 256 MB (2 and 4 ranks, 2-core machine).
     void allreduce_sum(float* data, size_t n) override {
-        // MPI counts are int: reduce in slices for buffers over 2^30 elements
-        for (size_t off = 0; off < n; off += (size_t)1 << 30) {
-            int count = (int)std::min(n - off, (size_t)1 << 30);
-            MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        const size_t slice = (size_t)1 << 21;
+        for (size_t off = 0; off < n; off += slice) {
+            int count = (int)std::min(n - off, slice);
+            MPI_Request req;
+            MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+            wait("all-reduce", count * sizeof(float), req);
         }
     }
     void allreduce_sum(double* data, size_t n) override {
-        MPI_Allreduce(MPI_IN_PLACE, data, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Request req;
+        MPI_Iallreduce(MPI_IN_PLACE, data, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req);
+        wait("all-reduce", n * sizeof(double), req);
     }
-    void broadcast(void* data, size_t bytes) override { MPI_Bcast(data, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD); }
+    void broadcast(void* data, size_t bytes) override {
+        MPI_Request req;
+        MPI_Ibcast(data, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+        wait("broadcast", bytes, req);
+    }
     void allgather(const void* mine, size_t bytes, void* all) override {
-        MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+        MPI_Request req;
+        MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &req);
+        wait("all-gather", bytes, req);
     }
-    void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+    void barrier() override {
+        MPI_Request req;
+        MPI_Ibarrier(MPI_COMM_WORLD, &req);
+        wait("barrier", 0, req);
+    }
     [[noreturn]] void abort(int code) override {
         MPI_Abort(MPI_COMM_WORLD, code);
         exit(code);
     }
     void finalize() override { MPI_Finalize(); }
     const char* name() const override { return "MPI"; }
+    void set_watchdog(const WatchdogSettings& s) override { watchdog.settings = s; }
 };
 
 inline Comm Comm::init(int* argc, char*** argv) {
@@ -150,7 +376,7 @@ inline Comm Comm::init(int* argc, char*** argv) {
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c.rank, MPI_INFO_NULL, &node);
         MPI_Comm_rank(node, &c.local_rank);
         MPI_Comm_free(&node);
-        c.backend = std::make_shared<MpiCollectives>();
+        c.backend = std::make_shared<MpiCollectives>(c.rank, c.world);
     }
     return c;
 }

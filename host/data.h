@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "error.h"
+#include "file.h"
 #include "rng.h"
 
 constexpr int SHARD_MAGIC = 20240520;
@@ -39,26 +40,36 @@ inline std::vector<std::string> expand_glob(const std::string& pattern) {
     return files;
 }
 
+// FNV-1a, continued from h: a small, stable hash for fingerprints.
+inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
+    for (size_t i = 0; i < bytes; i++) h = (h ^ ((const unsigned char*)data)[i]) * 1099511628211ull;
+    return h;
+}
+
 // Reads and checks a shard's header; returns its token count. Checks the file size too,
-// so a truncated download is caught before training starts rather than mid-run.
-inline long long read_shard_header(const std::string& path) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) throw Error("cannot open token shard '" + path + "'");
+// so a truncated download is caught before training starts rather than mid-run. With
+// `hash`, continues it over the header and the first KiB of tokens (llm.c's headers differ
+// only in the token count, so the tokens make the fingerprint tell datasets apart).
+inline long long read_shard_header(const std::string& path, uint64_t* hash = nullptr) {
+    InputFile f(path, "token shard");
     int header[256];
-    size_t got = fread(header, sizeof(int), 256, f);
-    fseek(f, 0, SEEK_END);
-    long long file_bytes = ftell(f);
-    fclose(f);
-    if (got != 256) throw Error(strf("'%s' is too short to be a token shard (%lld bytes)", path.c_str(), file_bytes));
+    if (!f.read(header, sizeof header))
+        throw Error(strf("'%s' is too short to be a token shard (%lld bytes)", path.c_str(), f.size()));
     if (header[0] != SHARD_MAGIC)
         throw Error(strf("'%s' is not a token shard (magic %d, expected %d)", path.c_str(), header[0], SHARD_MAGIC));
     if (header[1] != SHARD_VERSION)
         throw Error(strf("'%s': unsupported shard version %d (expected %d)", path.c_str(), header[1], SHARD_VERSION));
     long long ntok = header[2];
-    long long expected = 256 * 4 + ntok * 2;
-    if (ntok < 0 || file_bytes != expected)
+    long long expected = 256 * 4 + ntok * 2;  // ntok is an int32: no overflow in 64 bits
+    if (ntok < 0 || f.size() != expected)
         throw Error(strf("'%s' is truncated or damaged: header says %lld tokens (%lld bytes), file has %lld bytes",
-                         path.c_str(), ntok, expected, file_bytes));
+                         path.c_str(), ntok, expected, f.size()));
+    if (hash) {
+        unsigned char first[1024];
+        size_t n = (size_t)std::min<long long>(sizeof first, ntok * 2);
+        if (!f.read(first, n)) throw Error("'" + path + "' could not be read");
+        *hash = fnv1a(first, n, fnv1a(header, sizeof header, *hash));
+    }
     return ntok;
 }
 
@@ -72,14 +83,17 @@ inline void check_token_range(const std::vector<uint16_t>& tokens, int V, const 
 }
 
 inline std::vector<uint16_t> read_shard(const std::string& path, int V) {
-    long long ntok = read_shard_header(path);
-    std::vector<uint16_t> tokens(ntok);
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) throw Error("cannot open token shard '" + path + "'");
-    fseek(f, 256 * sizeof(int), SEEK_SET);
-    size_t got = fread(tokens.data(), sizeof(uint16_t), ntok, f);
-    fclose(f);
-    if ((long long)got != ntok) throw Error("'" + path + "' could not be read completely");
+    long long ntok = read_shard_header(path);  // checked against the file size: the allocation is bounded by it
+    std::vector<uint16_t> tokens;
+    try {
+        tokens.resize(ntok);
+    } catch (const std::bad_alloc&) {
+        throw Error(strf("out of memory loading token shard '%s': %s tokens (%s)", path.c_str(),
+                         with_commas(ntok).c_str(), format_bytes(ntok * 2.0).c_str()));
+    }
+    InputFile f(path, "token shard");
+    f.seek(256 * sizeof(int));
+    if (!f.read(tokens.data(), ntok * sizeof(uint16_t))) throw Error("'" + path + "' could not be read completely");
     check_token_range(tokens, V, path);
     return tokens;
 }
@@ -89,17 +103,37 @@ struct DataPosition {
     long long epoch = 0, shard = 0, chunk = 0;
 };
 
+// What the training data is, as far as a checkpoint needs to know: a resumed run must read
+// the same tokens. The fingerprint hashes every shard's header and first KiB of tokens, in
+// order (not the file names: the same data moved elsewhere is the same data).
+struct DataIdentity {
+    uint64_t fingerprint = 0;
+    long long tokens = 0;
+    long long shards = 0;  // 0: unknown (a checkpoint from before fingerprints)
+    std::string describe() const {
+        return strf("%lld shard%s, %s tokens, fingerprint %016llx", shards, shards == 1 ? "" : "s",
+                    with_commas(tokens).c_str(), (unsigned long long)fingerprint);
+    }
+    bool operator==(const DataIdentity& o) const {
+        return fingerprint == o.fingerprint && tokens == o.tokens && shards == o.shards;
+    }
+};
+
 class DataLoader {
 public:
     // A loader over shard files (loaded one at a time) ...
     DataLoader(const std::vector<std::string>& files, int V) {
-        for (const std::string& f : files) shards_.push_back({f, read_shard_header(f), {}});
+        uint64_t h = fnv1a(nullptr, 0);  // the hash of nothing, continued over every shard
+        for (const std::string& f : files) shards_.push_back({f, read_shard_header(f, &h), {}});
+        fingerprint_ = h;
         V_ = V;
     }
     // ... or over tokens already in memory (the built-in corpus).
     DataLoader(const std::string& name, std::vector<uint16_t> tokens, int V) {
         check_token_range(tokens, V, name);
         long long n = (long long)tokens.size();
+        fingerprint_ = fnv1a(&n, sizeof n);
+        fingerprint_ = fnv1a(tokens.data(), std::min<size_t>(tokens.size(), 512) * sizeof(uint16_t), fingerprint_);
         shards_.push_back({name, n, std::move(tokens)});
         V_ = V;
         in_memory_ = true;
@@ -122,7 +156,22 @@ public:
         return n;
     }
     const DataPosition& position() const { return pos_; }
+    // Why p cannot be a position in this data with this batch geometry; empty when it can.
+    std::string position_problem(const DataPosition& p) const {
+        if (p.epoch < 0 || p.shard < 0 || p.chunk < 0)
+            return strf("epoch %lld, shard %lld, chunk %lld: negative", p.epoch, p.shard, p.chunk);
+        if (p.shard >= (long long)shards_.size())
+            return strf("shard %lld, but the data has %zu shard%s", p.shard, shards_.size(),
+                        shards_.size() == 1 ? "" : "s");
+        const Shard& s = shards_[shard_order(p.epoch)[p.shard]];
+        if (p.chunk >= chunks_in(s))
+            return strf("chunk %lld of '%s', which has %lld chunks of %s tokens", p.chunk, s.name.c_str(),
+                        chunks_in(s), with_commas(chunk_tokens()).c_str());
+        return "";
+    }
     void set_position(const DataPosition& p) {
+        std::string problem = position_problem(p);
+        if (!problem.empty()) throw Error("data position outside the data: " + problem);
         pos_ = p;
         load_order(pos_.epoch);
     }
@@ -148,22 +197,15 @@ public:
     // This replica's micro-batch a (0 ≤ a < A) of the current chunk: B×T inputs and targets.
     void micro_batch(int a, int* inputs, int* targets) const {
         const std::vector<uint16_t>& tok = shards_[current_shard_].tokens;
-        long long start = current_start_ + (long long)(a * R_ + rank_) * B_ * T_;
+        long long start = current_start_ + ((long long)a * R_ + rank_) * B_ * T_;
         for (long long i = 0; i < (long long)B_ * T_; i++) {
             inputs[i] = tok[start + i];
             targets[i] = tok[start + i + 1];  // targets are the inputs shifted by one token
         }
     }
 
-    // Identifies the data, so replicas can check they all read the same files.
-    uint64_t fingerprint() const {
-        uint64_t h = 1469598103934665603ull;
-        for (const Shard& s : shards_) {
-            for (char c : s.name) h = (h ^ (unsigned char)c) * 1099511628211ull;
-            h = (h ^ (uint64_t)s.ntok) * 1099511628211ull;
-        }
-        return h;
-    }
+    // Identifies the data, for checkpoints and for replicas to check they read the same tokens.
+    DataIdentity identity() const { return {fingerprint_, total_tokens(), (long long)shards_.size()}; }
     size_t num_shards() const { return shards_.size(); }
     long long total_tokens() const {
         long long n = 0;
@@ -185,11 +227,15 @@ private:
         shards_[shard].tokens = read_shard(shards_[shard].name, V_);
     }
 
+    std::vector<long long> shard_order(long long epoch) const {
+        std::vector<long long> order(shards_.size());
+        for (size_t i = 0; i < shards_.size(); i++) order[i] = (long long)i;
+        if (shuffle_) permute(order, mix_seed(seed_, (uint64_t)epoch));
+        return order;
+    }
     // The shard order of an epoch and the chunk order of the current shard.
     void load_order(long long epoch) {
-        shard_order_.resize(shards_.size());
-        for (size_t i = 0; i < shards_.size(); i++) shard_order_[i] = (long long)i;
-        if (shuffle_) permute(shard_order_, mix_seed(seed_, (uint64_t)epoch));
+        shard_order_ = shard_order(epoch);
         const Shard& s = shards_[shard_order_[pos_.shard]];
         chunk_order_.resize(chunks_in(s));
         for (long long i = 0; i < (long long)chunk_order_.size(); i++) chunk_order_[i] = i;
@@ -201,6 +247,7 @@ private:
     }
 
     std::vector<Shard> shards_;
+    uint64_t fingerprint_ = 0;
     int V_ = 0;
     bool in_memory_ = false;
     int B_ = 1, T_ = 1, A_ = 1, R_ = 1, rank_ = 0;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdarg>
 #include <cstdio>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -28,10 +29,29 @@ inline std::string strf(const char* fmt, ...) {
 
 // 1234567 -> "1,234,567": token counts are easier to read with separators.
 inline std::string with_commas(long long n) {
-    std::string digits = std::to_string(n < 0 ? -n : n), out;
+    // the magnitude in unsigned arithmetic: -n overflows for the most negative long long
+    std::string digits = std::to_string(n < 0 ? 0ull - (unsigned long long)n : (unsigned long long)n), out;
     for (size_t i = 0; i < digits.size(); i++) {
         if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
         out += digits[i];
     }
     return n < 0 ? "-" + out : out;
+}
+
+// a·b·c…, exact in 64-bit arithmetic, or -1 when the product does not fit (or a factor is
+// negative). Counts read from a file or the command line are multiplied through here
+// before anything is allocated or narrowed to int.
+inline long long checked_product(std::initializer_list<long long> factors) {
+    long long p = 1;
+    for (long long f : factors)
+        if (f < 0 || __builtin_mul_overflow(p, f, &p)) return -1;
+    return p;
+}
+
+// 3460300 -> "3.3 MiB"
+inline std::string format_bytes(double bytes) {
+    const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 6) bytes /= 1024, u++;
+    return u == 0 ? strf("%.0f bytes", bytes) : strf("%.1f %s", bytes, units[u]);
 }

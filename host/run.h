@@ -10,17 +10,22 @@
 //   void upload();    host copies -> where the trainer computes (no-op on the CPU)
 //   void download();  the reverse, before a checkpoint is written
 //   StepResult step(DataLoader&, const BatchPlan&, const Comm&, const AdamWConfig&,
-//                   float lr, float grad_clip, int t)    one optimizer step, t = 1, 2, ...
+//                   float lr, float grad_clip, int t)    one optimizer step, t = 1, 2, ...;
+//                   calls check_finite_step(loss, grad_norm, t) before it updates the weights
 //   float evaluate(DataLoader&, int batches, const BatchPlan&, const Comm&)
 //   const float* next_token_logits(const int* context, int T)  host row of Vp logits
 #pragma once
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "batch.h"
@@ -92,49 +97,129 @@ inline std::string decode(const Tokenizer& tok, const std::vector<int>& tokens, 
 // The prompt is text for byte-level models and comma-separated token ids with a
 // tokenizer (this trainer has no BPE encoder). Empty: the end-of-text token, or a newline.
 inline std::vector<int> parse_prompt(const std::string& text, const Tokenizer& tok, int V) {
-    std::vector<int> ids;
-    if (text.empty()) ids.push_back(tok.eot >= 0 ? tok.eot : '\n');
-    else if (tok.pieces.empty()) for (unsigned char ch : text) ids.push_back(ch);
-    else {
+    std::vector<long long> ids;  // 64 bits: an id beyond int must be reported, not wrapped
+    if (text.empty()) {
+        if (tok.eot >= V)
+            throw Error(strf("'%s': its end-of-text token %d is outside the model's vocabulary of %d tokens (pass "
+                             "--prompt with token ids)",
+                             tok.path.c_str(), tok.eot, V));
+        ids.push_back(tok.eot >= 0 ? tok.eot : '\n');
+    } else if (tok.pieces.empty()) {
+        for (unsigned char ch : text) ids.push_back(ch);
+    } else {
         size_t pos = 0;
         while (pos < text.size()) {
             size_t end = text.find(',', pos);
             std::string item = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
             char* stop;
-            long id = strtol(item.c_str(), &stop, 10);
-            if (item.empty() || *stop) throw UsageError("--prompt with a tokenizer expects token ids like 464,318");
-            ids.push_back((int)id);
+            errno = 0;
+            long long id = strtoll(item.c_str(), &stop, 10);
+            if (item.empty() || *stop || errno)
+                throw UsageError("--prompt with a tokenizer expects token ids like 464,318, got '" + item + "'");
+            ids.push_back(id);
             pos = end == std::string::npos ? text.size() : end + 1;
         }
     }
-    for (int id : ids)
-        if (id < 0 || id >= V) throw UsageError(strf("--prompt token %d is out of range for vocabulary %d", id, V));
-    return ids;
+    for (long long id : ids)
+        if (id < 0 || id >= V)
+            throw UsageError(strf("--prompt token %lld is out of range for vocabulary %d", id, V));
+    return std::vector<int>(ids.begin(), ids.end());
+}
+
+// The model's shape: from the file given with --load, or from the options (checked against
+// the same limits as a file's header).
+inline ModelConfig model_shape(const Config& cfg) {
+    if (!cfg.load.empty()) return read_model_header(cfg.load);
+    ModelConfig mc;
+    mc.L = cfg.layers, mc.NH = cfg.heads, mc.C = cfg.channels, mc.maxT = cfg.max_seq_len;
+    mc.V = cfg.vocab ? cfg.vocab : (cfg.train_data.empty() ? 256 : 50257);
+    mc.Vp = cfg.padded_vocab ? cfg.padded_vocab : mc.V;
+    std::string problem = shape_problem(mc, true);
+    if (problem.empty() && !cfg.padded_vocab) {  // V is in range now, so V + 127 cannot overflow
+        mc.Vp = (mc.V + 127) / 128 * 128;
+        problem = shape_problem(mc, true);
+    }
+    if (problem.empty()) return mc;
+    if (mc.Vp < mc.V) throw UsageError(strf("--padded-vocab %d is smaller than --vocab %d", mc.Vp, mc.V));
+    throw UsageError(problem);
+}
+
+// The largest activation tensors of a micro-batch in elements, checked so that no size
+// the trainers compute with size_t can wrap: attention (L, B, NH, T, T), the MLP's
+// (L, B, T, 4C) and the logits (B, T, Vp); every other tensor is smaller than one of them.
+inline void check_activation_sizes(const ModelConfig& mc, const BatchPlan& plan) {
+    long long att = checked_product({mc.L, plan.B, mc.NH, plan.T, plan.T});
+    long long mlp = checked_product({mc.L, plan.B, plan.T, 4, mc.C});
+    long long logits = checked_product({plan.B, plan.T, mc.Vp});
+    const long long limit = 1ll << 56;  // 2^56 floats, 256 PiB: beyond any machine, far from overflow in sums
+    if (att < 0 || att > limit || mlp < 0 || mlp > limit || logits < 0 || logits > limit)
+        throw Error(strf("the activations of a micro-batch of B×T = %d×%d with L=%d NH=%d C=%d Vp=%d are too large "
+                         "to address (more than 2^56 floats in one tensor); lower --batch-size or --seq-len",
+                         plan.B, plan.T, mc.L, mc.NH, mc.C, mc.Vp));
+}
+
+// "nan" for every NaN (printf writes "-nan" for some), else %g.
+inline std::string number(double x) { return std::isnan(x) ? "nan" : strf("%g", x); }
+
+// Thrown by a trainer's step when the loss or the gradient norm is not finite, before the
+// update: the weights are still the ones the step started from.
+struct NonFiniteStep : Error {
+    NonFiniteStep(float loss, float grad_norm, int step)
+        : Error(!std::isfinite(loss)
+                    ? strf("the loss is %s at step %d (gradient norm %s)", number(loss).c_str(), step,
+                           number(grad_norm).c_str())
+                    : strf("the gradient norm is %s at step %d (loss %s)", number(grad_norm).c_str(), step,
+                           number(loss).c_str())) {}
+};
+// What each trainer's step calls between the gradient norm and the update.
+inline void check_finite_step(float loss, float grad_norm, int step) {
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) throw NonFiniteStep(loss, grad_norm, step);
+}
+
+// Checks a training state against the run it is to continue: the same global batch, the
+// same training data (data_name says which, for the message), a data position inside it,
+// and a step not past --steps. Returns a note for the log, or "".
+inline std::string check_state_fits(const TrainState& st, const std::string& state_file, const BatchPlan& plan,
+                                    const DataLoader& data, const std::string& data_name, int steps) {
+    if (st.global_batch != plan.global_tokens())
+        throw Error(strf("the checkpoint was made with a global batch of %s tokens, this run has %s; resume with the "
+                         "same --total-batch (any split of it works)",
+                         with_commas(st.global_batch).c_str(), with_commas(plan.global_tokens()).c_str()));
+    std::string note;
+    if (st.train_data.shards == 0)
+        note = "note: '" + state_file + "' predates data fingerprints: the data position is checked, the data is not";
+    else if (!(st.train_data == data.identity()))
+        throw Error(strf("'%s' was made on other training data (%s) than this run's %s (%s); resume with the same "
+                         "--train-data",
+                         state_file.c_str(), st.train_data.describe().c_str(), data_name.c_str(),
+                         data.identity().describe().c_str()));
+    std::string outside = data.position_problem(st.data);
+    if (!outside.empty())
+        throw Error(strf("'%s': its data position is outside the training data: %s", state_file.c_str(),
+                         outside.c_str()));
+    if (st.step > steps)
+        throw Error(strf("'%s' is at step %d, past --steps %d: pass --steps %d or more to continue that run",
+                         state_file.c_str(), st.step, steps, st.step));
+    return note;
 }
 
 template <class Trainer>
 int run_training(int argc, char** argv, const Comm& comm) {
     Config cfg;
     if (!parse_command_line(argc, argv, cfg)) return 0;
+    comm.set_watchdog({cfg.comm_timeout, {}});
     const bool main_rank = comm.rank == 0;
     auto say = [&](const std::string& s) {
         if (main_rank) printf("%s\n", s.c_str()), fflush(stdout);
     };
 
     // ---- model shape: from a checkpoint, or from the options
-    ModelConfig mc;
+    ModelConfig mc = model_shape(cfg);
     bool builtin = cfg.train_data.empty();
-    if (!cfg.load.empty()) {
-        mc = read_model_header(cfg.load);
-    } else {
-        mc.L = cfg.layers, mc.NH = cfg.heads, mc.C = cfg.channels, mc.maxT = cfg.max_seq_len;
-        mc.V = cfg.vocab ? cfg.vocab : (builtin ? 256 : 50257);
-        mc.Vp = cfg.padded_vocab ? cfg.padded_vocab : (mc.V + 127) / 128 * 128;
-        if (mc.Vp < mc.V) throw UsageError(strf("--padded-vocab %d is smaller than --vocab %d", mc.Vp, mc.V));
-    }
     if (cfg.seq_len > mc.maxT)
         throw Error(strf("--seq-len %d is longer than the model's maximum sequence length %d", cfg.seq_len, mc.maxT));
     BatchPlan plan = plan_batch(cfg.batch_size, cfg.seq_len, comm.world, cfg.total_batch);
+    check_activation_sizes(mc, plan);
 
     // ---- data
     std::unique_ptr<DataLoader> train_data, val_data;
@@ -155,17 +240,22 @@ int run_training(int argc, char** argv, const Comm& comm) {
     train_data->configure(plan.B, plan.T, plan.A, plan.R, comm.rank, cfg.shuffle, cfg.seed);
     val_data->configure(plan.B, plan.T, 1, plan.R, comm.rank, false, 0);
     int val_batches = (int)std::min<long long>(cfg.val_batches, val_data->chunks_per_epoch());
+    Tokenizer tokenizer = cfg.tokenizer.empty() ? Tokenizer{} : Tokenizer::load(cfg.tokenizer);
+    std::vector<int> prompt = parse_prompt(cfg.prompt, tokenizer, mc.V);
 
-    // ---- every replica must agree on what it is about to do
-    std::string agreed = strf("%d %d %d %d %d %d|%d %d %d|%lld|", mc.maxT, mc.V, mc.Vp, mc.L, mc.NH, mc.C, plan.B,
-                              plan.T, plan.A, (long long)train_data->fingerprint());
-    for (int i = 1; i < argc; i++) agreed += std::string(argv[i]) + " ";
-    uint64_t h = 1469598103934665603ull;
-    for (char ch : agreed) h = (h ^ (unsigned char)ch) * 1099511628211ull;
-    comm.check_agree(h, "the configuration or the data");
-    std::vector<std::string> hosts = comm.allgather(comm.host);
+    // ---- every replica must agree on what it is about to do: every option, the model's
+    // shape, the batch split and the data
+    std::vector<std::pair<std::string, std::string>> agreed;
+    for (const Option& o : option_table(cfg)) agreed.push_back({std::string("--") + o.name, option_value_string(o)});
+    for (const ShapeField& f : SHAPE_FIELDS) agreed.push_back({strf("the model's %s", f.name), std::to_string(mc.*f.value)});
+    agreed.push_back({"the accumulation steps", std::to_string(plan.A)});
+    agreed.push_back({"the training data", train_data->identity().describe()});
+    agreed.push_back({"the validation data", val_data->identity().describe()});
+    comm.check_agree(agreed);
+    std::vector<std::string> places = comm.allgather(strf("%s, pid %d", comm.host.c_str(), (int)getpid()));
+    comm.set_watchdog({cfg.comm_timeout, places});
     if (comm.world > 1)
-        for (int r = 0; r < comm.world; r++) say(strf("rank %d on %s", r, hosts[r].c_str()));
+        for (int r = 0; r < comm.world; r++) say(strf("rank %d on %s", r, places[r].c_str()));
 
     // ---- the plan, in numbers
     say(strf("model: L=%d NH=%d C=%d maxT=%d V=%d Vp=%d, %s parameters", mc.L, mc.NH, mc.C, mc.maxT, mc.V, mc.Vp,
@@ -188,19 +278,26 @@ int run_training(int argc, char** argv, const Comm& comm) {
     Rng sample_rng(cfg.sample_seed);
     int resume_step = cfg.out_dir.empty() ? -1 : latest_checkpoint(cfg.out_dir);
     if (cfg.resume && resume_step >= 0) {
-        ModelConfig saved = read_model_header(model_path(cfg.out_dir, resume_step));
-        if (saved.num_params() != mc.num_params() || saved.C != mc.C || saved.L != mc.L || saved.Vp != mc.Vp)
-            throw Error("the checkpoint in '" + cfg.out_dir + "' has a different model shape than this run");
-        load_model_params(model_path(cfg.out_dir, resume_step), mc, m.params());
-        TrainState st = load_state(state_path(cfg.out_dir, resume_step), m.adam_m(), m.adam_v(), mc.num_params());
-        if (st.global_batch != plan.global_tokens())
-            throw Error(strf("the checkpoint was made with a global batch of %s tokens, this run has %s; resume "
-                             "with the same --total-batch (any split of it works)",
-                             with_commas(st.global_batch).c_str(), with_commas(plan.global_tokens()).c_str()));
+        std::string model_file = model_path(cfg.out_dir, resume_step), state_file = state_path(cfg.out_dir, resume_step);
+        std::string differs = shape_difference(read_model_header(model_file), mc);
+        if (!differs.empty())
+            throw Error(strf("'%s' has another model shape than this run: %s (checkpoint against this run)",
+                             model_file.c_str(), differs.c_str()));
+        load_model_params(model_file, mc, m.params());
+        TrainState st = load_state(state_file, m.adam_m(), m.adam_v(), mc.num_params());
+        std::string note = check_state_fits(st, state_file, plan, *train_data,
+                                            builtin ? "built-in corpus" : "'" + cfg.train_data + "'", cfg.steps);
+        if (!note.empty()) say(note);
         train_data->set_position(st.data);
         sample_rng.state = st.sample_rng;
         start = st.step;
         say(strf("resumed from step %d in %s", start, cfg.out_dir.c_str()));
+        if (start == cfg.steps) {
+            say(strf("the run in '%s' is complete (step %d of --steps %d): nothing to do; raise --steps to train "
+                     "further",
+                     cfg.out_dir.c_str(), start, cfg.steps));
+            return 0;
+        }
     } else if (cfg.resume) {
         say("no checkpoint to resume from in '" + cfg.out_dir + "': starting from step 0");
     } else if (resume_step >= 0) {
@@ -214,26 +311,60 @@ int run_training(int argc, char** argv, const Comm& comm) {
     RunLog log;
     if (writes) {
         make_dir(cfg.out_dir);
+        for (const std::string& name : remove_stale_temporaries(cfg.out_dir))
+            say(strf("removed '%s/%s', left by an interrupted checkpoint write", cfg.out_dir.c_str(), name.c_str()));
         log.open(cfg.out_dir + "/log.jsonl", start > 0);
         log.write(strf("{\"type\":\"config\",\"L\":%d,\"NH\":%d,\"C\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"B\":%d,"
                        "\"T\":%d,\"A\":%d,\"R\":%d,\"global_batch\":%lld,\"steps\":%d,\"start\":%d,\"lr\":%g}",
                        mc.L, mc.NH, mc.C, mc.V, mc.Vp, mc.maxT, plan.B, plan.T, plan.A, plan.R,
                        plan.global_tokens(), cfg.steps, start, cfg.lr));
     }
-    Tokenizer tokenizer = cfg.tokenizer.empty() ? Tokenizer{} : Tokenizer::load(cfg.tokenizer);
     if (tokenizer.pieces.empty() && mc.V > 256 && cfg.sample_every > 0)
         say("note: no --tokenizer given, samples print token ids above 255 as <id>");
-    std::vector<int> prompt = parse_prompt(cfg.prompt, tokenizer, mc.V);
+
+    // A NaN or an infinity stops the run with a line that says where it came from. The
+    // weights were finite when the run started (init, or checked when loaded) and the
+    // tokens are range-checked integers, so if the weights are not finite now, this run's
+    // updates made them so: the learning rate is the likely cause. If they are finite, the
+    // forward pass itself overflowed: after updates, training diverged; before any, the
+    // loaded weights are to blame, not --lr. Every rank sees the same loss and gradient
+    // norm (both are reduced over the replicas), so rank 0 reports and the others stop quietly.
+    auto stop_non_finite = [&](const std::string& what, bool after_updates) {
+        m.download();
+        NonFinite bad = find_non_finite(m.params(), mc);
+        std::string msg =
+            bad.count > 0 ? strf("%s: this run's updates made the weights non-finite, they hold %s; lower --lr?",
+                                 what.c_str(), bad.describe().c_str())
+            : !after_updates
+                ? what + ", before any update of this run: the weights are finite, so the model overflows on this data"
+                : what + "; the weights and the data were finite: training diverged, lower --lr?";
+        if (main_rank) throw Error(msg);
+        throw ReportedByAnotherRank(msg);
+    };
 
     LrSchedule schedule{cfg.lr, cfg.warmup, cfg.steps, cfg.lr_final_frac, cfg.lr_schedule == "constant"};
     AdamWConfig opt{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay};
+    // Writes the state, then the model: a crash between the two leaves an incomplete pair,
+    // which --resume skips. Neither is written when either would hold a non-finite value.
     auto save_checkpoint = [&](int step) {
         if (!writes) return;
         m.download();
-        TrainState st{step, train_data->position(), sample_rng.state, plan.global_tokens()};
+        NonFinite bad = find_non_finite(m.params(), mc);
+        if (bad.count > 0)
+            throw Error(strf("not writing the checkpoint of step %d: this run's updates made the weights non-finite, "
+                             "they hold %s; lower --lr?",
+                             step, bad.describe().c_str()));
+        if (size_t bad_moments = count_bad_moments(m.adam_m(), m.adam_v(), mc.num_params()))
+            throw Error(strf("not writing the checkpoint of step %d: this run's updates made %s of AdamW's moments "
+                             "non-finite; lower --lr?",
+                             step, with_commas((long long)bad_moments).c_str()));
+        TrainState st{step, train_data->position(), sample_rng.state, plan.global_tokens(), train_data->identity()};
         save_state(state_path(cfg.out_dir, step), st, m.adam_m(), m.adam_v(), mc.num_params());
         save_model(model_path(cfg.out_dir, step), mc, m.params());
-        say(strf("checkpoint: %s", model_path(cfg.out_dir, step).c_str()));
+        std::string removed;
+        for (int old : prune_checkpoints(cfg.out_dir, cfg.keep_checkpoints))
+            removed += (removed.empty() ? " (removed step " : ", ") + std::to_string(old);
+        say(strf("checkpoint: %s%s", model_path(cfg.out_dir, step).c_str(), removed.empty() ? "" : (removed + ")").c_str()));
     };
 
     // ---- the loop over optimizer steps
@@ -244,6 +375,8 @@ int run_training(int argc, char** argv, const Comm& comm) {
         long long tokens_seen = (long long)step * plan.global_tokens();
         if (cfg.val_every > 0 && (step % cfg.val_every == 0 || last)) {
             float val = m.evaluate(*val_data, val_batches, plan, comm);
+            if (!std::isfinite(val))
+                stop_non_finite(strf("the validation loss is %s at step %d", number(val).c_str(), step), step > start);
             say(strf("val loss %.4f", val));
             if (writes) log.val(step, tokens_seen, val);
         }
@@ -257,9 +390,14 @@ int run_training(int argc, char** argv, const Comm& comm) {
 
         auto t0 = std::chrono::steady_clock::now();
         float lr = schedule.at(step);
-        StepResult r = m.step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step + 1);
+        StepResult r;
+        try {
+            r = m.step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step + 1);
+            check_finite_step(r.loss, r.grad_norm, step + 1);  // for a trainer that did not check before its update
+        } catch (const NonFiniteStep& e) {
+            stop_non_finite(e.what(), step > start);
+        }
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        if (!std::isfinite(r.loss)) throw Error(strf("loss became %f at step %d; lower --lr?", r.loss, step + 1));
         ema_ms = step == start ? ms : 0.9 * ema_ms + 0.1 * ms;
         if (step > start) total_ms += ms, timed_steps++;  // the first step warms caches
         double tps = plan.global_tokens() / (ms / 1000.0);
@@ -290,12 +428,16 @@ int main_with_errors(int argc, char** argv) {
     } catch (const UsageError& e) {
         fprintf(stderr, "%s: %s\n", program, e.what());
         comm.abort_all(2);
+    } catch (const ReportedByAnotherRank&) {
+        // the reporting rank prints the line and ends the job; this is in case it cannot
+        std::this_thread::sleep_for(std::chrono::seconds(10));
+        comm.abort_all(1);
     } catch (const Error& e) {
         if (comm.world > 1) fprintf(stderr, "%s: error (rank %d): %s\n", program, comm.rank, e.what());
         else fprintf(stderr, "%s: error: %s\n", program, e.what());
         comm.abort_all(1);
     } catch (const std::bad_alloc&) {
-        fprintf(stderr, "%s: error: out of memory (try a smaller --batch-size)\n", program);
+        fprintf(stderr, "%s: error: out of memory\n", program);
         comm.abort_all(1);
     }
 }

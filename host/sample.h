@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "error.h"
+#include "file.h"
 #include "rng.h"
 
 constexpr uint32_t TOKENIZER_MAGIC = 20240328;
@@ -20,30 +21,43 @@ constexpr uint32_t TOKENIZER_MAGIC = 20240328;
 struct Tokenizer {
     std::vector<std::string> pieces;  // empty: tokens are bytes
     int eot = -1;                     // end-of-text token, -1 if unknown
+    std::string path;                 // the file it came from, for messages
 
+    // Reads a tokenizer file, checking the header against the file's size before
+    // allocating anything for it.
     static Tokenizer load(const std::string& path) {
-        Tokenizer t;
-        FILE* f = fopen(path.c_str(), "rb");
-        if (!f) throw Error("cannot open tokenizer file '" + path + "'");
+        InputFile f(path, "tokenizer file");
         uint32_t h[256];
-        bool ok = fread(h, sizeof(uint32_t), 256, f) == 256;
-        if (!ok || h[0] != TOKENIZER_MAGIC || (h[1] != 1 && h[1] != 2)) {
-            fclose(f);
-            throw Error(strf("'%s' is not an llm.c tokenizer file (magic %u, expected %u)", path.c_str(),
-                             ok ? h[0] : 0, TOKENIZER_MAGIC));
+        if (!f.read(h, sizeof h))
+            throw Error(strf("'%s' is too short to be an llm.c tokenizer file (%lld bytes)", path.c_str(), f.size()));
+        if (h[0] != TOKENIZER_MAGIC)
+            throw Error(strf("'%s' is not an llm.c tokenizer file (magic %u, expected %u)", path.c_str(), h[0],
+                             TOKENIZER_MAGIC));
+        if (h[1] != 1 && h[1] != 2)
+            throw Error(strf("'%s': tokenizer version %u is not supported (expected 1 or 2)", path.c_str(), h[1]));
+        // every token takes at least its length byte, so the file size bounds the count
+        long long count = h[2], most = f.size() - 1024;
+        if (count == 0) throw Error(strf("'%s' holds no tokens", path.c_str()));
+        if (count > most)
+            throw Error(strf("'%s' says it holds %s tokens, but its %s bytes after the header can hold at most %s",
+                             path.c_str(), with_commas(count).c_str(), with_commas(most).c_str(),
+                             with_commas(most).c_str()));
+        Tokenizer t;
+        t.path = path;
+        if (h[1] == 2) {
+            if (h[3] >= count)
+                throw Error(strf("'%s': end-of-text token %u is not below its %s tokens", path.c_str(), h[3],
+                                 with_commas(count).c_str()));
+            t.eot = (int)h[3];
         }
-        t.eot = h[1] == 2 ? (int)h[3] : -1;
-        t.pieces.resize(h[2]);
-        for (uint32_t i = 0; i < h[2]; i++) {
+        t.pieces.resize(count);
+        for (long long i = 0; i < count; i++) {
             unsigned char len;
             char buf[256];
-            if (fread(&len, 1, 1, f) != 1 || fread(buf, 1, len, f) != len) {
-                fclose(f);
-                throw Error(strf("'%s' is truncated at token %u of %u", path.c_str(), i, h[2]));
-            }
+            if (!f.read(&len, 1) || !f.read(buf, len))
+                throw Error(strf("'%s' is truncated at token %lld of %lld", path.c_str(), i, count));
             t.pieces[i].assign(buf, len);
         }
-        fclose(f);
         return t;
     }
 

@@ -48,6 +48,31 @@ fi
 suite "data tools, recipes and plots" python3 test/test_data_tools.py
 suite "plot of a real run" bash test/test_plot_run.sh
 
+# ---- hardening: bad inputs, crash safety, sanitizers, fuzzing (see README, "Hardening")
+hardening_start=$SECONDS
+suite "bad inputs (table, under ulimit -v)" bash test/test_bad_input.sh
+suite "crash safety (kill -9 during checkpoint writes)" bash test/test_crash_safety.sh
+if [ -x build/asan/train ] && [ -x build/asan/test_cpu ]; then
+    # a sanitizer report exits with status 86, which no test expects
+    export ASAN_OPTIONS=exitcode=86 UBSAN_OPTIONS=exitcode=86:print_stacktrace=1
+    suite "CPU tests under ASan and UBSan" env TRAIN=build/asan/train ./build/asan/test_cpu
+    # (no ulimit -v: ASan reserves terabytes of address space for its shadow memory)
+    suite "bad inputs under ASan and UBSan" env TRAIN=build/asan/train BAD_INPUT_MEM_KB=unlimited \
+        bash test/test_bad_input.sh
+    unset ASAN_OPTIONS UBSAN_OPTIONS
+else
+    echo "==== sanitizers: build/asan/ is not built (make sanitizers)"
+    add 0 1
+fi
+if ls build/fuzz/fuzz_* >/dev/null 2>&1; then
+    suite "fuzzing (${FUZZ_SECONDS:-20} s per harness, after replaying the corpus)" bash test/fuzz/run.sh "${FUZZ_SECONDS:-20}"
+else
+    echo "==== fuzzing: skipped, clang with libFuzzer not found (apt-get install clang libclang-rt-dev)"
+    skipped=$((skipped + 1))
+fi
+echo "==== hardening checks took $((SECONDS - hardening_start)) s (their builds are part of make test)"
+# ---- end of hardening
+
 # ---- the CUDA sources on the CPU runtime (cpu_cuda/, built by cpu.mk): no GPU needed, so
 # these always run where the CUDA toolkit's headers are. OpenMP threads of the CPU trainer
 # (compiled into test_gpu_cpu as the reference) must not spin while the runtime's pool works.

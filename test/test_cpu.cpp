@@ -559,7 +559,7 @@ TEST_CASE("model and state files round-trip bit-exactly; an interrupted write ke
     for (float& x : m.adam_m) x = (float)rng.normal();
     for (float& x : m.adam_v) x = (float)rng.uniform();
     save_model(dir + "/model.bin", c, m.params.data());
-    TrainState st{17, {2, 0, 5}, 0x1234567890abcdefull, 4096};
+    TrainState st{17, {2, 0, 5}, 0x1234567890abcdefull, 4096, {0xfedcba9876543210ull, 123456789012ll, 3}};
     save_state(dir + "/state.bin", st, m.adam_m.data(), m.adam_v.data(), m.params.size());
 
     ModelConfig back = read_model_header(dir + "/model.bin");
@@ -577,6 +577,7 @@ TEST_CASE("model and state files round-trip bit-exactly; an interrupted write ke
     CHECK(st2.data.chunk == 5);
     CHECK(st2.sample_rng == 0x1234567890abcdefull);
     CHECK(st2.global_batch == 4096);
+    CHECK(st2.train_data == st.train_data);
 
     // A write that fails half-way (here: the temporary name is blocked by a directory)
     // reports an error and leaves the previous file as it was.
@@ -591,7 +592,9 @@ TEST_CASE("model and state files round-trip bit-exactly; an interrupted write ke
 // ----------------------------------------------------------------------------
 // The trainer as a user runs it
 
-static const std::string TINY = "./train --layers 2 --heads 2 --channels 32 --max-seq-len 32 -b 4 -t 16 "
+// The trainer under test: ./train, or the sanitizer build (TRAIN=build/asan/train).
+static const std::string TRAIN = getenv("TRAIN") ? getenv("TRAIN") : "./train";
+static const std::string TINY = TRAIN + " --layers 2 --heads 2 --channels 32 --max-seq-len 32 -b 4 -t 16 "
                                 "--val-every 0 --sample-every 0 --threads 1 --warmup 2 ";
 
 TEST_CASE("2N steps equal N steps + resume + N steps, bit for bit") {
@@ -701,7 +704,7 @@ TEST_CASE("bad input gives one clear error line and a non-zero exit") {
 
 TEST_CASE("--help lists every option the parser accepts, with its default") {
     std::string out;
-    CHECK(run_command("./train --help", &out) == 0);
+    CHECK(run_command(TRAIN + " --help", &out) == 0);
     Config c;
     for (const Option& o : option_table(c)) {
         INFO("option ", o.name);
@@ -709,4 +712,102 @@ TEST_CASE("--help lists every option the parser accepts, with its default") {
     }
     CHECK(out.find("[3e-3]") == std::string::npos);  // defaults are printed as parsed values
     CHECK(out.find("[0.003]") != std::string::npos);
+}
+
+// ----------------------------------------------------------------------------
+// Hardening: the guards behind the bad-input table (test/test_bad_input.sh), at the level
+// of the functions that hold them.
+
+TEST_CASE("a NaN in the gradient stops the step before the update, naming the gradient norm") {
+    ModelConfig c = tiny_config();  // Vp 64 > V 37: wte rows 37..63 are padding
+    GPT2 m;
+    gpt2_build(m, c, 2, 4);
+    randomize(m, 5);
+    // a NaN in a padding row: the loss stays finite (padded logits are never used), the
+    // gradient does not (it flows back through the tied output head)
+    m.params[(size_t)40 * c.C + 3] = NAN;
+    std::vector<float> before = m.params, m_before = m.adam_m;
+    std::vector<uint16_t> tokens(200);
+    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)(i % c.V);
+    DataLoader data("tokens", tokens, c.V);
+    BatchPlan plan = plan_batch(2, 4, 1, 0);
+    data.configure(2, 4, 1, 1, 0, false, 0);
+    Comm single;
+    std::string msg;
+    try {
+        train_step(m, data, plan, single, AdamWConfig{0.9f, 0.95f, 1e-8f, 0.1f}, 1e-3f, 1.0f, 1);
+    } catch (const NonFiniteStep& e) {
+        msg = e.what();
+    }
+    CHECK(msg.find("the gradient norm is nan at step 1 (loss ") != std::string::npos);
+    // nothing was updated: NaN == NaN is false, so compare the bytes
+    CHECK(memcmp(before.data(), m.params.data(), before.size() * 4) == 0);
+    CHECK(memcmp(m_before.data(), m.adam_m.data(), m_before.size() * 4) == 0);
+}
+
+TEST_CASE("no checkpoint file is written that holds a NaN or an infinity") {
+    std::string dir = temp_dir();
+    ModelConfig c = tiny_config();
+    GPT2 m;
+    gpt2_build(m, c, 1, 1);
+    randomize(m, 7);
+    save_model(dir + "/model.bin", c, m.params.data());
+    std::vector<char> good = read_bytes(dir + "/model.bin");
+    m.params[c.num_params() - 1] = INFINITY;  // lnfb, the last tensor
+    try {
+        save_model(dir + "/model.bin", c, m.params.data());
+        FAIL("expected an error");
+    } catch (const NonFiniteValues& e) {
+        CHECK(std::string(e.what()).find("1 non-finite value (NaN or infinity), the first in lnfb") != std::string::npos);
+    }
+    CHECK(read_bytes(dir + "/model.bin") == good);  // the earlier file, untouched
+    CHECK(!file_exists(dir + "/model.bin.tmp"));
+    m.adam_v[3] = NAN;
+    CHECK_THROWS_AS(save_state(dir + "/state.bin", TrainState{}, m.adam_m.data(), m.adam_v.data(), m.adam_v.size()),
+                    NonFiniteValues);
+    CHECK(!file_exists(dir + "/state.bin"));
+    run_command("rm -rf " + dir);
+}
+
+TEST_CASE("batch arithmetic is range-checked in 64 bits before anything is narrowed") {
+    // (the SIGFPE of -d 1099511627776 -b 1 -t 1, and the 1-token steps of -d 4294967297)
+    CHECK_THROWS_AS(plan_batch(1, 1, 1, 1099511627776ll), Error);
+    CHECK_THROWS_AS(plan_batch(1, 1, 1, 4294967297ll), Error);
+    CHECK_THROWS_AS(plan_batch(1, 1, 1, MAX_GLOBAL_BATCH), Error);  // A = 2^32 does not fit an int
+    CHECK_THROWS_AS(plan_batch(65536, 65536, 1, 0), Error);        // B·T = 2^32 does not fit an int
+    CHECK_THROWS_AS(plan_batch(2, 1, 1, MAX_GLOBAL_BATCH), Error);  // A = 2^31: one more than an int holds
+    CHECK(plan_batch(4, 1, 1, MAX_GLOBAL_BATCH).A == 1 << 30);      // the largest global batch accepted
+}
+
+TEST_CASE("a data position from a state file is checked against the data before it is used") {
+    std::vector<uint16_t> tokens(1000, 1);
+    DataLoader d("tokens", tokens, 10);
+    d.configure(4, 8, 1, 1, 0, true, 3);  // chunks of 32 tokens: (1000 - 1) / 32 = 31 of them
+    CHECK(d.position_problem({0, 0, 30}).empty());
+    CHECK(d.position_problem({0, 0, 31}).find("chunk 31 of 'tokens', which has 31 chunks of 32 tokens") !=
+          std::string::npos);
+    CHECK(d.position_problem({0, 1000000, 0}).find("shard 1000000, but the data has 1 shard") != std::string::npos);
+    CHECK(!d.position_problem({0, 0, -7}).empty());
+    CHECK(!d.position_problem({-1, 0, 0}).empty());
+    CHECK_THROWS_AS(d.set_position({0, 0, -7}), Error);
+}
+
+TEST_CASE("checkpoint rotation keeps the newest N complete pairs and never the only one") {
+    std::string dir = temp_dir();
+    auto touch = [&](const std::string& name) { write_bytes(dir + "/" + name, "x", 1); };
+    for (int step : {1, 2, 3, 4}) touch(strf("model_%08d.bin", step)), touch(strf("state_%08d.bin", step));
+    touch("state_00000005.bin");  // an incomplete newer pair (a crash before the model's rename)
+    touch("model_00000000.bin");  // an orphan older than every complete pair
+    CHECK(prune_checkpoints(dir, 2) == std::vector<int>{0, 1, 2});
+    CHECK(complete_checkpoints(dir) == std::vector<int>{3, 4});
+    CHECK(file_exists(dir + "/state_00000005.bin"));  // newer than the kept pairs: not touched
+    CHECK(prune_checkpoints(dir, 1) == std::vector<int>{3});
+    CHECK(complete_checkpoints(dir) == std::vector<int>{4});
+    CHECK(prune_checkpoints(dir, 1).empty());  // the only complete pair stays
+    CHECK(prune_checkpoints(dir, 0).empty());  // 0 keeps everything
+    CHECK(complete_checkpoints(dir) == std::vector<int>{4});
+    touch("model_00000004.bin.tmp"), touch("state_00000009.bin.tmp"), touch("notes.tmp");
+    CHECK(remove_stale_temporaries(dir).size() == 2);
+    CHECK(file_exists(dir + "/notes.tmp"));  // not a name this program writes
+    run_command("rm -rf " + dir);
 }

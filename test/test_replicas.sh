@@ -46,10 +46,13 @@ if $TINY -b 4 -n 20 --ckpt-every 10 --resume 1 -o "$work/resume" >"$work/resume.
     pass "resume from R=2 to R=1 (A: 1 to 2) continues the same trajectory"
 else fail "resume from R=2 to R=1"; fi
 
-# ---- replicas that disagree stop with one clear error, not a hang
+# ---- replicas that disagree stop with one clear error, not a hang: one line, which names
+# the option and both values
 out=$(timeout 60 $MPIRUN -np 1 $TINY -b 4 -n 2 -o "" : -np 1 $TINY -b 4 -n 2 -o "" -c 0.5 2>&1); rc=$?
-if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "replicas disagree on the configuration" <<<"$out"; then
-    pass "disagreeing options across ranks give a clear error"
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+   grep -q "replicas disagree on --weight-decay: rank 0 has 0.1, rank 1 has 0.5" <<<"$out" &&
+   [ "$(grep -c '^train:' <<<"$out")" -eq 1 ]; then
+    pass "disagreeing options across ranks give one line naming the option and both values"
 else echo "$out" | tail -5; fail "disagreeing options (exit $rc)"; fi
 
 # ---- a rank that fails ends the whole job
@@ -57,6 +60,30 @@ out=$(timeout 60 $MPIRUN -np 1 $TINY -b 4 -n 2 -o "" : -np 1 $TINY -b 4 -n 2 -o 
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "cannot open model file '/nonexistent.bin'" <<<"$out"; then
     pass "a failing rank ends the job with its error"
 else echo "$out" | tail -5; fail "failing rank (exit $rc)"; fi
+
+# ---- a frozen replica ends the job: SIGSTOP one rank in the middle of training; with
+# --comm-timeout 3 the others must end the job within seconds, with one line naming the
+# rank that did not arrive (by its pid, which the start-up lines print) and the collective.
+# frozen NP RANK: starts NP ranks, stops RANK after step 5
+frozen() {
+    local np=$1 stop=$2 log="$work/frozen$1$2.out"
+    timeout 90 $MPIRUN -np "$np" $TINY -b 4 -d $((4 * T * np)) -n 100000 -o "" --comm-timeout 3 >"$log" 2>&1 &
+    local job=$!
+    for _ in $(seq 300); do grep -q "^step     5/" "$log" && break; sleep 0.1; done
+    local pid; pid=$(sed -n "s/^rank $stop on .*, pid \([0-9]*\)$/\1/p" "$log")
+    [ -n "$pid" ] && kill -STOP "$pid"
+    local t0=$SECONDS
+    wait $job; local rc=$? took=$((SECONDS - t0))
+    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null  # in case mpirun left it behind, stopped
+    local name="a stopped rank $stop of $np ends the job with one line naming it (${took} s)"
+    # timeout 3 s + the roll call's 2 s + the abort: 20 s leaves room for a slow machine
+    if [ -n "$pid" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 20 ] &&
+       grep -q "rank $stop (.*pid $pid) did not arrive at the all-reduce of .* within --comm-timeout 3 s" "$log" &&
+       [ "$(grep -c '^train:' "$log")" -eq 1 ]; then pass "$name"
+    else tail -5 "$log"; fail "$name (exit $rc)"; fi
+}
+frozen 2 1
+frozen 3 0
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

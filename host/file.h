@@ -1,0 +1,97 @@
+// Files: opening inputs with checks, and writing outputs so that a crash never leaves a
+// half-written file under the real name.
+#pragma once
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "error.h"
+
+// An input file, open for reading, with its size. The errors name the path and what the
+// file should have been ("model file", "token shard"); a directory or a device is
+// refused here, because reading one gives nonsense sizes further on.
+class InputFile {
+public:
+    InputFile(const std::string& path, const char* what) : path_(path) {
+        f_ = fopen(path.c_str(), "rb");
+        if (!f_) throw Error(strf("cannot open %s '%s': %s", what, path.c_str(), strerror(errno)));
+        struct stat st;
+        if (fstat(fileno(f_), &st) != 0 || !S_ISREG(st.st_mode)) {
+            bool dir = S_ISDIR(st.st_mode);
+            fclose(f_);
+            throw Error(strf("'%s' is %s, not a %s", path.c_str(), dir ? "a directory" : "not a regular file", what));
+        }
+        size_ = st.st_size;
+    }
+    ~InputFile() { fclose(f_); }
+    InputFile(const InputFile&) = delete;
+    InputFile& operator=(const InputFile&) = delete;
+
+    long long size() const { return size_; }
+    const std::string& path() const { return path_; }
+    // Reads exactly `bytes` from the current position; false when the file ends first.
+    bool read(void* dst, size_t bytes) { return fread(dst, 1, bytes, f_) == bytes; }
+    void seek(long long offset) { fseeko(f_, offset, SEEK_SET); }
+
+private:
+    std::string path_;
+    FILE* f_ = nullptr;
+    long long size_ = 0;
+};
+
+inline bool file_exists(const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0;
+}
+
+inline std::string parent_dir(const std::string& path) {
+    size_t slash = path.rfind('/');
+    return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Makes a rename in `dir` durable: until the directory itself is flushed, a power loss can
+// bring back the old entry (or none) even though the file's data were synced.
+inline void sync_dir(const std::string& dir) {
+    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    bool ok = fd >= 0 && (fsync(fd) == 0 || errno == EINVAL);  // EINVAL: the filesystem cannot sync directories
+    if (fd >= 0) close(fd);
+    if (!ok) throw Error(strf("could not flush directory '%s' to disk: %s", dir.c_str(), strerror(errno)));
+}
+
+// Writes blocks of bytes to path: first to "<path>.tmp", flushed to disk, then renamed over
+// path and the directory flushed. An interrupted write leaves the old file untouched.
+inline void write_file_atomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& blocks) {
+    std::string tmp = path + ".tmp";
+    FILE* f = fopen(tmp.c_str(), "wb");
+    if (!f) throw Error("cannot create '" + tmp + "' (does the directory exist and is it writable?)");
+    bool ok = true;
+    for (const auto& b : blocks) ok = ok && fwrite(b.first, 1, b.second, f) == b.second;
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) {
+        remove(tmp.c_str());
+        throw Error("could not write '" + tmp + "' (disk full?); the previous checkpoint is untouched");
+    }
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+        remove(tmp.c_str());
+        throw Error("could not rename '" + tmp + "' to '" + path + "'");
+    }
+    sync_dir(parent_dir(path));
+}
+
+inline void make_dir(const std::string& dir) {
+    if (dir.empty()) return;
+    struct stat st;
+    if (stat(dir.c_str(), &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) throw Error("--out-dir '" + dir + "' exists and is not a directory");
+        return;
+    }
+    if (mkdir(dir.c_str(), 0755) != 0) throw Error(strf("cannot create directory '%s': %s", dir.c_str(), strerror(errno)));
+}

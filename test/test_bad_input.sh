@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# The bad-input table: damaged, hostile or mismatched files of every type (model, token
+# shard, tokenizer, training state, output directory) and bad values for every option
+# family. For each case the trainer must
+#   * exit with the expected status (1: a file or the numbers, 2: a malformed command line),
+#     not by a signal (a status of 128 or more, or the 60 s timeout's 124);
+#   * print exactly one line on stderr, containing the expected text, which names the file,
+#     the field or the numbers;
+#   * stay within a bounded address space: each case runs under `ulimit -v` (2 GiB by
+#     default), so a header that makes the trainer allocate before it checks fails here.
+# TRAIN=path runs another build (the sanitizer build runs the table too, without ulimit,
+# which ASan's shadow memory cannot run under: BAD_INPUT_MEM_KB=unlimited).
+set -u
+cd "$(dirname "$0")/.."
+source test/bad_files.sh
+source scripts/common.sh  # commas
+TRAIN=${TRAIN:-./train}
+MEM_KB=${BAD_INPUT_MEM_KB:-2097152}
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+TINY="$TRAIN --layers 2 --heads 2 --channels 32 --max-seq-len 32 -b 4 -t 16 --val-every 0 --sample-every 0"
+TINY+=" --threads 1 -n 1 -o ''"
+GOOD="-i $D/good.bin -j $D/good.bin --vocab 256"  # shards instead of the built-in corpus
+
+# ---- the files
+shard "$D/good.bin" 5000
+cp "$D/good.bin" "$D/other.bin" && put16 "$D/other.bin" 1024 7  # same size, another first token
+cp "$D/good.bin" "$D/badtoken.bin" && put16 "$D/badtoken.bin" $((1024 + 2 * 123)) 300
+cp "$D/good.bin" "$D/shard_magic.bin" && put32 "$D/shard_magic.bin" 0 12345
+cp "$D/good.bin" "$D/shard_version.bin" && put32 "$D/shard_version.bin" 1 7
+cp "$D/good.bin" "$D/shard_negative.bin" && put32 "$D/shard_negative.bin" 2 -5
+head -c $((1024 + 2 * 4900)) "$D/good.bin" >"$D/shard_trunc.bin"
+shard "$D/small.bin" 20
+head -c 100 "$D/good.bin" >"$D/shard_short.bin"
+mkdir -p "$D/shard_dir.bin"
+
+# a model and a training state from a real one-step run, then damaged copies
+# (the tiny model: C = 32, V = Vp = 256; padded: Vp = 384, so wte rows 256..383 are padding)
+eval "$TINY -o $D/run" >/dev/null || { echo "FAIL could not make the model files"; echo "0 passed, 1 failed"; exit 1; }
+eval "$TINY --padded-vocab 384 -o $D/run_padded" >/dev/null || { echo "FAIL padded model"; exit 1; }
+M=$D/model.bin S=$D/run/state_00000001.bin
+cp "$D/run/model_00000001.bin" "$M"
+params=$((($(stat -c %s "$M") - 1024) / 4))
+head -c $(($(stat -c %s "$M") - 4)) "$M" >"$D/model_trunc.bin"
+head -c 1024 "$M" >"$D/model_header_only.bin"
+: >"$D/model_empty.bin"
+cp "$M" "$D/model_magic.bin" && put32 "$D/model_magic.bin" 0 1
+cp "$M" "$D/model_bf16.bin" && put32 "$D/model_bf16.bin" 1 5
+# sizes whose product wraps 64 bits: L = 2^30, C = 2^30 (12·L·C² ≈ 2^94)
+cp "$D/model_header_only.bin" "$D/model_wrap.bin" && put32 "$D/model_wrap.bin" 4 $((1 << 30)) &&
+    put32 "$D/model_wrap.bin" 6 $((1 << 30)) && put32 "$D/model_wrap.bin" 5 1
+# within every limit, but 211 TB of parameters in a 1 KB file: the size it needs, from the
+# tensor list in README.md (wte, wpe, 12·L·C² of matrices, 13·L·C of vectors, lnf)
+cp "$D/model_header_only.bin" "$D/model_huge.bin" && put32 "$D/model_huge.bin" 4 1024 &&
+    put32 "$D/model_huge.bin" 6 65536 && put32 "$D/model_huge.bin" 5 1
+huge_params=$((256 * 65536 + 32 * 65536 + 12 * 1024 * 65536 * 65536 + 13 * 1024 * 65536 + 2 * 65536))
+huge_bytes=$(commas $((huge_params * 4 + 1024)))
+cp "$M" "$D/model_heads.bin" && put32 "$D/model_heads.bin" 5 3          # C = 32 not divisible by 3
+cp "$M" "$D/model_vp.bin" && put32 "$D/model_vp.bin" 7 128              # Vp < V
+cp "$M" "$D/model_maxt.bin" && put32 "$D/model_maxt.bin" 2 -32
+cp "$D/run_padded/model_00000001.bin" "$D/model_nan_pad.bin" &&
+    put32 "$D/model_nan_pad.bin" $((256 + 300 * 32 + 5)) $nan32           # wte row 300, a padding row
+cp "$M" "$D/model_inf.bin" && put32 "$D/model_inf.bin" $((256 + params - 64)) $inf32  # lnfw[0]
+mkdir -p "$D/model_dir.bin"
+
+tokenizer "$D/tok.bin" 256 2 255
+cp "$D/tok.bin" "$D/tok_magic.bin" && put32 "$D/tok_magic.bin" 0 20240327
+cp "$D/tok.bin" "$D/tok_version.bin" && put32 "$D/tok_version.bin" 1 3
+cp "$D/tok.bin" "$D/tok_count.bin" && put32 "$D/tok_count.bin" 2 -1   # 2^32 - 1 tokens
+cp "$D/tok.bin" "$D/tok_zero.bin" && put32 "$D/tok_zero.bin" 2 0
+tokenizer "$D/tok_eot.bin" 256 2 99999
+tokenizer "$D/tok_eot_big.bin" 300 2 280                                 # an id the model (V = 256) lacks
+head -c 1500 "$D/tok.bin" >"$D/tok_trunc.bin"
+mkdir -p "$D/tok_dir.bin"
+
+# resume cases: a run directory holding the step-1 checkpoint, its state patched
+# state RUN INDEX VALUE
+state() {
+    mkdir -p "$D/$1" && cp "$D/run/model_00000001.bin" "$S" "$D/$1/"
+    [ -z "${2:-}" ] || put32 "$D/$1/state_00000001.bin" "$2" "$3"
+}
+state r_step 2 -5
+state r_epoch 3 -1
+state r_shard 4 1000000
+state r_chunk 5 -7
+state r_chunk_big 5 1000000
+state r_count 6 12345
+state r_magic 0 7
+state r_version 1 9
+state r_batch 10 0
+state r_v_nan $((256 + params + 10)) $nan32                               # AdamW v[10]
+state r_v_neg $((256 + params + 11)) -1082130432                          # v[11] = -1.0f
+state r_shape && state r_data && state r_past && state r_complete
+mkdir -p "$D/r_trunc" && cp "$D/run/model_00000001.bin" "$D/r_trunc/" && head -c 2000 "$S" >"$D/r_trunc/state_00000001.bin"
+touch "$D/outfile"
+
+# ---- the table: exit status | text the error line must contain | arguments after $TINY
+cases=$(cat <<EOF
+2 | unknown option '--no-such-option' | --no-such-option 3
+2 | --lr needs a value | --lr
+2 | --batch-size expects an integer, got 'x' | -b x
+2 | --batch-size 99999999999 is too large (at most 2,147,483,647) | -b 99999999999
+2 | --steps expects a non-negative integer, got '-3' | -n -3
+2 | --seed expects a non-negative integer, got '-1' | --seed -1
+2 | --total-batch 99999999999999999999 is too large | -d 99999999999999999999
+2 | --shuffle expects 0 or 1, got '2' | --shuffle 2
+2 | --lr expects a number, got 'nan' | --lr nan
+2 | --lr expects a number, got '1e99' | --lr 1e99
+2 | --lr, --weight-decay and --grad-clip must be >= 0 | --lr -1
+2 | --beta1 and --beta2 must be in [0, 1) | --beta1 1
+2 | --temperature must be positive | --temperature 0
+2 | --lr-schedule must be 'cosine' or 'constant', got 'linear' | --lr-schedule linear
+2 | --comm-timeout must be >= 0 seconds | --comm-timeout -1
+2 | --channels 30 is not divisible by --heads 4 | --channels 30 --heads 4
+2 | --layers 5000 is out of range (1 to 1,024) | --layers 5000
+2 | --max-seq-len 2000000 is out of range (1 to 1,048,576) | --max-seq-len 2000000
+2 | --vocab 2147483647 is out of range (1 to 16,777,216) | --vocab 2147483647
+2 | --padded-vocab 200 is smaller than --vocab 256 | --padded-vocab 200
+2 | --train-data needs --val-data as well | -i $D/good.bin
+1 | a global batch of 1,099,511,627,776 tokens is more than the largest accepted | -d 1099511627776 -b 1 -t 1
+1 | a global batch of 4,294,967,297 tokens is more than the largest accepted | -d 4294967297 -b 1 -t 1
+1 | needs 4,294,967,296 accumulation steps of B×T×R = 1×1×1 tokens, more than 2,147,483,647 | -d 4294967296 -b 1 -t 1
+1 | global batch 100 tokens is not a multiple of B×T×R = 4×16×1 = 64 | -d 100
+1 | a micro-batch of B×T = 65536×65536 = 4,294,967,296 tokens is more than 2,147,483,647 | --max-seq-len 65536 -t 65536 -b 65536
+1 | --seq-len 64 is longer than the model's maximum sequence length 32 | -t 64
+1 | --threads 100000 is more than the | --threads 100000
+1 | ($(commas $huge_params) parameters × 16 bytes for weights, gradients and AdamW | --layers 1024 --channels 65536 --heads 1
+1 | out of memory allocating | --layers 2 --channels 2560 --heads 1 | ulimit
+2 | --prompt token 4294967361 is out of range for vocabulary 256 | --tokenizer $D/tok.bin --prompt 4294967361
+2 | --prompt token -1 is out of range for vocabulary 256 | --tokenizer $D/tok.bin --prompt 4,-1
+2 | --prompt with a tokenizer expects token ids like 464,318, got 'abc' | --tokenizer $D/tok.bin --prompt abc
+1 | cannot open model file '$D/nothere.bin': No such file or directory | -e $D/nothere.bin
+1 | '$D/model_dir.bin' is a directory, not a model file | -e $D/model_dir.bin
+1 | '$D/model_empty.bin' is too short to be a model file (0 bytes) | -e $D/model_empty.bin
+1 | '$D/model_magic.bin' is not a model file (magic 1, expected 20240326) | -e $D/model_magic.bin
+1 | '$D/model_bf16.bin': model version 5 is not supported (expected 3, float32); this is a bf16 file | -e $D/model_bf16.bin
+1 | '$D/model_trunc.bin' is truncated or damaged | -e $D/model_trunc.bin
+1 | '$D/model_wrap.bin' has an impossible shape: header field [4] L = 1073741824 is out of range (1 to 1,024) | -e $D/model_wrap.bin --dry-run 1
+1 | '$D/model_huge.bin' is truncated or damaged: its shape (maxT 32, V 256, Vp 256, L 1024, NH 1, C 65536) needs $huge_bytes bytes, the file has 1,024 | -e $D/model_huge.bin
+1 | '$D/model_heads.bin' has an impossible shape: C = 32 is not divisible by NH = 3 | -e $D/model_heads.bin
+1 | '$D/model_vp.bin' has an impossible shape: Vp = 128 is smaller than V = 256 | -e $D/model_vp.bin
+1 | '$D/model_maxt.bin' has an impossible shape: header field [2] maxT = -32 is out of range | -e $D/model_maxt.bin
+1 | '$D/model_nan_pad.bin': the weights hold 1 non-finite value (NaN or infinity), the first in wte | -e $D/model_nan_pad.bin -n 0 --val-every 1
+1 | '$D/model_inf.bin': the weights hold 1 non-finite value (NaN or infinity), the first in lnfw | -e $D/model_inf.bin
+1 | no file matches '$D/missing.bin' | -i $D/missing.bin -j $D/good.bin
+1 | '$D/shard_dir.bin' is a directory, not a token shard | -i $D/shard_dir.bin -j $D/good.bin
+1 | '$D/shard_magic.bin' is not a token shard (magic 12345, expected 20240520) | -i $D/shard_magic.bin -j $D/good.bin
+1 | '$D/shard_version.bin': unsupported shard version 7 | -i $D/shard_version.bin -j $D/good.bin
+1 | '$D/shard_trunc.bin' is truncated or damaged: header says 5000 tokens | -i $D/shard_trunc.bin -j $D/good.bin
+1 | '$D/shard_negative.bin' is truncated or damaged: header says -5 tokens | -i $D/good.bin -j $D/shard_negative.bin
+1 | '$D/shard_short.bin' is too short to be a token shard (100 bytes) | -i $D/shard_short.bin -j $D/good.bin
+1 | '$D/badtoken.bin': token 300 at position 123 is out of range for vocabulary size 256 | $GOOD -i $D/badtoken.bin
+1 | '$D/small.bin' has 20 tokens, too few for one step of 64 tokens | $GOOD -i $D/small.bin
+1 | cannot open tokenizer file '$D/nothere.bin' | --tokenizer $D/nothere.bin
+1 | '$D/tok_dir.bin' is a directory, not a tokenizer file | --tokenizer $D/tok_dir.bin
+1 | '$D/tok_magic.bin' is not an llm.c tokenizer file (magic 20240327, expected 20240328) | --tokenizer $D/tok_magic.bin
+1 | '$D/tok_version.bin': tokenizer version 3 is not supported (expected 1 or 2) | --tokenizer $D/tok_version.bin
+1 | '$D/tok_count.bin' says it holds 4,294,967,295 tokens, but its 512 bytes after the header can hold at most 512 | --tokenizer $D/tok_count.bin
+1 | '$D/tok_zero.bin' holds no tokens | --tokenizer $D/tok_zero.bin
+1 | '$D/tok_eot.bin': end-of-text token 99999 is not below its 256 tokens | --tokenizer $D/tok_eot.bin
+1 | '$D/tok_eot_big.bin': its end-of-text token 280 is outside the model's vocabulary of 256 tokens | --tokenizer $D/tok_eot_big.bin
+1 | '$D/tok_trunc.bin' is truncated at token 238 of 256 | --tokenizer $D/tok_trunc.bin
+1 | '$D/r_step/state_00000001.bin': step -5 is negative | -n 4 --resume 1 -o $D/r_step
+1 | '$D/r_epoch/state_00000001.bin': its data position is outside the training data: epoch -1, shard 0, chunk 1: negative | -n 4 --resume 1 -o $D/r_epoch
+1 | '$D/r_shard/state_00000001.bin': its data position is outside the training data: shard 1000000, but the data has 1 shard | -n 4 --resume 1 -o $D/r_shard
+1 | '$D/r_chunk/state_00000001.bin': its data position is outside the training data: epoch 0, shard 0, chunk -7: negative | -n 4 --resume 1 -o $D/r_chunk
+1 | '$D/r_chunk_big/state_00000001.bin': its data position is outside the training data: chunk 1000000 of '<built-in corpus, train>', which has 65535 chunks of 64 tokens | -n 4 --resume 1 -o $D/r_chunk_big
+1 | '$D/r_count/state_00000001.bin' holds optimizer state for 12345 parameters, the model has $params | -n 4 --resume 1 -o $D/r_count
+1 | '$D/r_magic/state_00000001.bin' is not a training-state file (magic 7, expected 20261124) | -n 4 --resume 1 -o $D/r_magic
+1 | '$D/r_version/state_00000001.bin': training-state version 9 is not supported (expected 1 or 2) | -n 4 --resume 1 -o $D/r_version
+1 | '$D/r_batch/state_00000001.bin': global batch 0 is not positive | -n 4 --resume 1 -o $D/r_batch
+1 | '$D/r_trunc/state_00000001.bin' is truncated or damaged | -n 4 --resume 1 -o $D/r_trunc
+1 | '$D/r_v_nan/state_00000001.bin': AdamW's moments hold 1 non-finite or negative value | -n 4 --resume 1 -o $D/r_v_nan
+1 | '$D/r_v_neg/state_00000001.bin': AdamW's moments hold 1 non-finite or negative value | -n 4 --resume 1 -o $D/r_v_neg
+1 | '$D/r_shape/model_00000001.bin' has another model shape than this run: NH (--heads): 2 against 4 | -n 4 --resume 1 -o $D/r_shape --heads 4
+1 | was made on other training data (1 shard, 4,194,304 tokens, fingerprint | -n 4 --resume 1 -o $D/r_data -i $D/other.bin -j $D/good.bin --vocab 256
+1 | '$D/r_past/state_00000001.bin' is at step 1, past --steps 0: pass --steps 1 or more | -n 0 --resume 1 -o $D/r_past
+1 | the checkpoint was made with a global batch of 64 tokens, this run has 128 | -n 4 --resume 1 -o $D/r_data -d 128
+1 | '$D/run' already holds checkpoints up to step 1; pass --resume 1 | -o $D/run
+1 | --out-dir '$D/outfile' exists and is not a directory | -o $D/outfile
+1 | not writing the checkpoint of step 1: this run's updates made the weights non-finite | --lr 3.4e38 --lr-schedule constant -o $D/lr
+1 | the loss is nan at step 2 (gradient norm nan): this run's updates made the weights non-finite | --lr 3.4e38 --lr-schedule constant -n 3 -o $D/lr3
+EOF
+)
+
+passed=0 failed=0 skipped=0
+while IFS='|' read -r code expect args limit; do
+    code=${code// /} expect=${expect# } expect=${expect% } args=${args# } limit=${limit// /}
+    name="[$code] $args"
+    if [ "$limit" = ulimit ] && [ "$MEM_KB" = unlimited ]; then  # needs the address-space limit to fail
+        echo "SKIP $name (runs only under ulimit -v)"; skipped=$((skipped + 1)); continue
+    fi
+    err=$( (ulimit -v "$MEM_KB"; eval "timeout 60 $TINY $args" 2>&1 >/dev/null) ); rc=$?
+    lines=$(printf '%s' "$err" | grep -c '')
+    problem=""
+    if [ $rc -ge 124 ]; then problem="ended by a signal or the timeout (status $rc)"
+    elif [ $rc -ne "$code" ]; then problem="exit status $rc, expected $code"
+    elif [ "$lines" -ne 1 ]; then problem="$lines lines on stderr, expected 1"
+    elif ! grep -qF -- "$expect" <<<"$err"; then problem="the error does not contain: $expect"
+    fi
+    if [ -z "$problem" ]; then echo "PASS $name"; passed=$((passed + 1))
+    else printf 'FAIL %s\n     %s\n     stderr: %s\n' "$name" "$problem" "$err"; failed=$((failed + 1)); fi
+done <<<"$cases"
+
+# ---- not errors, but they must say so: resuming a finished run, stale temporaries
+out=$(eval "$TINY --resume 1 -o $D/r_complete" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -qF "the run in '$D/r_complete' is complete (step 1 of --steps 1): nothing to do" <<<"$out"; then
+    echo "PASS resuming a finished run says so"; passed=$((passed + 1))
+else echo "FAIL resuming a finished run (exit $rc): $out"; failed=$((failed + 1)); fi
+
+echo "$passed passed, $failed failed ($skipped skipped)"
+[ "$failed" -eq 0 ]
