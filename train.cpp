@@ -703,17 +703,7 @@ float evaluate(GPT2& m, DataLoader& val, int batches, const BatchPlan& plan, con
 
 struct CpuTrainer {
     GPT2 m;
-    CpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& cfg, const Comm& comm) {
-        // Linux hands out memory it does not have and kills the process when it is touched:
-        // refuse up front what cannot fit in this machine's memory at all.
-        double need = 16.0 * mc.num_params() + activation_bytes(mc, plan.B, plan.T, cfg);
-        double have = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE);
-        if (have > 0 && need > have)
-            throw Error(strf("the model needs %s of memory (%s parameters × 16 bytes for weights, gradients and AdamW, "
-                             "plus %s of activations for B×T = %d×%d); this machine has %s",
-                             format_bytes(need).c_str(), with_commas(mc.num_params()).c_str(),
-                             format_bytes(activation_bytes(mc, plan.B, plan.T, cfg)).c_str(), plan.B, plan.T,
-                             format_bytes(have).c_str()));
+    CpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config&, const Comm&) {
         gpt2_build(m, mc, plan.B, plan.T);
     }
     static Comm connect(int* argc, char*** argv) { return Comm::init(argc, argv); }
@@ -727,8 +717,15 @@ struct CpuTrainer {
         if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
         return strf("CPU threads: %d", omp_get_max_threads());
     }
-    static double activation_bytes(const ModelConfig& mc, int B, int T, const Config&) {
-        return activation_floats(mc, B, T) * 4.0;
+    static MemoryUse memory_use(const ModelConfig& mc, int B, int T, const Config&) {
+        double p = mc.num_params() * 4.0;
+        return {{{"parameters", p}, {"gradients", p}, {"AdamW state", 2 * p},
+                 {"activations", activation_floats(mc, B, T) * 4.0}}};
+    }
+    // Linux hands out memory it does not have and kills the process when it is touched:
+    // what does not fit in this machine's memory is refused up front.
+    static double memory_available(const Config& cfg) {
+        return cfg.device_memory > 0 ? cfg.device_memory : (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE);
     }
     float* params() { return m.params.data(); }
     float* adam_m() { return m.adam_m.data(); }

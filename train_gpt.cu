@@ -223,13 +223,25 @@ struct GpuTrainer {
                    peak_bytes / 1048576.0, total / 1048576.0);
         }
     }
-    // Device bytes the constructor allocates for a model and plan: the estimate printed at
-    // the start and compared with the GPU's free memory.
-    static size_t device_bytes(const ModelConfig& mc, int B, int T, const Config& config) {
-        size_t n = mc.num_params();
-        return 4 * n * sizeof(float) + (weights_copy() ? n * sizeof(floatX) : 0) +
-               gpu::activation_bytes(mc, B, T, config.recompute) + gpu::token_ints(B, T) * sizeof(int) +
-               (2 + gpu::MAX_NORM_BLOCKS) * sizeof(double);
+    // What the constructor allocates on the GPU for a model and micro-batch, to the byte:
+    // printed at the start, and compared with the GPU's free memory before allocating.
+    static MemoryUse memory_use(const ModelConfig& mc, int B, int T, const Config& config) {
+        double n = (double)mc.num_params(), p = n * sizeof(float);
+        MemoryUse use{{{"parameters", p}}};
+        if (weights_copy()) use.parts.push_back({"their bf16 copy", n * sizeof(floatX)});
+        use.parts.insert(use.parts.end(),
+                         {{"gradients", p}, {"AdamW state", 2 * p},
+                          {"activations", (double)gpu::activation_bytes(mc, B, T, config.recompute)},
+                          {"tokens and sums", (double)(gpu::token_ints(B, T) * sizeof(int) +
+                                                       (2 + gpu::MAX_NORM_BLOCKS) * sizeof(double))}});
+        return use;
+    }
+    static double memory_available(const Config& config) {
+        if (config.device_memory > 0) return config.device_memory;
+        if (gpu::ctx.device < 0) return 0;  // a dry run without a GPU: unknown
+        size_t free_bytes = 0, total = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+        return (double)free_bytes;
     }
 
     static Comm connect(int* argc, char*** argv) {
@@ -290,9 +302,6 @@ struct GpuTrainer {
         if (!weights_copy()) s += strf(", TF32 %s", config.tf32 ? "on" : "off");
         if (comm.world > 1) s += strf(", gradients via NCCL %d.%d.%d", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
         return s;
-    }
-    static double activation_bytes(const ModelConfig& mc, int B, int T, const Config& config) {
-        return (double)gpu::activation_bytes(mc, B, T, config.recompute);
     }
 
     float* params() { return host_params.data(); }

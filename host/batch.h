@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "error.h"
 
@@ -76,4 +78,42 @@ inline std::string describe_plan(const BatchPlan& p, int steps) {
                 p.B, p.T, with_commas(p.micro_tokens()).c_str(), p.A, p.R, p.R == 1 ? "" : "s",
                 with_commas(p.global_tokens()).c_str(), steps,
                 with_commas(p.global_tokens() * steps).c_str());
+}
+
+// ---- memory: the limit on the micro-batch
+//
+// What bounds B is memory: a micro-batch's activations must fit beside the model, its
+// gradients and AdamW's state. Accumulation makes up the rest of the global batch, so a
+// smaller B with a larger A trains the same model.
+
+// What a trainer allocates for one replica, part by part, in bytes.
+struct MemoryUse {
+    std::vector<std::pair<std::string, double>> parts;
+    double total() const {
+        double t = 0;
+        for (const auto& p : parts) t += p.second;
+        return t;
+    }
+    // "parameters 29.3 MB, gradients 29.3 MB, ...: 1.2 GB in all"
+    std::string describe() const {
+        std::string s;
+        for (const auto& p : parts) s += (s.empty() ? "" : ", ") + p.first + " " + format_bytes(p.second);
+        return s + ": " + format_bytes(total()) + " in all";
+    }
+};
+
+// The largest micro-batch B (sequences of T tokens) that splits a global batch of
+// total_tokens over R replicas and whose memory (bytes(B)) fits in `available`; 0 when even
+// B = 1 does not fit. The candidates are the divisors of the sequences per replica.
+template <class Bytes>
+int largest_fitting_batch(int T, int R, long long total_tokens, double available, Bytes bytes) {
+    if (total_tokens <= 0 || total_tokens % ((long long)T * R) != 0) return 0;
+    long long sequences = total_tokens / ((long long)T * R);  // per replica
+    std::vector<long long> divisors;
+    for (long long d = 1; d * d <= sequences; d++)
+        if (sequences % d == 0) divisors.push_back(d), divisors.push_back(sequences / d);
+    std::sort(divisors.rbegin(), divisors.rend());
+    for (long long B : divisors)
+        if (B <= INT_MAX / T && bytes((int)B) <= available) return (int)B;
+    return 0;
 }

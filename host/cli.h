@@ -25,7 +25,7 @@ struct Config {
     int vocab = 0;         // 0 = 256 for the built-in corpus, 50257 (GPT-2) for shards
     int padded_vocab = 0;  // 0 = vocab rounded up to a multiple of 128
     // batch: global tokens per step = batch_size × seq_len × accumulation × replicas
-    int batch_size = 16, seq_len = 64;
+    int batch_size = 16, seq_len = 64;  // batch_size 0: auto, the largest that fits in memory
     long long total_batch = 0;  // tokens per optimizer step; 0 = batch_size × seq_len × replicas
     int steps = 300;
     // optimizer and schedule
@@ -54,6 +54,7 @@ struct Config {
     // (a frozen or dead replica would otherwise hang every other one); 0 = wait forever
     float comm_timeout = 600;
     // GPU trainer only
+    double device_memory = 0;    // bytes the trainer may use per replica; 0 = what is free (RAM for train)
     int tf32 = 0;
     int recompute = 0;           // recompute GELU's output in backward instead of keeping it per layer
     std::string nccl_init_file;  // rendezvous file for jobs started without MPI (srun)
@@ -63,7 +64,7 @@ struct Config {
 struct Option {
     const char* name;   // long name, without "--"
     char shortname;     // 0 = none
-    const char* kind;   // "int", "long", "u64", "float", "str", "bool"
+    const char* kind;   // "int", "long", "u64", "float", "str", "bool", "batch" (int or auto), "bytes"
     void* value;
     const char* help;
 };
@@ -80,7 +81,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"max-seq-len", 0, "int", &c.max_seq_len, "maxT, position table size (random init)"},
         {"vocab", 0, "int", &c.vocab, "V; 0 = 256 (built-in corpus) or 50257 (shards)"},
         {"padded-vocab", 0, "int", &c.padded_vocab, "Vp >= V; 0 = V rounded up to 128"},
-        {"batch-size", 'b', "int", &c.batch_size, "B, sequences per micro-batch"},
+        {"batch-size", 'b', "batch", &c.batch_size, "B, sequences per micro-batch; auto = the most that fit"},
         {"seq-len", 't', "int", &c.seq_len, "T, tokens per sequence"},
         {"total-batch", 'd', "long", &c.total_batch, "tokens per optimizer step; 0 = B*T*replicas"},
         {"steps", 'n', "int", &c.steps, "optimizer steps"},
@@ -109,6 +110,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"resume", 0, "bool", &c.resume, "continue from the latest checkpoint in --out-dir"},
         {"threads", 0, "int", &c.threads, "CPU threads; 0 = all"},
         {"dry-run", 0, "bool", &c.dry_run, "print the batch arithmetic and memory, then exit"},
+        {"device-memory", 0, "bytes", &c.device_memory, "memory per replica, e.g. 80GB; 0 = what is free"},
         {"comm-timeout", 0, "float", &c.comm_timeout, "replicas: seconds a collective may wait; 0 = forever"},
         {"tf32", 0, "bool", &c.tf32, "GPU only: TF32 tensor-core matmuls"},
         {"recompute", 0, "bool", &c.recompute, "GPU only: recompute GELU in backward (less memory)"},
@@ -117,7 +119,10 @@ inline std::vector<Option> option_table(Config& c) {
 }
 
 inline std::string option_value_string(const Option& o) {
-    if (!strcmp(o.kind, "int") || !strcmp(o.kind, "bool")) return std::to_string(*(int*)o.value);
+    if (!strcmp(o.kind, "batch") && *(int*)o.value == 0) return "auto";
+    if (!strcmp(o.kind, "int") || !strcmp(o.kind, "bool") || !strcmp(o.kind, "batch"))
+        return std::to_string(*(int*)o.value);
+    if (!strcmp(o.kind, "bytes")) return strf("%.0f", *(double*)o.value);
     if (!strcmp(o.kind, "long")) return std::to_string(*(long long*)o.value);
     if (!strcmp(o.kind, "u64")) return std::to_string(*(unsigned long long*)o.value);
     if (!strcmp(o.kind, "float")) return strf("%g", *(float*)o.value);
@@ -152,6 +157,23 @@ inline void parse_value(const Option& o, const char* text) {
         *(float*)o.value = v;
         return;
     }
+    if (!strcmp(o.kind, "bytes")) {  // 80GB, 80e9, 512MiB: decimal and binary units
+        double v = strtod(text, &end);
+        std::string unit = end == text ? "?" : end;
+        const char* units[] = {"", "B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB"};
+        const double scales[] = {1, 1, 1e3, 1e6, 1e9, 1e12, 1024.0, 1048576.0, 1073741824.0, 1099511627776.0};
+        double scale = -1;
+        for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++)
+            if (unit == units[i]) scale = scales[i];
+        if (scale < 0 || errno || !std::isfinite(v) || v < 0 || v * scale > 1e18)
+            throw UsageError(strf("%s expects a size such as 80GB, 512MiB or 8e10, got '%s'", name.c_str(), text));
+        *(double*)o.value = v * scale;
+        return;
+    }
+    if (!strcmp(o.kind, "batch") && !strcmp(text, "auto")) {
+        *(int*)o.value = 0;
+        return;
+    }
     // integers: digits only (strtoull would wrap "-1" to 2^64 - 1)
     const char* digits = text + (text[0] == '+');
     bool negative = text[0] == '-' && isdigit((unsigned char)text[1]);
@@ -166,12 +188,14 @@ inline void parse_value(const Option& o, const char* text) {
     }
     if (negative) throw UsageError(strf("%s expects a non-negative integer, got '%s'", name.c_str(), text));
     unsigned long long max = ~0ull;  // u64
-    if (!strcmp(o.kind, "int")) max = INT_MAX;
+    if (!strcmp(o.kind, "int") || !strcmp(o.kind, "batch")) max = INT_MAX;
     else if (!strcmp(o.kind, "long")) max = LLONG_MAX;
     if (errno == ERANGE || v > max)
         throw UsageError(strf("%s %s is too large (at most %s)", name.c_str(), text,
                               max == ~0ull ? "2^64 - 1" : with_commas((long long)max).c_str()));
-    if (!strcmp(o.kind, "int")) *(int*)o.value = (int)v;
+    if (!strcmp(o.kind, "batch") && v == 0)
+        throw UsageError(strf("%s must be at least 1 (or auto), got '%s'", name.c_str(), text));
+    if (!strcmp(o.kind, "int") || !strcmp(o.kind, "batch")) *(int*)o.value = (int)v;
     else if (!strcmp(o.kind, "long")) *(long long*)o.value = (long long)v;
     else *(unsigned long long*)o.value = v;
 }
@@ -181,7 +205,8 @@ inline void validate_config(const Config& c) {
     auto require = [](bool ok, const std::string& msg) {
         if (!ok) throw UsageError(msg);
     };
-    require(c.batch_size >= 1, "--batch-size must be at least 1");
+    require(c.batch_size > 0 || c.total_batch > 0,
+            "--batch-size auto needs --total-batch: the global batch it chooses a split of");
     require(c.seq_len >= 1, "--seq-len must be at least 1");
     require(c.layers >= 1 && c.heads >= 1 && c.channels >= 1, "--layers, --heads and --channels must be at least 1");
     require(c.channels % c.heads == 0,

@@ -5,7 +5,9 @@
 //   static Comm connect(int* argc, char*** argv)  start-up of the replicas (Comm::init)
 //   Trainer(const ModelConfig&, const BatchPlan&, const Config&, const Comm&)
 //   static std::string hardware(const Config&, const Comm&)  threads or GPU, for the log
-//   static double activation_bytes(const ModelConfig&, int B, int T, const Config&)
+//   static MemoryUse memory_use(const ModelConfig&, int B, int T, const Config&)  what it allocates
+//   static double memory_available(const Config&)  bytes it may use (--device-memory, else what
+//                                                  is free); 0 = unknown (a dry run without a GPU)
 //   float* params(); float* adam_m(); float* adam_v();  host copies, num_params() each
 //   void upload();    host copies -> where the trainer computes (no-op on the CPU)
 //   void download();  the reverse, before a checkpoint is written
@@ -203,6 +205,48 @@ inline std::string check_state_fits(const TrainState& st, const std::string& sta
     return note;
 }
 
+// The batch plan, with the micro-batch checked against memory before anything is allocated,
+// or chosen from it (--batch-size auto: the largest B that fits and splits the global
+// batch). The replicas plan with the least memory any of them has, so they agree on B.
+template <class Trainer>
+BatchPlan plan_micro_batch(Config& cfg, const ModelConfig& mc, const Comm& comm) {
+    const int T = cfg.seq_len, R = comm.world;
+    double available = Trainer::memory_available(cfg);
+    for (uint64_t a : comm.allgather((uint64_t)available)) available = std::min(available, (double)a);
+    auto bytes = [&](int B) { return Trainer::memory_use(mc, B, T, cfg).total(); };
+    const long long global = cfg.total_batch ? cfg.total_batch : (long long)cfg.batch_size * T * R;
+    auto fitting = [&] { return largest_fitting_batch(T, R, global, available, bytes); };
+    const char* limit = cfg.device_memory > 0 ? "allowed (--device-memory)" : "free";
+    auto too_big = [&] {
+        return Error(strf("the model does not fit even with a micro-batch of 1×%d: %s, but %s is %s", T,
+                          Trainer::memory_use(mc, 1, T, cfg).describe().c_str(), format_bytes(available).c_str(),
+                          limit));
+    };
+    if (cfg.batch_size == 0) {  // auto
+        if (available <= 0)
+            throw UsageError("--batch-size auto needs to know the memory it may fill: no GPU was found, so pass "
+                             "--device-memory (e.g. 80GB)");
+        cfg.batch_size = fitting();
+        if (cfg.batch_size == 0) throw too_big();
+        if (comm.rank == 0)
+            printf("micro-batch chosen from memory: B=%d, the largest that fits in %s and splits the global batch\n",
+                   cfg.batch_size, format_bytes(available).c_str());
+    }
+    BatchPlan plan = plan_batch(cfg.batch_size, T, R, cfg.total_batch);
+    check_activation_sizes(mc, plan);
+    if (available > 0 && bytes(plan.B) > available) {
+        int B = fitting();
+        if (B == 0) throw too_big();
+        std::string fix = cfg.total_batch ? strf("--batch-size %d (or --batch-size auto)", B)
+                                          : strf("--batch-size %d --total-batch %lld", B, global);
+        throw Error(strf("a micro-batch of %d×%d needs %s per replica, but %s is %s; the largest micro-batch that "
+                         "fits and splits the global batch is %s",
+                         plan.B, T, format_bytes(bytes(plan.B)).c_str(), format_bytes(available).c_str(), limit,
+                         fix.c_str()));
+    }
+    return plan;
+}
+
 template <class Trainer>
 int run_training(int argc, char** argv, const Comm& comm) {
     Config cfg;
@@ -218,8 +262,7 @@ int run_training(int argc, char** argv, const Comm& comm) {
     bool builtin = cfg.train_data.empty();
     if (cfg.seq_len > mc.maxT)
         throw Error(strf("--seq-len %d is longer than the model's maximum sequence length %d", cfg.seq_len, mc.maxT));
-    BatchPlan plan = plan_batch(cfg.batch_size, cfg.seq_len, comm.world, cfg.total_batch);
-    check_activation_sizes(mc, plan);
+    BatchPlan plan = plan_micro_batch<Trainer>(cfg, mc, comm);
 
     // ---- data
     std::unique_ptr<DataLoader> train_data, val_data;
@@ -261,9 +304,7 @@ int run_training(int argc, char** argv, const Comm& comm) {
     say(strf("model: L=%d NH=%d C=%d maxT=%d V=%d Vp=%d, %s parameters", mc.L, mc.NH, mc.C, mc.maxT, mc.V, mc.Vp,
              with_commas(mc.num_params()).c_str()));
     say(describe_plan(plan, cfg.steps));
-    double MB = 1.0 / (1 << 20), pbytes = mc.num_params() * 4.0;
-    say(strf("memory per replica: parameters %.1f MB, gradients %.1f MB, AdamW state %.1f MB, activations %.1f MB",
-             pbytes * MB, pbytes * MB, 2 * pbytes * MB, Trainer::activation_bytes(mc, plan.B, plan.T, cfg) * MB));
+    say("memory per replica: " + Trainer::memory_use(mc, plan.B, plan.T, cfg).describe());
     say(strf("%s; communication: %s, %d replica%s", Trainer::hardware(cfg, comm).c_str(), comm.backend_name(),
              comm.world, comm.world == 1 ? "" : "s"));
     if (cfg.dry_run) return 0;

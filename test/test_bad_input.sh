@@ -124,7 +124,7 @@ cases=$(cat <<EOF
 1 | a micro-batch of B×T = 65536×65536 = 4,294,967,296 tokens is more than 2,147,483,647 | --max-seq-len 65536 -t 65536 -b 65536
 1 | --seq-len 64 is longer than the model's maximum sequence length 32 | -t 64
 1 | --threads 100000 is more than the | --threads 100000
-1 | ($(commas $huge_params) parameters × 16 bytes for weights, gradients and AdamW | --layers 1024 --channels 65536 --heads 1
+1 | the model does not fit even with a micro-batch of 1×16 | --layers 1024 --channels 65536 --heads 1
 1 | out of memory allocating | --layers 2 --channels 2560 --heads 1 | ulimit
 2 | --prompt token 4294967361 is out of range for vocabulary 256 | --tokenizer $D/tok.bin --prompt 4294967361
 2 | --prompt token -1 is out of range for vocabulary 256 | --tokenizer $D/tok.bin --prompt 4,-1
