@@ -274,9 +274,11 @@ struct GpuTrainer {
                     comm.broadcast(&id, sizeof id);
                 }
                 auto nccl = std::make_shared<gpu::NcclComm>(id, comm.world, comm.rank);
-                comm.buffers = std::make_shared<gpu::NcclCollectives>(nccl, comm.world, false);
+                comm.buffers = std::make_shared<gpu::NcclCollectives>(nccl, comm.rank, comm.world, false,
+                                                                      comm.roll_call.get());
                 if (via_file) {
-                    comm.backend = std::make_shared<gpu::NcclCollectives>(nccl, comm.world, true);
+                    comm.backend = std::make_shared<gpu::NcclCollectives>(nccl, comm.rank, comm.world, true,
+                                                                          comm.roll_call.get());
                     if (comm.rank == 0) remove(init_file.c_str());  // every rank has read it by now
                 }
                 gpu::check_device_map(comm);

@@ -60,46 +60,62 @@ struct NcclComm {
 // Collectives over NCCL on the context's stream. With `host_memory` the data is host memory,
 // staged through a device buffer: host/run.h's few small collectives (loss means,
 // agreement checks) in jobs without MPI. Without it the data is GPU memory: the gradient
-// sync (Comm::buffers), which NCCL sums where it lies.
+// sync (Comm::buffers), which NCCL sums where it lies. Every collective is waited for
+// through the watchdog (--comm-timeout, host/comm.h): a replica that never arrives ends the
+// job with a line naming it (when MPI can ask the others where they wait), instead of
+// hanging it.
 struct NcclCollectives : Collectives {
     std::shared_ptr<NcclComm> nccl;
     int world;
     bool host_memory;
     DeviceBuffer<char> staging;
-    NcclCollectives(std::shared_ptr<NcclComm> nccl, int world, bool host_memory)
-        : nccl(std::move(nccl)), world(world), host_memory(host_memory) {}
+    Watchdog watchdog;
+    NcclCollectives(std::shared_ptr<NcclComm> nccl, int rank, int world, bool host_memory, RollCall* roll_call)
+        : nccl(std::move(nccl)), world(world), host_memory(host_memory), watchdog(rank, world, roll_call) {}
     char* device_space(size_t bytes) {
-        if (staging.count < bytes) staging.alloc(bytes);
+        if (staging.count < bytes) staging.alloc(bytes, "NCCL's staging buffer");
         return staging.ptr;
+    }
+    // Waits until the stream has done the collective just enqueued (and what came before).
+    void wait(const char* op, size_t bytes) {
+        watchdog.wait(op, bytes, [&] {
+            ncclResult_t failed;
+            NCCL_CHECK(ncclCommGetAsyncError(nccl->comm, &failed));
+            NCCL_CHECK(failed);
+            cudaError_t e = cudaStreamQuery(ctx.stream);
+            if (e == cudaErrorNotReady) return false;
+            CUDA_CHECK(e);
+            return true;
+        });
     }
     // Runs op on device memory holding `bytes` of data (in place), staging host data.
     template <class Op>
-    void in_place(void* data, size_t bytes, Op op) {
-        if (!host_memory) return op((char*)data);
-        char* d = device_space(bytes);
-        CUDA_CHECK(cudaMemcpyAsync(d, data, bytes, cudaMemcpyHostToDevice, ctx.stream));
+    void in_place(const char* what, void* data, size_t bytes, Op op) {
+        char* d = host_memory ? device_space(bytes) : (char*)data;
+        if (host_memory) CUDA_CHECK(cudaMemcpyAsync(d, data, bytes, cudaMemcpyHostToDevice, ctx.stream));
         op(d);
-        CUDA_CHECK(cudaMemcpyAsync(data, d, bytes, cudaMemcpyDeviceToHost, ctx.stream));
-        synchronize();
+        if (host_memory) CUDA_CHECK(cudaMemcpyAsync(data, d, bytes, cudaMemcpyDeviceToHost, ctx.stream));
+        wait(what, bytes);
     }
     void allreduce_sum(float* data, size_t n) override {
-        in_place(data, n * sizeof(float), [&](char* d) {
+        in_place("all-reduce", data, n * sizeof(float), [&](char* d) {
             NCCL_CHECK(ncclAllReduce(d, d, n, ncclFloat, ncclSum, nccl->comm, ctx.stream));
         });
     }
     void allreduce_sum(double* data, size_t n) override {
-        in_place(data, n * sizeof(double), [&](char* d) {
+        in_place("all-reduce", data, n * sizeof(double), [&](char* d) {
             NCCL_CHECK(ncclAllReduce(d, d, n, ncclDouble, ncclSum, nccl->comm, ctx.stream));
         });
     }
     void broadcast(void* data, size_t bytes) override {
-        in_place(data, bytes, [&](char* d) {
+        in_place("broadcast", data, bytes, [&](char* d) {
             NCCL_CHECK(ncclBroadcast(d, d, bytes, ncclChar, 0, nccl->comm, ctx.stream));
         });
     }
     void allgather(const void* mine, size_t bytes, void* all) override {
         if (!host_memory) {
             NCCL_CHECK(ncclAllGather(mine, all, bytes, ncclChar, nccl->comm, ctx.stream));
+            wait("all-gather", bytes);
             return;
         }
         char* d = device_space(bytes * (world + 1));  // [everyone's (world × bytes)] [mine]
@@ -107,12 +123,12 @@ struct NcclCollectives : Collectives {
         CUDA_CHECK(cudaMemcpyAsync(send, mine, bytes, cudaMemcpyHostToDevice, ctx.stream));
         NCCL_CHECK(ncclAllGather(send, d, bytes, ncclChar, nccl->comm, ctx.stream));
         CUDA_CHECK(cudaMemcpyAsync(all, d, bytes * world, cudaMemcpyDeviceToHost, ctx.stream));
-        synchronize();
+        wait("all-gather", bytes);
     }
     void barrier() override {  // a one-element all-reduce: it returns once every rank has joined
         char* d = device_space(sizeof(double));
         NCCL_CHECK(ncclAllReduce(d, d, 1, ncclDouble, ncclSum, nccl->comm, ctx.stream));
-        synchronize();
+        wait("barrier", 0);
     }
     [[noreturn]] void abort(int code) override {
         ncclCommAbort(nccl->comm);  // no check: the process is leaving either way
@@ -120,6 +136,7 @@ struct NcclCollectives : Collectives {
         exit(code);
     }
     const char* name() const override { return host_memory ? "NCCL (no MPI)" : "NCCL"; }
+    void set_watchdog(const WatchdogSettings& s) override { watchdog.settings = s; }
 };
 
 inline std::string to_hex(const void* data, size_t bytes) {

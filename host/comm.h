@@ -172,6 +172,7 @@ struct Comm {
     std::string host;
     std::shared_ptr<Collectives> backend;  // host memory; null: a single process
     std::shared_ptr<Collectives> buffers;  // the trainer's memory (GPU); null: same as backend
+    std::shared_ptr<RollCall> roll_call;   // how a stuck collective learns who is missing (MPI); may be null
 
     // A single process, or MPI when built with it and launched by mpirun / srun with PMI.
     static Comm init(int* argc, char*** argv);
@@ -310,9 +311,10 @@ struct MpiRollCall : RollCall {
 
 // Every collective is started without blocking and waited for by the watchdog.
 struct MpiCollectives : Collectives {
-    MpiRollCall roll_call;
+    std::shared_ptr<RollCall> roll_call;
     Watchdog watchdog;
-    MpiCollectives(int rank, int world) : watchdog(rank, world, &roll_call) {}
+    MpiCollectives(int rank, int world, std::shared_ptr<RollCall> roll_call)
+        : roll_call(roll_call), watchdog(rank, world, roll_call.get()) {}
 
     void wait(const char* op, size_t bytes, MPI_Request& req) {
         watchdog.wait(op, bytes, [&] {
@@ -376,7 +378,8 @@ inline Comm Comm::init(int* argc, char*** argv) {
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c.rank, MPI_INFO_NULL, &node);
         MPI_Comm_rank(node, &c.local_rank);
         MPI_Comm_free(&node);
-        c.backend = std::make_shared<MpiCollectives>(c.rank, c.world);
+        c.roll_call = std::make_shared<MpiRollCall>();
+        c.backend = std::make_shared<MpiCollectives>(c.rank, c.world, c.roll_call);
     }
     return c;
 }

@@ -96,5 +96,21 @@ else
 fi
 wait 2>/dev/null
 
+# ---- a rank that freezes (SIGSTOP): the others stop with an error naming it. On a GPU the
+# watchdog (--comm-timeout) bounds the wait; here the CPU runtime's NCCL calls complete
+# before they return, so its own timeout does (CPU_CUDA_NCCL_TIMEOUT)
+CPU_CUDA_NCCL_TIMEOUT=4 slurm_start 2 "$work/frozen" -b 4 -n 100000 --comm-timeout 4
+for _ in $(seq 300); do grep -q "step     2/" "$work/frozen.0.out" 2>/dev/null && break; sleep 0.1; done
+kill -STOP "${pids[1]}"
+start=$SECONDS
+wait_all 60 "${pids[0]}"; rc=$?
+took=$((SECONDS - start))
+kill -9 "${pids[1]}"; wait "${pids[1]}" 2>/dev/null
+if [ $rc -ne 0 ] && [ $took -le 30 ] && grep -q "rank 1" "$work/frozen.0.out"; then
+    pass "a frozen rank ends the job in ${took} s with an error naming it"
+else
+    tail -3 "$work/frozen.0.out"; fail "frozen rank (still running, or no error naming it, after ${took} s)"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
