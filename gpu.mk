@@ -4,7 +4,8 @@
 #   train_gpt        the GPU trainer
 #   test/test_gpu    the GPU test program (doctest; needs train.cpp for the CPU reference)
 #   test_gpu         builds and runs it (exit 77 from test_gpu = no GPU here: reported, not failed)
-#   bench_gpu        GPT-2 124M shape: ms/step, tokens/s, MFU, peak memory (scripts/bench_gpu.sh)
+#   bench_gpu        GPT-2 124M shape, both precisions: ms/step, tokens/s, MFU, peak memory,
+#                    time per kernel (scripts/bench_gpu.sh; LLMC_DIR=... adds llm.c's train_gpt2cu)
 #   gpu_info         prints what was found: nvcc, architectures, NCCL, MPI, doctest
 #
 # Variables:
@@ -82,7 +83,8 @@ $(GPU_STAMP):
 	@rm -f .train_gpt-bf16 .train_gpt-fp32 && touch $@
 
 NVCC_BASE := -O3 -std=c++17 $(GENCODE) -Xcompiler -fopenmp,-Wall,-Wno-unused-function -lineinfo
-NVCC_ALL := $(NVCC_BASE) $(NVCCFLAGS) $(if $(NCCL_INC),-I$(NCCL_INC)) $(MPI_DEFS) $(MPI_CFLAGS) $(PRECISION_DEFS)
+NVCC_COMMON := $(NVCC_BASE) $(NVCCFLAGS) $(if $(NCCL_INC),-I$(NCCL_INC)) $(MPI_DEFS) $(MPI_CFLAGS)
+NVCC_ALL := $(NVCC_COMMON) $(PRECISION_DEFS)
 GPU_LIBS := -lcublas -lcublasLt $(NCCL_LIBS) $(MPI_LIBS) -lgomp
 GPU_HOST_HEADERS := $(wildcard host/*.h) $(wildcard gpu/*.cuh)
 
@@ -97,7 +99,7 @@ NO_NVCC_MESSAGE := gpu.mk: nvcc not found (PATH or CUDA_HOME=$(CUDA_HOME)): the 
 
 ifeq ($(NVCC),)
 
-train_gpt test/test_gpu test_gpu bench_gpu gpu_info:
+train_gpt build/train_gpt_bf16 build/train_gpt_fp32 test/test_gpu test_gpu bench_gpu gpu_info:
 	@echo "$(NO_NVCC_MESSAGE)"; exit 1
 
 else
@@ -110,6 +112,11 @@ train_gpt: train_gpt.cu $(GPU_HOST_HEADERS) $(GPU_STAMP)
 	$(gpu_found)
 	$(NVCC) $(NVCC_ALL) -o $@ train_gpt.cu $(GPU_LIBS)
 
+# both precisions side by side, whatever PRECISION says (scripts/bench_gpu.sh compares them)
+build/train_gpt_bf16 build/train_gpt_fp32: build/train_gpt_%: train_gpt.cu $(GPU_HOST_HEADERS)
+	@mkdir -p build
+	$(NVCC) $(NVCC_COMMON) $(if $(filter bf16,$*),-DTRAIN_BF16) -o $@ train_gpt.cu $(GPU_LIBS)
+
 # its end-to-end tests start ./train_gpt, hence the order-only prerequisite
 test/test_gpu: test/test_gpu.cu test/test_util.h test/golden.h dev/cuda/device_array.h train_gpt.cu train.cpp $(GPU_HOST_HEADERS) $(GPU_STAMP) | train_gpt
 	@test -f $(DOCTEST_INC)/doctest/doctest.h || { echo "gpu.mk: doctest.h not found under $(DOCTEST_INC) (apt-get install doctest-dev, or DOCTEST_INC=dir)"; exit 1; }
@@ -121,7 +128,7 @@ test_gpu: test/test_gpu train_gpt
 	@./test/test_gpu; rc=$$?; \
 	if [ $$rc -eq 77 ]; then echo "test_gpu: NOT RUN (no GPU on this machine)"; exit 0; fi; exit $$rc
 
-bench_gpu: train_gpt
+bench_gpu: build/train_gpt_bf16 build/train_gpt_fp32
 	@bash scripts/bench_gpu.sh
 
 endif

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Everything a machine with a GPU should check, in one command: finds nvcc, NCCL and
-# doctest, builds train_gpt and test/test_gpu for this machine's GPU, runs the GPU tests,
-# the kernel workbenches (dev/cuda) and the benchmark, checks that two replicas train like
-# one GPU when there are two GPUs, and ends with a summary table.
+# doctest, builds train_gpt and test/test_gpu for this machine's GPU in both precisions
+# (fp32, then bf16, the default, which stays built), runs the GPU tests (bf16 with the
+# 300-step comparison that make test leaves out), the kernel workbenches (dev/cuda) in both
+# precisions and the benchmark, checks that two replicas train like one GPU when there are
+# two GPUs, and ends with a summary table.
 #
 #   scripts/gpu_check.sh [--quick] [--no-workbenches]
 #
-#   --quick           benchmark B=4 only (FP32 and TF32)
+#   --quick           benchmark B=8 only
 #   --no-workbenches  skip dev/cuda
 # Logs go to $LOG_DIR (default /tmp/gpu_check). Exit status 1 if anything failed.
 # NCCL is found in CUDA's directories, the system's, NCCL_HOME, or the nvidia-nccl Python
@@ -61,47 +63,50 @@ echo "doctest: ${DOCTEST:-NOT FOUND (test/test_gpu cannot be built)}"
 section "build"
 JOBS=$(nproc 2>/dev/null || echo 2)
 make -f gpu.mk gpu_info ${MAKE_VARS[@]+"${MAKE_VARS[@]}"}
-if make -f gpu.mk -j2 train_gpt ${MAKE_VARS[@]+"${MAKE_VARS[@]}"} > "$LOG_DIR/build_train_gpt.log" 2>&1; then
-    note "build train_gpt" "ok"
-else
-    tail -30 "$LOG_DIR/build_train_gpt.log"; fail "build train_gpt" "see $LOG_DIR/build_train_gpt.log"
-fi
-[ -f train ] || make train > "$LOG_DIR/build_train.log" 2>&1 || true  # the CPU side of the checkpoint test
-TESTS_BUILT=0
-if [ -n "${DOCTEST:-}" ]; then
-    if make -f gpu.mk test/test_gpu ${MAKE_VARS[@]+"${MAKE_VARS[@]}"} > "$LOG_DIR/build_test_gpu.log" 2>&1; then
-        TESTS_BUILT=1
-    else
-        tail -30 "$LOG_DIR/build_test_gpu.log"; fail "build test/test_gpu" "see $LOG_DIR/build_test_gpu.log"
+[ -f train ] || make train > "$LOG_DIR/build_train.log" 2>&1 || true  # the CPU side of the checkpoint tests
+[ -n "${DOCTEST:-}" ] || fail "build test/test_gpu" "doctest.h not found"
+for precision in fp32 bf16; do  # bf16 last: ./train_gpt stays the default build
+    vars=(PRECISION=$precision ${MAKE_VARS[@]+"${MAKE_VARS[@]}"})
+    if ! make -f gpu.mk -j2 train_gpt "${vars[@]}" > "$LOG_DIR/build_train_gpt_$precision.log" 2>&1; then
+        tail -30 "$LOG_DIR/build_train_gpt_$precision.log"
+        fail "build train_gpt $precision" "see $LOG_DIR/build_train_gpt_$precision.log"
+        continue
     fi
-else
-    fail "build test/test_gpu" "doctest.h not found"
-fi
-
-# ---- GPU tests
-if [ "$TESTS_BUILT" -eq 1 ]; then
-    section "test/test_gpu"
-    ./test/test_gpu 2>&1 | tee "$LOG_DIR/test_gpu.log"
+    note "build train_gpt $precision" "ok"
+    [ -n "${DOCTEST:-}" ] || continue
+    if ! make -f gpu.mk test/test_gpu "${vars[@]}" > "$LOG_DIR/build_test_gpu_$precision.log" 2>&1; then
+        tail -30 "$LOG_DIR/build_test_gpu_$precision.log"
+        fail "build test_gpu $precision" "see $LOG_DIR/build_test_gpu_$precision.log"
+        continue
+    fi
+    # ---- GPU tests
+    section "test/test_gpu, $precision"
+    skipped=()
+    [ "$precision" = bf16 ] && skipped=(--no-skip)  # the default run's 300 steps against ./train
+    ./test/test_gpu ${skipped[@]+"${skipped[@]}"} 2>&1 | tee "$LOG_DIR/test_gpu_$precision.log"
     rc=${PIPESTATUS[0]}
-    counts=$(grep '^\[doctest\] test cases:' "$LOG_DIR/test_gpu.log" | tail -1 | sed -E 's/\[doctest\] test cases: *//')
-    if [ "$rc" -eq 0 ]; then note "test_gpu" "ok: ${counts:-?}"
-    elif [ "$rc" -eq 77 ]; then fail "test_gpu" "found no GPU (exit 77)"
-    else fail "test_gpu" "${counts:-exit status $rc}"; fi
-fi
+    counts=$(grep '^\[doctest\] test cases:' "$LOG_DIR/test_gpu_$precision.log" | tail -1 | sed -E 's/\[doctest\] test cases: *//')
+    if [ "$rc" -eq 0 ]; then note "test_gpu $precision" "ok: ${counts:-?}"
+    elif [ "$rc" -eq 77 ]; then fail "test_gpu $precision" "found no GPU (exit 77)"
+    else fail "test_gpu $precision" "${counts:-exit status $rc}"; fi
+done
 
 # ---- kernel workbenches
 if [ "$WORKBENCHES" -eq 1 ]; then
-    section "dev/cuda workbenches"
-    if make -C dev/cuda -j"$JOBS" ${MAKE_VARS[@]+"${MAKE_VARS[@]}"} > "$LOG_DIR/build_dev_cuda.log" 2>&1; then
-        bad=""
-        for b in layernorm attention_softmax crossentropy gelu encoder_backward adamw; do
-            ./dev/cuda/$b 2>&1 | tee -a "$LOG_DIR/dev_cuda.log" || bad="$bad $b"
-        done
-        if [ -z "$bad" ]; then note "dev/cuda workbenches" "ok (tables in $LOG_DIR/dev_cuda.log)"
-        else fail "dev/cuda workbenches" "failed:$bad"; fi
-    else
-        tail -20 "$LOG_DIR/build_dev_cuda.log"; fail "dev/cuda workbenches" "build failed"
-    fi
+    for precision in fp32 bf16; do
+        section "dev/cuda workbenches, $precision"
+        if make -C dev/cuda -j"$JOBS" PRECISION=$precision ${MAKE_VARS[@]+"${MAKE_VARS[@]}"} \
+                > "$LOG_DIR/build_dev_cuda_$precision.log" 2>&1; then
+            bad=""
+            for b in layernorm attention_softmax crossentropy gelu encoder_backward adamw; do
+                ./dev/cuda/$b 2>&1 | tee -a "$LOG_DIR/dev_cuda_$precision.log" || bad="$bad $b"
+            done
+            if [ -z "$bad" ]; then note "workbenches $precision" "ok (tables in $LOG_DIR/dev_cuda_$precision.log)"
+            else fail "workbenches $precision" "failed:$bad"; fi
+        else
+            tail -20 "$LOG_DIR/build_dev_cuda_$precision.log"; fail "workbenches $precision" "build failed"
+        fi
+    done
 fi
 
 # ---- two replicas against one GPU: same global batch, same losses
@@ -133,17 +138,20 @@ fi
 
 # ---- benchmark
 section "benchmark"
-bench_args=()
-[ "$QUICK" -eq 1 ] && bench_args=(--batch 4)
-if [ -x train_gpt ]; then
-    bash scripts/bench_gpu.sh ${bench_args[@]+"${bench_args[@]}"} 2>&1 | tee "$LOG_DIR/bench.log"
+bench_args=(--no-kernels)  # the workbenches above printed the kernels' times
+[ "$QUICK" -eq 1 ] && bench_args+=(--batch 8)
+if make -f gpu.mk build/train_gpt_bf16 build/train_gpt_fp32 ${MAKE_VARS[@]+"${MAKE_VARS[@]}"} \
+        > "$LOG_DIR/build_bench.log" 2>&1; then
+    bash scripts/bench_gpu.sh "${bench_args[@]}" 2>&1 | tee "$LOG_DIR/bench.log"
     [ "${PIPESTATUS[0]}" -eq 0 ] && note "benchmark" "ok" || fail "benchmark" "see $LOG_DIR/bench.log"
+else
+    tail -20 "$LOG_DIR/build_bench.log"; fail "benchmark" "build failed"
 fi
 
 # ---- summary
 section "summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf "%s\n" "${SUMMARY[@]}"
-if [ -f "$LOG_DIR/bench.log" ]; then echo; grep -E '^(\||peaks|GPU:)' "$LOG_DIR/bench.log"; fi
+if [ -f "$LOG_DIR/bench.log" ]; then echo; grep -E '^(\||peaks|GPU:|llm.c)' "$LOG_DIR/bench.log"; fi
 echo
 [ "$FAILED" -eq 0 ] && echo "gpu_check: all passed" || echo "gpu_check: SOME CHECKS FAILED"
 exit $FAILED
