@@ -43,8 +43,12 @@ inline double flops_per_step(const ModelConfig& c, const BatchPlan& p) {
 // Bytes each replica sends (and receives) in a ring all-reduce of n float32 values: a
 // reduce-scatter then an all-gather, each passing R − 1 chunks of n/R values to the next rank.
 inline double allreduce_bytes(double n, int R) { return R <= 1 ? 0.0 : 2.0 * (R - 1) / R * 4.0 * n; }
-// The step's gradient sync: every parameter's gradient, once.
-inline double gradient_sync_bytes(const ModelConfig& c, int R) { return allreduce_bytes((double)c.num_params(), R); }
+// The step's gradient sync: one all-reduce of every parameter's gradient, after the last
+// micro-batch of the step (accumulation adds up locally first; that is the point of it).
+constexpr int ALLREDUCES_PER_STEP = 1;
+inline double gradient_sync_bytes(const ModelConfig& c, int R) {
+    return ALLREDUCES_PER_STEP * allreduce_bytes((double)c.num_params(), R);
+}
 
 // A device and its link, for time estimates: a preset (--device) or the numbers given.
 struct DeviceSpeed {
