@@ -17,7 +17,9 @@
 // Communication: one all-reduce of the float32 gradients per optimizer step. In a ring
 // all-reduce each replica sends, and receives, 2·(R−1)/R times the buffer.
 #pragma once
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "batch.h"
 #include "checkpoint.h"
@@ -52,34 +54,148 @@ inline double gradient_sync_bytes(const ModelConfig& c, int R) {
 
 // A device and its link, for time estimates: a preset (--device) or the numbers given.
 struct DeviceSpeed {
+    std::string name;       // empty when no device was given
+    double tflops = 0;      // dense peak for the precision the products run in; 0 = not given
+    double link_gbps = 0;   // one replica's link to the others, gigabits per second each way; 0 = not given
+};
+struct DevicePreset {
     const char* name;
-    double tflops;     // dense, for the precision the products run in
-    double link_gbps;  // bandwidth of one replica's link to the others, gigabits per second, one way
-    const char* source;
+    double tflops, link_gbps;
 };
-// The presets' figures are the data sheets' dense ones; README "Planning a run" lists their
-// sources. The link is the one within a node (NVLink, per GPU, one direction).
-inline const DeviceSpeed DEVICE_PRESETS[] = {
-    {"h100-sxm", 989, 3600, "NVIDIA H100 data sheet: 989 TFLOP/s dense BF16; NVLink 4: 450 GB/s per direction"},
-    {"h100-pcie", 756, 512, "NVIDIA H100 data sheet: 756 TFLOP/s dense BF16; PCIe 5 x16: 64 GB/s per direction"},
-    {"a100-sxm", 312, 2400, "NVIDIA A100 data sheet: 312 TFLOP/s dense BF16; NVLink 3: 300 GB/s per direction"},
+// The data sheets' dense BF16 figures and the per-GPU link within a node, one direction;
+// README "Planning a run" gives the sources.
+inline const DevicePreset DEVICE_PRESETS[] = {
+    {"h100-sxm", 989, 3600},   // NVLink 4: 450 GB/s each way
+    {"h100-pcie", 756, 512},   // PCIe 5 x16: 64 GB/s each way
+    {"a100-sxm", 312, 2400},   // NVLink 3: 300 GB/s each way
 };
+inline std::string device_preset_names() {
+    std::string names;
+    for (const DevicePreset& d : DEVICE_PRESETS) names += (names.empty() ? "" : ", ") + std::string(d.name);
+    return names;
+}
+// From the options: a preset, whose figures --device-tflops and --link-gbps override.
+inline DeviceSpeed device_speed(const std::string& preset, double tflops, double link_gbps) {
+    DeviceSpeed d;
+    if (!preset.empty()) {
+        const DevicePreset* found = nullptr;
+        for (const DevicePreset& p : DEVICE_PRESETS)
+            if (preset == p.name) found = &p;
+        if (!found) throw UsageError("--device: unknown device '" + preset + "'; known: " + device_preset_names());
+        d = {found->name, found->tflops, found->link_gbps};
+    }
+    if (!(tflops >= 0 && tflops < 1e6)) throw UsageError(strf("--device-tflops must be a positive number, not %g", tflops));
+    if (!(link_gbps >= 0 && link_gbps < 1e9)) throw UsageError(strf("--link-gbps must be a positive number, not %g", link_gbps));
+    if (tflops > 0) d.tflops = tflops;
+    if (link_gbps > 0) d.link_gbps = link_gbps;
+    if (d.name.empty() && (tflops > 0 || link_gbps > 0)) d.name = "the device given";
+    return d;
+}
 
-// What a step and the run cost, from the formulas above; times are estimates, assuming the
-// device reaches its peak and the gradient sync does not overlap compute.
+// What a step and the run cost, from the formulas above. Times are estimates: the device at
+// its peak and the gradient sync not overlapped with compute.
 struct RunPlan {
-    double flops_per_step, flops_total;
-    double comm_bytes;  // per replica per step, each way
-    double compute_s = 0, comm_s = 0;  // per step; 0 without a device speed
+    double flops_per_step = 0, flops_total = 0;  // all replicas together
+    double comm_bytes = 0;                       // per replica per step, each way
+    double compute_s = 0, comm_s = 0;            // per step; 0 when the device's figure is not given
+    int R = 1, steps = 0;
     double step_s() const { return compute_s + comm_s; }
-    double efficiency() const { return step_s() > 0 ? compute_s / step_s() : 0; }  // of R replicas' compute
+    double efficiency() const { return step_s() > 0 ? compute_s / step_s() : 0; }  // of the R replicas' compute
+    double run_s() const { return step_s() * steps; }
+    double gpu_hours() const { return run_s() * R / 3600; }
 };
-inline RunPlan plan_run(const ModelConfig& c, const BatchPlan& p, int steps, const DeviceSpeed* speed) {
+inline RunPlan plan_run(const ModelConfig& c, const BatchPlan& p, int steps, const DeviceSpeed& d) {
     RunPlan r;
+    r.R = p.R, r.steps = steps;
     r.flops_per_step = flops_per_step(c, p);
     r.flops_total = r.flops_per_step * steps;
     r.comm_bytes = gradient_sync_bytes(c, p.R);
-    if (speed && speed->tflops > 0) r.compute_s = r.flops_per_step / p.R / (speed->tflops * 1e12);
-    if (speed && speed->link_gbps > 0) r.comm_s = r.comm_bytes * 8 / (speed->link_gbps * 1e9);
+    if (d.tflops > 0) r.compute_s = r.flops_per_step / p.R / (d.tflops * 1e12);
+    if (d.link_gbps > 0) r.comm_s = r.comm_bytes * 8 / (d.link_gbps * 1e9);
     return r;
+}
+
+// 8.05e17 -> "805 PFLOP": three significant digits and an SI prefix.
+inline std::string format_flops(double f) {
+    const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E", "Z"};
+    int u = 0;
+    while (f >= 999.5 && u < 7) f /= 1000, u++;
+    return strf("%.3g %sFLOP", f, prefixes[u]);
+}
+// 0.0534 -> "53.4 ms", 1053 -> "17.6 min", 8424 -> "2.34 h", 360000 -> "4.17 days"
+inline std::string format_seconds(double s) {
+    if (s < 1) return strf("%.3g ms", s * 1e3);
+    if (s < 60) return strf("%.3g s", s);
+    if (s < 3600) return strf("%.3g min", s / 60);
+    if (s < 86400 * 2) return strf("%.3g h", s / 3600);
+    return strf("%.3g days", s / 86400);
+}
+
+// The plan's lines for the dry run and the start of every run.
+inline std::vector<std::string> describe_costs(const ModelConfig& c, const BatchPlan& p, int steps,
+                                               const DeviceSpeed& d) {
+    TokenFlops t = flops_per_token(c, p.T);
+    RunPlan r = plan_run(c, p, steps, d);
+    std::vector<std::string> lines;
+    lines.push_back(strf("compute: %s per token (parameters 6·P = %s, P = %s weights in products; causal "
+                         "attention 6·L·C·(T+1) = %s); %s per step, %s for %s steps",
+                         format_flops(t.total()).c_str(), format_flops(t.params).c_str(),
+                         with_commas((long long)matmul_params(c)).c_str(), format_flops(t.attention).c_str(),
+                         format_flops(r.flops_per_step).c_str(), format_flops(r.flops_total).c_str(), with_commas(steps).c_str()));
+    if (p.R == 1)
+        lines.push_back("communication: none (one replica)");
+    else
+        lines.push_back(strf("communication: %d all-reduce of the %s of gradients per step; each replica sends and "
+                             "receives %s (ring: 2·(R−1)/R of the buffer)",
+                             ALLREDUCES_PER_STEP, format_bytes(4.0 * c.num_params()).c_str(),
+                             format_bytes(r.comm_bytes).c_str()));
+    if (d.tflops > 0) {
+        std::string comm = p.R == 1 ? "" : d.link_gbps > 0 ? " + gradient sync " + format_seconds(r.comm_s)
+                                                            : " (gradient sync not counted: no --link-gbps)";
+        lines.push_back(strf("estimate for %s (%g TFLOP/s, link %g Gbit/s), at peak and without overlap: compute "
+                             "%s%s = %s per step (a lower bound), scaling efficiency %.1f%%; the run: %s, %.3g GPU-hours",
+                             d.name.c_str(), d.tflops, d.link_gbps, format_seconds(r.compute_s).c_str(),
+                             comm.c_str(), format_seconds(r.step_s()).c_str(), 100 * r.efficiency(),
+                             format_seconds(r.run_s()).c_str(), r.gpu_hours()));
+    } else {
+        lines.push_back("estimate: give --device (" + device_preset_names() +
+                        ") or --device-tflops and --link-gbps for time per step and for the run");
+    }
+    return lines;
+}
+
+// The same global batch split over other replica counts, B fixed: R doubles and A halves
+// until A = 1. The last column is what the sync would cost if it ran after every
+// micro-batch instead of once per step: A times as much.
+inline std::vector<std::string> accumulation_table(const ModelConfig& c, const BatchPlan& p, int steps,
+                                                   const DeviceSpeed& d) {
+    std::vector<int> Rs;
+    long long global = p.global_tokens(), per_replica_round = (long long)p.B * p.T;
+    for (int R = 1; global % (per_replica_round * R) == 0; R *= 2) Rs.push_back(R);
+    if (std::find(Rs.begin(), Rs.end(), p.R) == Rs.end()) Rs.push_back(p.R), std::sort(Rs.begin(), Rs.end());
+    bool timed = d.tflops > 0;
+    std::vector<std::string> rows;
+    rows.push_back(strf("the same %s tokens per step over other replica counts (B=%d, T=%d: the same memory per "
+                        "replica in every row)%s:",
+                        with_commas(global).c_str(), p.B, p.T, timed ? ", times estimated" : ""));
+    rows.push_back(timed ? "  replicas  accumulation  compute/step  sync/step       step  efficiency        run  "
+                           "GPU-hours  sync/step if after every micro-batch"
+                         : "  replicas  accumulation  FLOP per replica per step  sync bytes per replica per step  "
+                           "the same if after every micro-batch");
+    for (int R : Rs) {
+        BatchPlan q = plan_batch(p.B, p.T, R, global);
+        RunPlan r = plan_run(c, q, steps, d);
+        std::string mark = R == p.R ? " <- this run" : "";
+        if (timed)
+            rows.push_back(strf("  %8d  %12d  %12s  %9s  %9s  %9.1f%%  %9s  %9.3g  %s%s", R, q.A,
+                                format_seconds(r.compute_s).c_str(), format_seconds(r.comm_s).c_str(),
+                                format_seconds(r.step_s()).c_str(), 100 * r.efficiency(),
+                                format_seconds(r.run_s()).c_str(), r.gpu_hours(),
+                                format_seconds(r.comm_s * q.A).c_str(), mark.c_str()));
+        else
+            rows.push_back(strf("  %8d  %12d  %25s  %31s  %s%s", R, q.A, format_flops(r.flops_per_step / R).c_str(),
+                                format_bytes(r.comm_bytes).c_str(), format_bytes(r.comm_bytes * q.A).c_str(),
+                                mark.c_str()));
+    }
+    return rows;
 }

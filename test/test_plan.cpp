@@ -7,6 +7,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -96,4 +97,41 @@ TEST_CASE("gradient sync bytes: a ring all-reduce sends 2·(R−1)/R of the buff
     ModelConfig c = model(12, 12, 768, 1024, 50257, 50304);
     CHECK(gradient_sync_bytes(c, 1) == 0);
     CHECK(gradient_sync_bytes(c, 8) == 2.0 * 7 / 8 * 4 * c.num_params());
+}
+
+TEST_CASE("device figures: presets, overrides, and one clear error for a bad one") {
+    DeviceSpeed h100 = device_speed("h100-sxm", 0, 0);
+    CHECK(h100.tflops == 989);
+    CHECK(h100.link_gbps == 3600);
+    DeviceSpeed own = device_speed("h100-sxm", 400, 0);  // a measured figure overrides the data sheet
+    CHECK(own.tflops == 400);
+    CHECK(own.link_gbps == 3600);
+    CHECK(device_speed("", 0, 0).tflops == 0);
+    auto message = [](auto f) {
+        try {
+            f();
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    std::string unknown = message([] { device_speed("h100", 0, 0); });
+    CHECK(unknown.find("'h100'") != std::string::npos);
+    CHECK(unknown.find("h100-sxm, h100-pcie, a100-sxm") != std::string::npos);
+    CHECK(message([] { device_speed("", -5, 0); }).find("--device-tflops") != std::string::npos);
+    CHECK(message([] { device_speed("", 0, -1); }).find("--link-gbps") != std::string::npos);
+    CHECK(message([] { device_speed("", NAN, 0); }).find("--device-tflops") != std::string::npos);
+}
+
+TEST_CASE("time estimates: compute at the device's peak, split over replicas, plus the sync") {
+    ModelConfig c = model(12, 12, 768, 1024, 50257, 50304);
+    BatchPlan p = plan_batch(64, 1024, 8, 524288);
+    RunPlan r = plan_run(c, p, 100, DeviceSpeed{"x", 100, 800});
+    // 524,288 tokens × 797.9 MFLOP/token over 8 replicas at 1e14 FLOP/s each
+    double flops = 524288.0 * (6 * (12.0 * 12 * 768 * 768 + 50304.0 * 768) + 6.0 * 12 * 768 * 1025);
+    CHECK(r.compute_s == doctest::Approx(flops / 8 / 1e14).epsilon(1e-12));
+    // 2·7/8 of the float32 gradients, at 800 Gbit/s = 1e11 bytes/s
+    CHECK(r.comm_s == doctest::Approx(2.0 * 7 / 8 * 4 * c.num_params() / 1e11).epsilon(1e-12));
+    CHECK(r.efficiency() == doctest::Approx(r.compute_s / (r.compute_s + r.comm_s)));
+    CHECK(r.gpu_hours() == doctest::Approx(100 * 8 * (r.compute_s + r.comm_s) / 3600));
 }
