@@ -473,7 +473,6 @@ static Outcome run_steps(int B, int A, int steps) {
     REQUIRE(plan.A == A);
     DataLoader data("tokens", tiny_tokens(), c.V), val("val", tiny_tokens(), c.V);
     data.configure(plan.B, plan.T, plan.A, plan.R, 0, true, 5);
-    val.configure(plan.B, plan.T, 1, 1, 0, false, 0);
     Comm single;
     Trainer m(c, plan, Config{}, single);
     randomize(m.params(), c, 21);
@@ -483,7 +482,7 @@ static Outcome run_steps(int B, int A, int steps) {
         StepResult r = m.step(data, plan, single, OPT, 1e-3f, 0.5f, s);
         o.losses.push_back(r.loss), o.norms.push_back(r.grad_norm);
     }
-    o.val_loss = m.evaluate(val, 3, plan, single);
+    o.val_loss = (float)validation_loss(m, validation_set(val, 24 * T, T, 0, 1), plan.B, single);  // 24 sequences
     const float* logits = m.next_token_logits(CONTEXT.data(), (int)CONTEXT.size());
     o.next_logits.assign(logits, logits + c.Vp);
     m.download();
