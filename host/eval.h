@@ -93,7 +93,7 @@ struct EvalExample {
 // Reads and checks an evaluation file: every token below V, every ending short enough to be
 // scored in a sequence of T tokens (it needs one token of context before it).
 inline std::vector<EvalExample> read_eval_file(const std::string& path, int V, int T) {
-    InputFile f(path, "evaluation file");
+    InputFile f(path, "multiple-choice evaluation file");
     int h[256];
     if (!f.read(h, sizeof h))
         throw Error(strf("'%s' is too short to be an evaluation file (%lld bytes)", path.c_str(), f.size()));

@@ -63,6 +63,13 @@ cp "$D/run_padded/model_00000001.bin" "$D/model_nan_pad.bin" &&
 cp "$M" "$D/model_inf.bin" && put32 "$D/model_inf.bin" $((256 + params - 64)) $inf32  # lnfw[0]
 mkdir -p "$D/model_dir.bin"
 
+E=test/golden/hellaswag_tiny.bin  # 64 examples, tokens below 91, endings of up to 16 tokens
+cp $E "$D/eval_magic.bin" && put32 "$D/eval_magic.bin" 0 1
+head -c 3000 $E >"$D/eval_trunc.bin"
+cp $E "$D/eval_token.bin" && put16 "$D/eval_token.bin" $((1024 + 2 * 6)) 300   # the first context token
+cp $E "$D/eval_size.bin" && put16 "$D/eval_size.bin" $((1024 + 2)) 7          # an odd size in bytes
+mkdir -p "$D/eval_dir.bin"
+
 tokenizer "$D/tok.bin" 256 2 255
 cp "$D/tok.bin" "$D/tok_magic.bin" && put32 "$D/tok_magic.bin" 0 20240327
 cp "$D/tok.bin" "$D/tok_version.bin" && put32 "$D/tok_version.bin" 1 3
@@ -165,6 +172,13 @@ cases=$(cat <<EOF
 1 | '$D/tok_eot_big.bin' holds 300 tokens, but the model's vocabulary has V = 256 | --tokenizer $D/tok_eot_big.bin
 1 | '$D/tok.bin' holds 256 tokens, but the model's vocabulary has V = 50,257 | --tokenizer $D/tok.bin --vocab 50257
 1 | '$D/tok_trunc.bin' is truncated at token 238 of 256 | --tokenizer $D/tok_trunc.bin
+1 | cannot open multiple-choice evaluation file '$D/nothere.bin' | --hellaswag $D/nothere.bin
+1 | '$D/eval_dir.bin' is a directory, not a multiple-choice evaluation file | --hellaswag $D/eval_dir.bin
+1 | '$D/eval_magic.bin' is not an llm.c evaluation file (magic 1, expected 20240522) | --hellaswag $D/eval_magic.bin
+1 | '$D/eval_trunc.bin': example | --hellaswag $D/eval_trunc.bin
+1 | '$D/eval_token.bin': example 0 of 64 (uint16 0 of the body) has token 300 in its context, out of range for vocabulary size 256 | --hellaswag $D/eval_token.bin
+1 | '$D/eval_size.bin': example 0 of 64 (uint16 0 of the body) says it has 7 bytes | --hellaswag $D/eval_size.bin
+1 | 'test/golden/hellaswag_tiny.bin': example 0 of 64 (uint16 0 of the body) has an ending of 12 tokens, more than a sequence of --seq-len 4 can score | --hellaswag $E -t 4
 1 | '$D/r_step/state_00000001.bin': step -5 is negative | -n 4 --resume 1 -o $D/r_step
 1 | '$D/r_epoch/state_00000001.bin': its data position is outside the training data: epoch -1, shard 0, chunk 1: negative | -n 4 --resume 1 -o $D/r_epoch
 1 | '$D/r_shard/state_00000001.bin': its data position is outside the training data: shard 1000000, but the data has 1 shard | -n 4 --resume 1 -o $D/r_shard

@@ -20,6 +20,7 @@
 
 #define TRAIN_NO_MAIN
 #include "../train.cpp"
+#include "golden.h"
 #include "test_util.h"
 
 using Vec = std::vector<double>;
@@ -857,30 +858,6 @@ TEST_CASE("validation: exactly the first --val-tokens tokens, the same loss for 
     // more than the data holds: all of it, (1000 - 1) / 6 = 166 sequences
     CHECK(validation_set(data, 1 << 20, T, 0, 1).total == 166);
     CHECK_THROWS_AS(validation_set(data, 5, T, 0, 1), Error);  // less than one sequence
-}
-
-// The committed reference (dev/reference/hellaswag_reference.py, float64 PyTorch): per
-// example its label, the choices by summed and by mean loss, and the endings' scores.
-struct HellaSwagReference {
-    int T = 0;
-    std::vector<int> label, pred, pred_norm;
-    std::vector<std::vector<double>> sum, mean;
-};
-static HellaSwagReference read_hellaswag_reference(const std::string& path) {
-    HellaSwagReference r;
-    std::ifstream f(path);
-    std::string line;
-    std::getline(f, line);
-    r.T = atoi(line.c_str() + line.find("T=") + 2);
-    while (std::getline(f, line)) {
-        std::istringstream in(line);
-        int label, pred, pred_norm;
-        std::vector<double> s(4), mn(4);
-        in >> label >> pred >> pred_norm >> s[0] >> s[1] >> s[2] >> s[3] >> mn[0] >> mn[1] >> mn[2] >> mn[3];
-        r.label.push_back(label), r.pred.push_back(pred), r.pred_norm.push_back(pred_norm);
-        r.sum.push_back(s), r.mean.push_back(mn);
-    }
-    return r;
 }
 
 TEST_CASE("HellaSwag: every example's scores and choices match the PyTorch reference") {
