@@ -66,7 +66,7 @@ include cpu.mk
 # ---- tests (doctest, from Debian's doctest-dev)
 DOCTEST_OK := $(shell test -f /usr/include/doctest/doctest.h && echo yes)
 
-test/test_cpu: test/test_cpu.cpp test/test_util.h train.cpp $(HOST_HEADERS)
+test/test_cpu: test/test_cpu.cpp test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
 ifneq ($(DOCTEST_OK),yes)
 	$(error doctest is missing: apt-get install doctest-dev)
 endif
@@ -113,7 +113,7 @@ build/asan/train: train.cpp $(HOST_HEADERS)
 	@mkdir -p $(@D)
 	$(CXX) $(SAN_CXXFLAGS) -o $@ train.cpp
 
-build/asan/test_cpu: test/test_cpu.cpp test/test_util.h train.cpp $(HOST_HEADERS)
+build/asan/test_cpu: test/test_cpu.cpp test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
 	@mkdir -p $(@D)
 	$(CXX) $(SAN_CXXFLAGS) -o $@ test/test_cpu.cpp
 

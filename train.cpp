@@ -685,19 +685,6 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
     return {loss, norm};
 }
 
-// Mean loss over `batches` validation micro-batches (replicas split them, then average).
-float evaluate(GPT2& m, DataLoader& val, int batches, const BatchPlan& plan, const Comm& comm) {
-    val.reset();
-    double sum = 0;
-    for (int i = 0; i < batches; i++) {
-        val.next_chunk();
-        val.micro_batch(0, m.inputs.data(), m.targets.data());
-        gpt2_forward(m, m.inputs.data(), plan.B, plan.T);
-        sum += gpt2_loss(m, m.targets.data(), plan.B, plan.T);
-    }
-    return (float)comm.allreduce_mean(sum / batches);
-}
-
 // ----------------------------------------------------------------------------
 // The CPU trainer, as host/run.h's training loop sees it.
 
@@ -736,8 +723,11 @@ struct CpuTrainer {
                     float grad_clip, int t) {
         return train_step(m, data, plan, comm, opt, lr, grad_clip, t);
     }
-    float evaluate(DataLoader& val, int batches, const BatchPlan& plan, const Comm& comm) {
-        return ::evaluate(m, val, batches, plan, comm);
+    // Forward only: the B·T per-position losses (validation and HellaSwag, host/eval.h).
+    const float* token_losses(const int* inputs, const int* targets, int B, int T) {
+        gpt2_forward(m, inputs, B, T);
+        gpt2_loss(m, targets, B, T);
+        return m.a.losses;
     }
     const float* next_token_logits(const int* context, int T) {
         gpt2_forward(m, context, 1, T);

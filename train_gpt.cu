@@ -182,6 +182,7 @@ struct GpuTrainer {
     int* d_targets;
     gpu::TokenGroups groups;
     std::vector<float> logits_row;  // next_token_logits' answer
+    std::vector<float> losses_host; // token_losses' answer
     size_t peak_bytes = 0;          // most GPU memory in use after a step (device-wide)
     int steps_done = 0;
 
@@ -475,19 +476,17 @@ struct GpuTrainer {
         return {loss, norm};
     }
 
-    // Mean loss over `batches` validation micro-batches (replicas split them, then average).
-    float evaluate(DataLoader& val, int batches, const BatchPlan& plan, const Comm& comm) {
-        val.reset();
-        zero_loss_sum();
-        for (int i = 0; i < batches; i++) {
-            val.next_chunk();
-            val.micro_batch(0, inputs.data(), targets.data());
-            upload_tokens(inputs.data(), targets.data(), plan.B, plan.T, i % slots);
-            if (i % slots == slots - 1) gpu::synchronize();  // before the slots are written again
-            forward(plan.B, plan.T);
-            cross_entropy(plan.B, plan.T, false, 0.0f);
-        }
-        return (float)comm.allreduce_mean(loss_sum() / batches);
+    // Forward only: the B·T per-position losses, on the host (validation and HellaSwag,
+    // host/eval.h; the loss sum it also adds to is zeroed by every step).
+    const float* token_losses(const int* in, const int* tgt, int B, int T) {
+        upload_tokens(in, tgt, B, T);
+        forward(B, T);
+        cross_entropy(B, T, false, 0.0f);
+        losses_host.resize((size_t)B * T);
+        CUDA_CHECK(cudaMemcpyAsync(losses_host.data(), a.losses, losses_host.size() * sizeof(float),
+                                   cudaMemcpyDeviceToHost, gpu::ctx.stream));
+        gpu::synchronize();  // also: the pinned token slot is free again
+        return losses_host.data();
     }
 
     const float* next_token_logits(const int* context, int T) {

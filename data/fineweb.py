@@ -41,11 +41,6 @@ def _tokenize(text):
 
 
 def main():
-    import numpy as np
-    from multiprocessing import Pool
-    from tqdm import tqdm
-    from shards import die, gpt2_tokenizer_table, load_gpt2_encoding, write_shard, write_tokenizer
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", choices=sorted(DATASETS), default="edu")
     ap.add_argument("--version", choices=["10B", "100B"], default="10B",
@@ -55,7 +50,15 @@ def main():
     ap.add_argument("--tokenizer-out", default=os.path.join(HERE, "gpt2_tokenizer.bin"))
     ap.add_argument("--streaming", action="store_true", help="stream documents instead of downloading")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) - 1))
-    args = ap.parse_args()
+    args = ap.parse_args()  # before the imports below, so --help works without them installed
+
+    from multiprocessing import Pool
+    from shards import die, gpt2_tokenizer_table, load_gpt2_encoding, write_shard, write_tokenizer
+    try:
+        import numpy as np
+        from tqdm import tqdm
+    except ImportError as e:
+        die("the %s package is missing (pip install -r data/requirements.txt)" % e.name)
 
     repo, prefix = DATASETS[args.dataset]
     url = "https://huggingface.co/datasets/" + repo

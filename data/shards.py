@@ -10,6 +10,14 @@ Tokenizer file (what --tokenizer points at, used to print samples):
                                      [2]=vocab size [3]=end-of-text id
     body:   for each token id in order: uint8 length n (1..255), n raw bytes
 
+Evaluation file (what --hellaswag points at; llm.c's format for multiple-choice evals):
+    header: 256 little-endian int32  [0]=20240522 (magic) [1]=1 (version)
+                                     [2]=number of examples [3]=longest example in bytes
+    body:   per example, uint16: 65535, the example's size in bytes (from the
+            65535 on), its index, its label (the correct ending), the number of
+            endings K, the context's length and tokens, then for each ending its
+            length and tokens
+
 Only the standard library is imported at module level, so that
 text_to_shards.py in byte mode (and the tests) work without numpy.
 Download helpers import their optional dependencies lazily.
@@ -19,6 +27,9 @@ import struct
 import sys
 from array import array
 
+EVAL_MAGIC = 20240522
+EVAL_VERSION = 1
+EVAL_START = 65535
 SHARD_MAGIC = 20240520
 SHARD_VERSION = 1
 TOKENIZER_MAGIC = 20240328
@@ -177,6 +188,60 @@ def read_tokenizer(path):
     return tokens, eot
 
 
+def write_eval_file(path, examples, quiet=False):
+    """Write multiple-choice examples, each a (context_tokens, [ending_tokens, ...], label)."""
+    body, longest = array("H"), 0
+    for index, (context, endings, label) in enumerate(examples):
+        ex = [EVAL_START, 0, index, label, len(endings), len(context)] + list(context)
+        for ending in endings:
+            ex += [len(ending)] + list(ending)
+        if not 0 <= label < len(endings) or not context or not all(endings):
+            raise ValueError("example %d: label %d of %d endings, or an empty context or ending"
+                             % (index, label, len(endings)))
+        if 2 * len(ex) >= 65536 or not all(0 <= t < EVAL_START for t in ex[5:]) or index >= EVAL_START:
+            raise ValueError("example %d does not fit the format (uint16 sizes, tokens below 65535)" % index)
+        ex[1] = 2 * len(ex)
+        longest = max(longest, ex[1])
+        body.extend(ex)
+    if sys.byteorder != "little":
+        body.byteswap()
+    with open(path, "wb") as f:
+        f.write(_pack_header([EVAL_MAGIC, EVAL_VERSION, len(examples), longest], "i"))
+        f.write(body.tobytes())
+    if not quiet:
+        print("wrote %s examples to %s" % (format(len(examples), ","), path))
+
+
+def read_eval_file(path):
+    """The examples of an evaluation file, as write_eval_file takes them; ValueError if damaged."""
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, version, count, _ = struct.unpack("<4i", data[:16])
+    if magic != EVAL_MAGIC or version != EVAL_VERSION:
+        raise ValueError("%s: bad magic/version %d/%d" % (path, magic, version))
+    s = array("H", data[HEADER_BYTES:])
+    if sys.byteorder != "little":
+        s.byteswap()
+    examples, pos = [], 0
+    for i in range(count):
+        if s[pos] != EVAL_START:
+            raise ValueError("%s: example %d does not start with %d" % (path, i, EVAL_START))
+        end, label, k = pos + s[pos + 1] // 2, s[pos + 3], s[pos + 4]
+        p = pos + 5
+        parts = []
+        for _ in range(k + 1):
+            n = s[p]
+            parts.append(list(s[p + 1:p + 1 + n]))
+            p += 1 + n
+        if p != end:
+            raise ValueError("%s: example %d's size field says %d bytes, it holds %d" % (path, i, 2 * (end - pos), 2 * (p - pos)))
+        examples.append((parts[0], parts[1:], label))
+        pos = end
+    if pos != len(s):
+        raise ValueError("%s: %d bytes after the last example" % (path, 2 * (len(s) - pos)))
+    return examples
+
+
 def byte_tokenizer_table():
     """The 256-entry table of byte mode: token id i is the single byte i."""
     return [bytes([i]) for i in range(256)]
@@ -198,9 +263,14 @@ def download(url, path):
     Writes to path + ".part" and renames only a complete download, so an
     interrupted one is redone on the next run instead of being used.
     """
+    import contextlib
     import urllib.error
     import urllib.request
-    from tqdm import tqdm
+    try:
+        from tqdm import tqdm
+    except ImportError:  # no progress bar, but the download still works
+        def tqdm(**_):
+            return contextlib.nullcontext(type("NoBar", (), {"update": lambda self, n: None})())
 
     if os.path.exists(path):
         print("%s already present, not downloading" % path)

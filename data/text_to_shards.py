@@ -70,7 +70,8 @@ def main(argv=None):
     ap.add_argument("--name", help="file name prefix (default: first input's name without extension)")
     ap.add_argument("--out-dir", help="default: data/<name>")
     ap.add_argument("--val-tokens", type=int,
-                    help="first N tokens are validation (default: 10%% of the tokens, at most %d)" % DEFAULT_VAL_CAP)
+                    help="first N tokens are validation (default: 10%%%% of the tokens, at most %s)"
+                    % format(DEFAULT_VAL_CAP, ","))  # %%%% here: argparse formats the help text once more
     ap.add_argument("--shard-tokens", type=int, default=10 ** 8, help="training tokens per shard file")
     ap.add_argument("--blank-line-docs", action="store_true",
                     help="gpt2 only: one document per blank-line separated passage")

@@ -60,15 +60,18 @@ def unpack(archive, dest):
 
 
 def main():
-    from multiprocessing import Pool
-    from tqdm import tqdm
-    from shards import ShardWriter, die, download, gpt2_tokenizer_table, load_gpt2_encoding, write_tokenizer
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out-dir", default=os.path.join(HERE, "tinystories"))
     ap.add_argument("--tokenizer-out", default=os.path.join(HERE, "gpt2_tokenizer.bin"))
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) - 1))
-    args = ap.parse_args()
+    args = ap.parse_args()  # before the imports below, so --help works without them installed
+
+    from multiprocessing import Pool
+    from shards import ShardWriter, die, download, gpt2_tokenizer_table, load_gpt2_encoding, write_tokenizer
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        die("the tqdm package is missing (pip install -r data/requirements.txt)")
 
     archive = os.path.join(args.out_dir, "TinyStories_all_data.tar.gz")
     download(URL, archive)

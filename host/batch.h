@@ -74,9 +74,9 @@ inline BatchPlan plan_batch(int B, int T, int R, long long total_tokens) {
 //  500 steps = 1,024,000 tokens"
 inline std::string describe_plan(const BatchPlan& p, int steps) {
     return strf("micro-batch %d×%d = %s tokens × %d accumulation × %d replica%s = %s tokens per step; "
-                "%d steps = %s tokens",
+                "%s steps = %s tokens",
                 p.B, p.T, with_commas(p.micro_tokens()).c_str(), p.A, p.R, p.R == 1 ? "" : "s",
-                with_commas(p.global_tokens()).c_str(), steps,
+                with_commas(p.global_tokens()).c_str(), with_commas(steps).c_str(),
                 with_commas(p.global_tokens() * steps).c_str());
 }
 

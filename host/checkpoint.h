@@ -5,12 +5,13 @@
 // then the 16 parameter tensors as float32, in the order of ModelConfig::param_sizes.
 //
 // Training-state file (ours; llm.c's is not needed to resume here): 256 int32 header
-//   [0] = 20261124, [1] = 2, [2] = step, [3..5] = data epoch, shard, chunk,
+//   [0] = 20261124, [1] = 3, [2] = step, [3..5] = data epoch, shard, chunk,
 //   [6..7] = parameter count (low, high 32 bits), [8..9] = sampler RNG state (low, high),
 //   [10..11] = global batch in tokens (low, high),
-//   [12..13] = training-data fingerprint, [14..15] = its tokens, [16] = its shards
-// then AdamW's first moment m and second moment v, float32, one per parameter. Version 1
-// files (no data identity, [12..16] = 0) are still read.
+//   [12..13] = training-data fingerprint, [14..15] = its tokens, [16] = its shards,
+//   [17] = the run's --steps (the length its learning-rate schedule was made for)
+// then AdamW's first moment m and second moment v, float32, one per parameter. Versions 1
+// (no data identity, [12..16] = 0) and 2 (no run length, [17] = 0) are still read.
 //
 // Every file is written to "<name>.tmp", flushed to disk, then renamed over <name>: an
 // interrupted write leaves the previous checkpoint untouched. No file is written that
@@ -34,7 +35,7 @@
 constexpr int MODEL_MAGIC = 20240326;
 constexpr int MODEL_VERSION_FP32 = 3;
 constexpr int STATE_MAGIC = 20261124;
-constexpr int STATE_VERSION = 2;
+constexpr int STATE_VERSION = 3;
 constexpr int NUM_PARAM_TENSORS = 16;
 
 struct ModelConfig {
@@ -259,6 +260,7 @@ struct TrainState {
     uint64_t sample_rng = 0;    // sampler state
     long long global_batch = 0; // tokens per step when saved (the data position is in these units)
     DataIdentity train_data;    // what the data position refers to (shards 0: not recorded)
+    int run_steps = 0;          // the --steps of the run it belongs to (0: not recorded)
 };
 
 inline void put64(int* h, uint64_t x) { h[0] = (int)(uint32_t)x, h[1] = (int)(uint32_t)(x >> 32); }
@@ -281,7 +283,7 @@ inline void save_state(const std::string& path, const TrainState& s, const float
     h[3] = (int)s.data.epoch, h[4] = (int)s.data.shard, h[5] = (int)s.data.chunk;
     put64(h + 6, n), put64(h + 8, s.sample_rng), put64(h + 10, (uint64_t)s.global_batch);
     put64(h + 12, s.train_data.fingerprint), put64(h + 14, (uint64_t)s.train_data.tokens);
-    h[16] = (int)s.train_data.shards;
+    h[16] = (int)s.train_data.shards, h[17] = s.run_steps;
     write_file_atomic(path, {{h, sizeof h}, {m, n * sizeof(float)}, {v, n * sizeof(float)}});
 }
 
@@ -294,8 +296,8 @@ inline TrainState load_state(const std::string& path, float* m, float* v, size_t
         throw Error(strf("'%s' is too short to be a training-state file (%lld bytes)", path.c_str(), f.size()));
     if (h[0] != STATE_MAGIC)
         throw Error(strf("'%s' is not a training-state file (magic %d, expected %d)", path.c_str(), h[0], STATE_MAGIC));
-    if (h[1] != 1 && h[1] != STATE_VERSION)
-        throw Error(strf("'%s': training-state version %d is not supported (expected 1 or %d)", path.c_str(), h[1],
+    if (h[1] < 1 || h[1] > STATE_VERSION)
+        throw Error(strf("'%s': training-state version %d is not supported (expected 1 to %d)", path.c_str(), h[1],
                          STATE_VERSION));
     uint64_t saved_n = get64(h + 6);
     if (saved_n != n)
@@ -310,7 +312,10 @@ inline TrainState load_state(const std::string& path, float* m, float* v, size_t
     s.sample_rng = get64(h + 8);
     s.global_batch = (long long)get64(h + 10);
     s.train_data = {get64(h + 12), (long long)get64(h + 14), h[16]};
+    s.run_steps = h[17];
     if (s.step < 0) throw Error(strf("'%s': step %d is negative", path.c_str(), s.step));
+    if (s.run_steps < 0 || (s.run_steps > 0 && s.run_steps < s.step))
+        throw Error(strf("'%s': step %d of a run of %d steps", path.c_str(), s.step, s.run_steps));
     if (s.global_batch <= 0) throw Error(strf("'%s': global batch %lld is not positive", path.c_str(), s.global_batch));
     if (s.train_data.shards < 0 || s.train_data.tokens < 0)
         throw Error(strf("'%s': the training data is recorded as %s", path.c_str(), s.train_data.describe().c_str()));

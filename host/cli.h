@@ -2,6 +2,7 @@
 // table. --help is generated from the same table the parser reads, so the two cannot
 // drift apart.
 #pragma once
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -28,6 +29,8 @@ struct Config {
     int batch_size = 16, seq_len = 64;  // batch_size 0: auto, the largest that fits in memory
     long long total_batch = 0;  // tokens per optimizer step; 0 = batch_size × seq_len × replicas
     int steps = 300;
+    long long train_tokens = 0;  // > 0: steps = train_tokens / tokens per step, instead of --steps
+    int extend = 0;              // resume: recompute the cosine over a new --steps
     // optimizer and schedule
     float lr = 3e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
     float grad_clip = 1.0f;  // 0 disables clipping
@@ -38,7 +41,10 @@ struct Config {
     unsigned long long seed = 1337;
     int shuffle = 1;
     // evaluation, samples, checkpoints, logging
-    int val_every = 50, val_batches = 8;
+    int val_every = 50;
+    long long val_tokens = 65536;  // validation tokens, the same set whatever the split
+    std::string hellaswag;         // llm.c evaluation file (data/hellaswag.py); empty = off
+    int eval_every = 0;            // HellaSwag every N steps; 0 = with the validation loss
     int sample_every = 100, sample_len = 96;
     float temperature = 1.0f;
     int top_k = 0;
@@ -84,7 +90,9 @@ inline std::vector<Option> option_table(Config& c) {
         {"batch-size", 'b', "batch", &c.batch_size, "B, sequences per micro-batch; auto = the most that fit"},
         {"seq-len", 't', "int", &c.seq_len, "T, tokens per sequence"},
         {"total-batch", 'd', "long", &c.total_batch, "tokens per optimizer step; 0 = B*T*replicas"},
-        {"steps", 'n', "int", &c.steps, "optimizer steps"},
+        {"steps", 'n', "int", &c.steps, "optimizer steps; 0 = evaluate and sample only"},
+        {"train-tokens", 0, "long", &c.train_tokens, "steps = N / tokens per step (instead of -n); 0 = off"},
+        {"extend", 0, "bool", &c.extend, "resume with another --steps: recompute the cosine"},
         {"lr", 'l', "float", &c.lr, "peak learning rate"},
         {"lr-schedule", 0, "str", &c.lr_schedule, "cosine (warm-up, then cosine) or constant"},
         {"warmup", 0, "int", &c.warmup, "linear warm-up steps"},
@@ -97,7 +105,9 @@ inline std::vector<Option> option_table(Config& c) {
         {"seed", 0, "u64", &c.seed, "seed for init and shuffling"},
         {"shuffle", 0, "bool", &c.shuffle, "shuffle batch order each epoch (0 or 1)"},
         {"val-every", 'v', "int", &c.val_every, "validation loss every N steps; 0 = off"},
-        {"val-batches", 'm', "int", &c.val_batches, "micro-batches per validation"},
+        {"val-tokens", 0, "long", &c.val_tokens, "validation tokens (the same for every split)"},
+        {"hellaswag", 0, "str", &c.hellaswag, "llm.c eval file (data/hellaswag.py); \"\" = off"},
+        {"eval-every", 0, "int", &c.eval_every, "HellaSwag every N steps; 0 = with --val-every"},
         {"sample-every", 's', "int", &c.sample_every, "print a sample every N steps; 0 = off"},
         {"sample-len", 'g', "int", &c.sample_len, "tokens per sample"},
         {"temperature", 0, "float", &c.temperature, "sampling temperature"},
@@ -217,19 +227,23 @@ inline void validate_config(const Config& c) {
     require(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1, "--beta1 and --beta2 must be in [0, 1)");
     require(c.eps > 0, "--eps must be positive");
     require(c.temperature > 0, "--temperature must be positive");
-    require(c.val_batches >= 1, "--val-batches must be at least 1");
+    require(c.val_tokens >= 1, "--val-tokens must be at least 1");
     require(c.comm_timeout >= 0, strf("--comm-timeout must be >= 0 seconds (0 = wait forever), got %g", c.comm_timeout));
 }
 
 // Parses argv into a Config. Returns false when --help was printed.
 inline bool parse_command_line(int argc, char** argv, Config& c) {
     std::vector<Option> table = option_table(c);
+    std::vector<std::string> given;  // the options on the command line, by long name
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i];
         if (arg == "-h" || arg == "--help") {
             print_help(argv[0]);
             return false;
         }
+        if (arg == "-m" || arg.rfind("--val-batches", 0) == 0)  // counted per replica: its loss depended on R
+            throw UsageError("-m/--val-batches is gone: validation now covers --val-tokens N tokens (default 65,536), "
+                             "the same for every split; -m M meant M·B·T·R tokens");
         const Option* found = nullptr;
         std::string value;
         bool has_inline_value = false;
@@ -253,7 +267,11 @@ inline bool parse_command_line(int argc, char** argv, Config& c) {
             value = argv[++i];
         }
         parse_value(*found, value.c_str());
+        given.push_back(found->name);
     }
+    auto has = [&](const char* name) { return std::find(given.begin(), given.end(), name) != given.end(); };
+    if (has("train-tokens") && has("steps"))
+        throw UsageError("--train-tokens and --steps both set the run's length: give one of them");
     validate_config(c);
     return true;
 }

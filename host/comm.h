@@ -191,11 +191,13 @@ struct Comm {
     void allreduce_sum(float* data, size_t n) const {
         if (Collectives* c = buffers ? buffers.get() : backend.get()) c->allreduce_sum(data, n);
     }
-    // Mean of one number over all replicas (losses, validation loss).
-    double allreduce_mean(double x) const {
+    // Sum of one number over all replicas (loss sums, counts), in host memory.
+    double allreduce_sum(double x) const {
         if (backend) backend->allreduce_sum(&x, 1);
-        return x / world;
+        return x;
     }
+    // Mean of one number over all replicas (the training loss).
+    double allreduce_mean(double x) const { return allreduce_sum(x) / world; }
     // Copies bytes from rank 0 to every rank.
     void broadcast(void* data, size_t bytes) const {
         if (backend) backend->broadcast(data, bytes);

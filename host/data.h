@@ -49,8 +49,9 @@ inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934
 // Reads and checks a shard's header; returns its token count. Checks the file size too,
 // so a truncated download is caught before training starts rather than mid-run. With
 // `hash`, continues it over the header and the first KiB of tokens (llm.c's headers differ
-// only in the token count, so the tokens make the fingerprint tell datasets apart).
-inline long long read_shard_header(const std::string& path, uint64_t* hash = nullptr) {
+// only in the token count, so the tokens make the fingerprint tell datasets apart). With
+// `largest`, raises it to the largest of those first tokens.
+inline long long read_shard_header(const std::string& path, uint64_t* hash = nullptr, int* largest = nullptr) {
     InputFile f(path, "token shard");
     int header[256];
     if (!f.read(header, sizeof header))
@@ -64,11 +65,13 @@ inline long long read_shard_header(const std::string& path, uint64_t* hash = nul
     if (ntok < 0 || f.size() != expected)
         throw Error(strf("'%s' is truncated or damaged: header says %lld tokens (%lld bytes), file has %lld bytes",
                          path.c_str(), ntok, expected, f.size()));
-    if (hash) {
-        unsigned char first[1024];
-        size_t n = (size_t)std::min<long long>(sizeof first, ntok * 2);
-        if (!f.read(first, n)) throw Error("'" + path + "' could not be read");
-        *hash = fnv1a(first, n, fnv1a(header, sizeof header, *hash));
+    if (hash || largest) {
+        uint16_t first[512];
+        size_t n = (size_t)std::min<long long>(512, ntok);
+        if (!f.read(first, n * 2)) throw Error("'" + path + "' could not be read");
+        if (hash) *hash = fnv1a(first, n * 2, fnv1a(header, sizeof header, *hash));
+        if (largest)
+            for (size_t i = 0; i < n; i++) *largest = std::max(*largest, (int)first[i]);
     }
     return ntok;
 }
@@ -124,7 +127,7 @@ public:
     // A loader over shard files (loaded one at a time) ...
     DataLoader(const std::vector<std::string>& files, int V) {
         uint64_t h = fnv1a(nullptr, 0);  // the hash of nothing, continued over every shard
-        for (const std::string& f : files) shards_.push_back({f, read_shard_header(f, &h), {}});
+        for (const std::string& f : files) shards_.push_back({f, read_shard_header(f, &h, &leading_max_), {}});
         fingerprint_ = h;
         V_ = V;
     }
@@ -134,6 +137,7 @@ public:
         long long n = (long long)tokens.size();
         fingerprint_ = fnv1a(&n, sizeof n);
         fingerprint_ = fnv1a(tokens.data(), std::min<size_t>(tokens.size(), 512) * sizeof(uint16_t), fingerprint_);
+        for (size_t i = 0; i < std::min<size_t>(tokens.size(), 512); i++) leading_max_ = std::max(leading_max_, (int)tokens[i]);
         shards_.push_back({name, n, std::move(tokens)});
         V_ = V;
         in_memory_ = true;
@@ -207,6 +211,9 @@ public:
     // Identifies the data, for checkpoints and for replicas to check they read the same tokens.
     DataIdentity identity() const { return {fingerprint_, total_tokens(), (long long)shards_.size()}; }
     size_t num_shards() const { return shards_.size(); }
+    const std::string& first_shard_name() const { return shards_[0].name; }
+    // The largest of the first 512 tokens of every shard: below 256, the data looks byte-level.
+    int leading_max_token() const { return leading_max_; }
     long long total_tokens() const {
         long long n = 0;
         for (const Shard& s : shards_) n += s.ntok;
@@ -248,6 +255,7 @@ private:
 
     std::vector<Shard> shards_;
     uint64_t fingerprint_ = 0;
+    int leading_max_ = 0;
     int V_ = 0;
     bool in_memory_ = false;
     int B_ = 1, T_ = 1, A_ = 1, R_ = 1, rank_ = 0;

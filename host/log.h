@@ -1,5 +1,5 @@
 // Logging: the per-step console line and a machine-readable JSON Lines file with the same
-// fields (one object per line: "config", "train", "val" and "sample" records), which
+// fields (one object per line: "config", "train", "val", "hellaswag" and "sample" records), which
 // scripts/plot.py reads.
 #pragma once
 #include <cmath>
@@ -53,8 +53,15 @@ public:
     void val(int step, long long tokens, double val_loss) {
         write(strf("{\"type\":\"val\",\"step\":%d,\"tokens\":%lld,\"val_loss\":%.6f}", step, tokens, val_loss));
     }
-    void sample(int step, const std::string& text) {
-        write(strf("{\"type\":\"sample\",\"step\":%d,\"text\":", step) + json_string(text) + "}");
+    void hellaswag(int step, long long tokens, double acc_norm, double acc, long long examples) {
+        write(strf("{\"type\":\"hellaswag\",\"step\":%d,\"tokens\":%lld,\"acc_norm\":%.6f,\"acc\":%.6f,"
+                   "\"examples\":%lld}",
+                   step, tokens, acc_norm, acc, examples));
+    }
+    // the prompt and the sampled continuation, as exact bytes
+    void sample(int step, const std::string& prompt, const std::string& text) {
+        write(strf("{\"type\":\"sample\",\"step\":%d,\"prompt\":", step) + json_string(prompt) +
+              ",\"text\":" + json_string(text) + "}");
     }
 
 private:

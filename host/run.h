@@ -14,7 +14,8 @@
 //   StepResult step(DataLoader&, const BatchPlan&, const Comm&, const AdamWConfig&,
 //                   float lr, float grad_clip, int t)    one optimizer step, t = 1, 2, ...;
 //                   calls check_finite_step(loss, grad_norm, t) before it updates the weights
-//   float evaluate(DataLoader&, int batches, const BatchPlan&, const Comm&)
+//   const float* token_losses(const int* inputs, const int* targets, int B, int T)
+//                     forward only: the B·T per-position losses, in host memory (host/eval.h)
 //   const float* next_token_logits(const int* context, int T)  host row of Vp logits
 #pragma once
 #include <unistd.h>
@@ -36,6 +37,7 @@
 #include "comm.h"
 #include "corpus.h"
 #include "data.h"
+#include "eval.h"
 #include "log.h"
 #include "rng.h"
 #include "sample.h"
@@ -90,9 +92,9 @@ std::vector<int> generate(Trainer& m, const ModelConfig& mc, int window, std::ve
     return tokens;
 }
 
-inline std::string decode(const Tokenizer& tok, const std::vector<int>& tokens, size_t from) {
+inline std::string decode(const Tokenizer& tok, const std::vector<int>& tokens, size_t from, size_t to) {
     std::string s;
-    for (size_t i = from; i < tokens.size(); i++) s += tok.decode(tokens[i]);
+    for (size_t i = from; i < to; i++) s += tok.decode(tokens[i]);
     return s;
 }
 
@@ -101,11 +103,7 @@ inline std::string decode(const Tokenizer& tok, const std::vector<int>& tokens, 
 inline std::vector<int> parse_prompt(const std::string& text, const Tokenizer& tok, int V) {
     std::vector<long long> ids;  // 64 bits: an id beyond int must be reported, not wrapped
     if (text.empty()) {
-        if (tok.eot >= V)
-            throw Error(strf("'%s': its end-of-text token %d is outside the model's vocabulary of %d tokens (pass "
-                             "--prompt with token ids)",
-                             tok.path.c_str(), tok.eot, V));
-        ids.push_back(tok.eot >= 0 ? tok.eot : '\n');
+        ids.push_back(tok.eot >= 0 ? tok.eot : '\n');  // a tokenizer's eot is below its size, which is V
     } else if (tok.pieces.empty()) {
         for (unsigned char ch : text) ids.push_back(ch);
     } else {
@@ -247,6 +245,59 @@ BatchPlan plan_micro_batch(Config& cfg, const ModelConfig& mc, const Comm& comm)
     return plan;
 }
 
+// --train-tokens: the steps that many tokens make at `per_step` tokens per step, rounded
+// down; `division` gets the arithmetic, as printed at the start.
+inline int steps_from_tokens(long long tokens, long long per_step, std::string& division) {
+    long long steps = tokens / per_step, dropped = tokens - steps * per_step;
+    if (steps < 1)
+        throw Error(strf("--train-tokens %s is less than one step of %s tokens", with_commas(tokens).c_str(),
+                         with_commas(per_step).c_str()));
+    if (steps > INT_MAX)
+        throw Error(strf("--train-tokens %s / %s tokens per step = %s steps, more than %s", with_commas(tokens).c_str(),
+                         with_commas(per_step).c_str(), with_commas(steps).c_str(), with_commas(INT_MAX).c_str()));
+    division = strf("%s tokens / %s tokens per step = %s steps", with_commas(tokens).c_str(),
+                    with_commas(per_step).c_str(), with_commas(steps).c_str());
+    division += dropped ? strf(" (rounding down leaves out the last %s tokens)", with_commas(dropped).c_str())
+                        : " exactly";
+    return (int)steps;
+}
+
+inline LrSchedule lr_schedule(const Config& cfg, int steps) {
+    return {cfg.lr, cfg.warmup, steps, cfg.lr_final_frac, cfg.lr_schedule == "constant"};
+}
+
+// A resumed run whose --steps differs from that of the checkpoint's run. The cosine depends
+// on the run's length, so the learning rate would jump: refused, unless --extend 1 asks for
+// the cosine to be recomputed over the new length (or the schedule is constant). Returns a
+// note for the log, or "".
+inline std::string check_schedule_fits(const TrainState& st, const std::string& state_file, const Config& cfg) {
+    if (st.run_steps == 0 || st.run_steps == cfg.steps) return "";  // (0: a state from before run lengths)
+    std::string change = strf("the checkpoint's run had --steps %s, this one has %s", with_commas(st.run_steps).c_str(),
+                              with_commas(cfg.steps).c_str());
+    if (cfg.lr_schedule == "constant") return "note: " + change + "; the learning rate is constant, so only the length changes";
+    // step t trains with schedule.at(t - 1)
+    float last = lr_schedule(cfg, st.run_steps).at(st.step - 1), next = lr_schedule(cfg, cfg.steps).at(st.step);
+    std::string jump = strf("the learning rate goes from %.2e at step %s to %.2e at step %s", last,
+                            with_commas(st.step).c_str(), next, with_commas(st.step + 1).c_str());
+    if (!cfg.extend)
+        throw Error(strf("'%s': %s, and the cosine schedule depends on the length: %s; pass --steps %d to continue "
+                         "that run as planned, --extend 1 to recompute the cosine over %d steps, or --lr-schedule "
+                         "constant",
+                         state_file.c_str(), change.c_str(), jump.c_str(), st.run_steps, cfg.steps));
+    return strf("extending the run (--extend 1): %s; the cosine is recomputed over %s steps, so %s", change.c_str(),
+                with_commas(cfg.steps).c_str(), jump.c_str());
+}
+
+// Warns when data made of byte tokens meets a model with a larger vocabulary: it trains,
+// but on the wrong tokenization (e.g. text_to_shards.py --tokenizer bytes without --vocab 256).
+inline std::string byte_level_warning(const DataLoader& data, const char* which, int V) {
+    if (V <= 256 || data.leading_max_token() >= 256) return "";
+    return strf("warning: the %s data looks byte-level: the first tokens of %s are all below 256, but the model's "
+                "vocabulary has V = %s (made with --tokenizer bytes? then train with --vocab 256)",
+                which, data.num_shards() == 1 ? ("'" + data.first_shard_name() + "'").c_str() : "every shard",
+                with_commas(V).c_str());
+}
+
 template <class Trainer>
 int run_training(int argc, char** argv, const Comm& comm) {
     Config cfg;
@@ -263,6 +314,8 @@ int run_training(int argc, char** argv, const Comm& comm) {
     if (cfg.seq_len > mc.maxT)
         throw Error(strf("--seq-len %d is longer than the model's maximum sequence length %d", cfg.seq_len, mc.maxT));
     BatchPlan plan = plan_micro_batch<Trainer>(cfg, mc, comm);
+    std::string division;
+    if (cfg.train_tokens > 0) cfg.steps = steps_from_tokens(cfg.train_tokens, plan.global_tokens(), division);
 
     // ---- data
     std::unique_ptr<DataLoader> train_data, val_data;
@@ -280,10 +333,22 @@ int run_training(int argc, char** argv, const Comm& comm) {
                  with_commas(train_data->total_tokens()).c_str(), val_data->num_shards(),
                  with_commas(val_data->total_tokens()).c_str()));
     }
+    for (const std::string& w : {byte_level_warning(*train_data, "training", mc.V),
+                                 byte_level_warning(*val_data, "validation", mc.V)})
+        if (!w.empty()) say(w);
     train_data->configure(plan.B, plan.T, plan.A, plan.R, comm.rank, cfg.shuffle, cfg.seed);
-    val_data->configure(plan.B, plan.T, 1, plan.R, comm.rank, false, 0);
-    int val_batches = (int)std::min<long long>(cfg.val_batches, val_data->chunks_per_epoch());
+    ValidationSet val;
+    if (cfg.val_every > 0) val = validation_set(*val_data, cfg.val_tokens, plan.T, comm.rank, comm.world);
+    std::vector<EvalExample> hellaswag;
+    if (!cfg.hellaswag.empty()) hellaswag = read_eval_file(cfg.hellaswag, mc.V, plan.T);
+    // HellaSwag with the validation loss unless --eval-every says otherwise; with neither, at the start and end
+    const int eval_every = cfg.eval_every > 0 ? cfg.eval_every : cfg.val_every > 0 ? cfg.val_every : INT_MAX;
     Tokenizer tokenizer = cfg.tokenizer.empty() ? Tokenizer{} : Tokenizer::load(cfg.tokenizer);
+    if (!tokenizer.pieces.empty() && (long long)tokenizer.pieces.size() != mc.V)
+        throw Error(strf("'%s' holds %s tokens, but the model's vocabulary has V = %s: a tokenizer of another model "
+                         "would print the wrong text",
+                         cfg.tokenizer.c_str(), with_commas(tokenizer.pieces.size()).c_str(),
+                         with_commas(mc.V).c_str()));
     std::vector<int> prompt = parse_prompt(cfg.prompt, tokenizer, mc.V);
 
     // ---- every replica must agree on what it is about to do: every option, the model's
@@ -303,7 +368,16 @@ int run_training(int argc, char** argv, const Comm& comm) {
     // ---- the plan, in numbers
     say(strf("model: L=%d NH=%d C=%d maxT=%d V=%d Vp=%d, %s parameters", mc.L, mc.NH, mc.C, mc.maxT, mc.V, mc.Vp,
              with_commas(mc.num_params()).c_str()));
+    if (!division.empty()) say("steps from --train-tokens: " + division);
     say(describe_plan(plan, cfg.steps));
+    if (cfg.val_every > 0)
+        say(strf("validation: %s tokens, %s sequences of %d%s, split over the replicas", with_commas(val.tokens()).c_str(),
+                 with_commas(val.total).c_str(), plan.T,
+                 val.tokens() < cfg.val_tokens ? " (all the validation data holds)" : ""));
+    if (!hellaswag.empty())
+        say(strf("HellaSwag: %s examples from '%s', %s%s", with_commas(hellaswag.size()).c_str(), cfg.hellaswag.c_str(),
+                 eval_every == INT_MAX ? "at the start and the end" : strf("every %d steps", eval_every).c_str(),
+                 comm.world > 1 ? ", split over the replicas" : ""));
     say("memory per replica: " + Trainer::memory_use(mc, plan.B, plan.T, cfg).describe());
     say(strf("%s; communication: %s, %d replica%s", Trainer::hardware(cfg, comm).c_str(), comm.backend_name(),
              comm.world, comm.world == 1 ? "" : "s"));
@@ -314,7 +388,8 @@ int run_training(int argc, char** argv, const Comm& comm) {
     if (!cfg.load.empty()) load_model_params(cfg.load, mc, m.params());
     else init_params_gpt2(m.params(), mc, cfg.seed);
 
-    const bool writes = main_rank && !cfg.out_dir.empty();
+    // -n 0 trains nothing and writes nothing: it evaluates the model and samples from it
+    const bool writes = main_rank && !cfg.out_dir.empty() && cfg.steps > 0;
     int start = 0;
     Rng sample_rng(cfg.sample_seed);
     int resume_step = cfg.out_dir.empty() ? -1 : latest_checkpoint(cfg.out_dir);
@@ -332,16 +407,18 @@ int run_training(int argc, char** argv, const Comm& comm) {
         train_data->set_position(st.data);
         sample_rng.state = st.sample_rng;
         start = st.step;
-        say(strf("resumed from step %d in %s", start, cfg.out_dir.c_str()));
+        say(strf("resumed from step %s in %s", with_commas(start).c_str(), cfg.out_dir.c_str()));
         if (start == cfg.steps) {
             say(strf("the run in '%s' is complete (step %d of --steps %d): nothing to do; raise --steps to train "
                      "further",
                      cfg.out_dir.c_str(), start, cfg.steps));
             return 0;
         }
+        note = check_schedule_fits(st, state_file, cfg);
+        if (!note.empty()) say(note);
     } else if (cfg.resume) {
         say("no checkpoint to resume from in '" + cfg.out_dir + "': starting from step 0");
-    } else if (resume_step >= 0) {
+    } else if (resume_step >= 0 && cfg.steps > 0) {
         throw Error(strf("'%s' already holds checkpoints up to step %d; pass --resume 1 to continue that run, or "
                          "choose another --out-dir",
                          cfg.out_dir.c_str(), resume_step));
@@ -383,7 +460,37 @@ int run_training(int argc, char** argv, const Comm& comm) {
         throw ReportedByAnotherRank(msg);
     };
 
-    LrSchedule schedule{cfg.lr, cfg.warmup, cfg.steps, cfg.lr_final_frac, cfg.lr_schedule == "constant"};
+    // What is due after `step` optimizer steps (0: before the first): the validation loss,
+    // HellaSwag and a sample, on one line each kind; all before that step's checkpoint, so a
+    // run resumed from it continues with exactly what an uninterrupted run does next.
+    auto due = [&](int every, int step) { return every > 0 && (step % every == 0 || step == cfg.steps); };
+    auto evaluate = [&](int step) {
+        long long tokens_seen = (long long)step * plan.global_tokens();
+        std::string line;
+        if (due(cfg.val_every, step)) {
+            double loss = validation_loss(m, val, plan.B, comm);
+            if (!std::isfinite(loss))
+                stop_non_finite(strf("the validation loss is %s at step %d", number(loss).c_str(), step), step > start);
+            line += strf(" | val loss %.4f", loss);
+            if (writes) log.val(step, tokens_seen, loss);
+        }
+        if (!hellaswag.empty() && due(eval_every, step)) {
+            HellaSwagResult h = hellaswag_accuracy(m, hellaswag, plan.B, plan.T, comm);
+            line += strf(" | HellaSwag acc_norm %.4f, acc %.4f", h.acc_norm, h.acc);
+            if (writes) log.hellaswag(step, tokens_seen, h.acc_norm, h.acc, h.examples);
+        }
+        if (!line.empty()) say("step " + with_commas(step) + line);
+        // a sample at every --sample-every steps after the first, and at the end (-n 0: at once)
+        if (due(cfg.sample_every, step) && (step > 0 || cfg.steps == 0) && main_rank) {
+            std::vector<int> out = generate(m, mc, plan.T, prompt, cfg.sample_len, cfg.temperature, cfg.top_k, sample_rng);
+            std::string shown = decode(tokenizer, out, 0, prompt.size()), text = decode(tokenizer, out, prompt.size(), out.size());
+            say(strf("---- sample at step %s, its prompt in brackets ----\n[%s]%s\n----------------",
+                     with_commas(step).c_str(), terminal_text(shown, false).c_str(), terminal_text(text).c_str()));
+            if (writes) log.sample(step, shown, text);
+        }
+    };
+
+    LrSchedule schedule = lr_schedule(cfg, cfg.steps);
     AdamWConfig opt{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay};
     // Writes the state, then the model: a crash between the two leaves an incomplete pair,
     // which --resume skips. Neither is written when either would hold a non-finite value.
@@ -399,7 +506,8 @@ int run_training(int argc, char** argv, const Comm& comm) {
             throw Error(strf("not writing the checkpoint of step %d: this run's updates made %s of AdamW's moments "
                              "non-finite; lower --lr?",
                              step, with_commas((long long)bad_moments).c_str()));
-        TrainState st{step, train_data->position(), sample_rng.state, plan.global_tokens(), train_data->identity()};
+        TrainState st{step, train_data->position(), sample_rng.state, plan.global_tokens(), train_data->identity(),
+                      cfg.steps};
         save_state(state_path(cfg.out_dir, step), st, m.adam_m(), m.adam_v(), mc.num_params());
         save_model(model_path(cfg.out_dir, step), mc, m.params());
         std::string removed;
@@ -409,48 +517,34 @@ int run_training(int argc, char** argv, const Comm& comm) {
     };
 
     // ---- the loop over optimizer steps
+    if (start == 0) evaluate(0);  // the model as it starts (and all that -n 0 does)
     double ema_ms = 0, total_ms = 0;
     int timed_steps = 0;
-    for (int step = start; step <= cfg.steps; step++) {
-        bool last = step == cfg.steps;
-        long long tokens_seen = (long long)step * plan.global_tokens();
-        if (cfg.val_every > 0 && (step % cfg.val_every == 0 || last)) {
-            float val = m.evaluate(*val_data, val_batches, plan, comm);
-            if (!std::isfinite(val))
-                stop_non_finite(strf("the validation loss is %s at step %d", number(val).c_str(), step), step > start);
-            say(strf("val loss %.4f", val));
-            if (writes) log.val(step, tokens_seen, val);
-        }
-        if (cfg.sample_every > 0 && main_rank && (step % cfg.sample_every == 0 || last) && step > start) {
-            std::vector<int> out = generate(m, mc, plan.T, prompt, cfg.sample_len, cfg.temperature, cfg.top_k, sample_rng);
-            std::string text = decode(tokenizer, out, prompt.size());
-            say("---- sample ----\n" + text + "\n----------------");
-            if (writes) log.sample(step, text);
-        }
-        if (last) break;
-
+    for (int step = start + 1; step <= cfg.steps; step++) {
         auto t0 = std::chrono::steady_clock::now();
-        float lr = schedule.at(step);
+        float lr = schedule.at(step - 1);
         StepResult r;
         try {
-            r = m.step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step + 1);
-            check_finite_step(r.loss, r.grad_norm, step + 1);  // for a trainer that did not check before its update
+            r = m.step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step);
+            check_finite_step(r.loss, r.grad_norm, step);  // for a trainer that did not check before its update
         } catch (const NonFiniteStep& e) {
-            stop_non_finite(e.what(), step > start);
+            stop_non_finite(e.what(), step > start + 1);
         }
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        ema_ms = step == start ? ms : 0.9 * ema_ms + 0.1 * ms;
-        if (step > start) total_ms += ms, timed_steps++;  // the first step warms caches
+        ema_ms = step == start + 1 ? ms : 0.9 * ema_ms + 0.1 * ms;
+        if (step > start + 1) total_ms += ms, timed_steps++;  // the first step warms caches
         double tps = plan.global_tokens() / (ms / 1000.0);
-        say(strf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %s tok/s | eta %s", step + 1, cfg.steps,
-                 r.loss, lr, r.grad_norm, ms, with_commas((long long)tps).c_str(),
-                 format_duration((cfg.steps - step - 1) * ema_ms / 1000.0).c_str()));
-        if (writes) log.train(step + 1, cfg.steps, tokens_seen + plan.global_tokens(), r.loss, lr, r.grad_norm, ms, tps);
-        if ((cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0) || step + 1 == cfg.steps) save_checkpoint(step + 1);
+        say(strf("step %5s/%s | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %s tok/s | eta %s", with_commas(step).c_str(),
+                 with_commas(cfg.steps).c_str(), r.loss, lr, r.grad_norm, ms, with_commas((long long)tps).c_str(),
+                 format_duration((cfg.steps - step) * ema_ms / 1000.0).c_str()));
+        if (writes) log.train(step, cfg.steps, (long long)step * plan.global_tokens(), r.loss, lr, r.grad_norm, ms, tps);
+        evaluate(step);
+        if ((cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0) || step == cfg.steps) save_checkpoint(step);
     }
     if (timed_steps > 0)
-        say(strf("average: %.1f ms/step, %s tokens/s (steps 2..%d)", total_ms / timed_steps,
-                 with_commas((long long)(plan.global_tokens() / (total_ms / timed_steps / 1000.0))).c_str(), cfg.steps));
+        say(strf("average: %.1f ms/step, %s tokens/s (steps %s..%s)", total_ms / timed_steps,
+                 with_commas((long long)(plan.global_tokens() / (total_ms / timed_steps / 1000.0))).c_str(),
+                 with_commas(start + 2).c_str(), with_commas(cfg.steps).c_str()));
     return 0;
 }
 

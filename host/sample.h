@@ -68,6 +68,44 @@ struct Tokenizer {
     }
 };
 
+// Text made safe for a terminal: valid UTF-8 passes unchanged, but control characters (C0,
+// DEL and C1, which can move the cursor or change the terminal's state) and every byte of an
+// invalid sequence are written as \xNN. Newlines and tabs pass when keep_lines, else they
+// are written \n and \t (to keep a prompt on one line). The log keeps the exact bytes.
+inline std::string terminal_text(const std::string& s, bool keep_lines = true) {
+    std::string out;
+    auto escape = [&](unsigned char c) { out += strf("\\x%02x", c); };
+    for (size_t i = 0; i < s.size();) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            bool line = c == '\n' || c == '\t';
+            if (line && !keep_lines) out += c == '\n' ? "\\n" : "\\t";
+            else if ((c < 0x20 && !line) || c == 0x7f) escape(c);
+            else out += (char)c;
+            i++;
+            continue;
+        }
+        // the length of a well-formed sequence led by c (0: c cannot lead one), and the range
+        // its second byte must be in (which excludes overlong forms, surrogates, > U+10FFFF)
+        int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+        unsigned char hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+        bool ok = n > 0 && i + n <= s.size();
+        for (int k = 1; ok && k < n; k++) {
+            unsigned char b = s[i + k];
+            ok = k == 1 ? b >= lo && b <= hi : b >= 0x80 && b <= 0xbf;
+        }
+        if (ok && !(c == 0xc2 && (unsigned char)s[i + 1] < 0xa0)) {  // U+0080..U+009F are the C1 controls
+            out.append(s, i, n);
+            i += n;
+        } else {
+            escape(c);
+            i++;
+        }
+    }
+    return out;
+}
+
 // Picks the next token from one row of logits (only the first V entries are real).
 // temperature < 1 sharpens the distribution; top_k > 0 keeps only the k likeliest tokens.
 inline int sample_token(const float* logits, int V, float temperature, int top_k, Rng& rng) {

@@ -1,4 +1,5 @@
 # scripts/common.sh: helpers that every launcher and run recipe uses. Sourced, not run.
+# Numbers are printed with thousands separators (commas), as the trainer prints them.
 
 die() { echo "error: $*" >&2; exit 2; }
 
@@ -34,6 +35,20 @@ batch_line() {
     fi
     echo "micro-batch ${B}×${T} = $(commas $((B * T))) tokens × $((D / per_round)) accumulation × ${replicas} = $(commas "$D") tokens per step$run"
 }
+
+# steps_from_tokens TOKENS PER_STEP: sets STEPS to TOKENS / PER_STEP, rounded down, and prints
+# the division as the trainer's --train-tokens does.
+steps_from_tokens() {
+    local tokens=$1 per_step=$2
+    STEPS=$((tokens / per_step))
+    [ "$STEPS" -ge 1 ] || die "$(commas "$tokens") tokens is less than one step of $(commas "$per_step") tokens"
+    local dropped=$((tokens - STEPS * per_step)) rest=" exactly"
+    [ "$dropped" -gt 0 ] && rest=" (rounding down leaves out the last $(commas $dropped) tokens)"
+    echo "steps from --train-tokens: $(commas "$tokens") tokens / $(commas "$per_step") tokens per step = $(commas "$STEPS") steps$rest"
+}
+
+# True when nvidia-smi lists a GPU: train_gpt can run only then (it may be built without one).
+gpu_visible() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
 
 # Prints a command so it can be pasted into a shell: quotes only what needs it.
 show() {

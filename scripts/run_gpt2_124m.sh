@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # GPT-2 124M from scratch on the FineWeb-Edu 10B-token sample, llm.c's recipe:
 # 524,288-token batches of 1024-token sequences, AdamW lr 6e-4 (700 warm-up
-# steps, cosine decay to 0), weight decay 0.1, 19,073 steps = one pass over
-# ~10B tokens.
+# steps, cosine decay to 0), weight decay 0.1, one pass over 10B tokens: the
+# trainer derives the steps (--train-tokens), 10B / 524,288 = 19,073.
 #
-#   scripts/run_gpt2_124m.sh [--gpus N] [--hosts FILE] [--micro-batch B]
+#   scripts/run_gpt2_124m.sh [--gpus N] [--hosts FILE] [--micro-batch B] [--tokens N]
 #                            [--steps N] [--data DIR] [--out DIR] [--dry-run] [-- TRAINER ARGS...]
 #
 #   --gpus N       replicas (GPUs) in total; N > 1 launches through mpirun -np N
@@ -12,8 +12,11 @@
 #   --micro-batch  sequences per GPU per forward pass (default 64, env MICRO_BATCH);
 #                  lower it when it does not fit in memory: gradient accumulation
 #                  makes up the difference, so the optimisation stays the same
+#   --tokens N     tokens to train on (default 10,000,000,000, env TOKENS)
+#   --steps N      a number of steps instead (env STEPS)
 #   --dry-run      print the batch arithmetic and the command, run nothing
-# Environment: MICRO_BATCH, STEPS, DATA_DIR, OUT_DIR, TRAIN_BIN (default ./train_gpt).
+# Needs a GPU visible to nvidia-smi (--dry-run does not).
+# Environment: MICRO_BATCH, TOKENS, STEPS, DATA_DIR, OUT_DIR, TRAIN_BIN (default ./train_gpt).
 # Data: python3 data/fineweb.py --dataset edu  (writes data/edu_fineweb10B/).
 # Arguments after "--" are appended to the trainer's command line.
 set -euo pipefail
@@ -25,7 +28,8 @@ DRY_RUN=0
 MICRO_BATCH=${MICRO_BATCH:-64}
 SEQ_LEN=1024
 TOTAL_BATCH=524288
-STEPS=${STEPS:-19073}
+TOKENS=${TOKENS:-10000000000}
+STEPS=${STEPS:-}
 DATA_DIR=${DATA_DIR:-data/edu_fineweb10B}
 OUT_DIR=${OUT_DIR:-out/gpt2_124m}
 TRAIN_BIN=${TRAIN_BIN:-./train_gpt}
@@ -39,6 +43,7 @@ while [ $# -gt 0 ]; do
         --gpus) GPUS=${2:?--gpus needs a number}; shift 2 ;;
         --hosts) HOSTS=${2:?--hosts needs a file}; shift 2 ;;
         --micro-batch) MICRO_BATCH=${2:?--micro-batch needs a number}; shift 2 ;;
+        --tokens) TOKENS=${2:?--tokens needs a number}; shift 2 ;;
         --steps) STEPS=${2:?--steps needs a number}; shift 2 ;;
         --data) DATA_DIR=${2:?--data needs a directory}; shift 2 ;;
         --out) OUT_DIR=${2:?--out needs a directory}; shift 2 ;;
@@ -49,13 +54,19 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-for v in GPUS MICRO_BATCH STEPS; do
+for v in GPUS MICRO_BATCH TOKENS ${STEPS:+STEPS}; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
 [ -n "$HOSTS" ] && [ "$GPUS" -eq 1 ] && die "--hosts needs --gpus N (the total number of GPUs over all nodes)"
 
+LENGTH=(-n "$STEPS")
+if [ -z "$STEPS" ]; then  # the trainer derives them, and prints the same division
+    steps_from_tokens "$TOKENS" "$TOTAL_BATCH"
+    LENGTH=(--train-tokens "$TOKENS")
+fi
 batch_line "$MICRO_BATCH" "$SEQ_LEN" "$TOTAL_BATCH" "$GPUS" "$STEPS"
 
+# --val-tokens 10,485,760: llm.c's 20 validation batches of 64×1024 on each of 8 GPUs
 CMD=()
 if [ "$GPUS" -gt 1 ]; then
     CMD=(mpirun -np "$GPUS")
@@ -65,16 +76,17 @@ CMD+=("$TRAIN_BIN"
     -i "$DATA_DIR/*_train_*.bin" -j "$DATA_DIR/*_val_*.bin"
     -o "$OUT_DIR" --tokenizer data/gpt2_tokenizer.bin
     --layers 12 --heads 12 --channels 768 --max-seq-len 1024 --vocab 50257 --padded-vocab 50304
-    -b "$MICRO_BATCH" -t "$SEQ_LEN" -d "$TOTAL_BATCH" -n "$STEPS"
+    -b "$MICRO_BATCH" -t "$SEQ_LEN" -d "$TOTAL_BATCH" "${LENGTH[@]}"
     -l 6e-4 --lr-schedule cosine --warmup 700 --lr-final-frac 0.0
     --beta1 0.9 --beta2 0.95 --eps 1e-8 -c 0.1 --grad-clip 1.0 --seed 1337
-    -v 250 -m 20 -s 1000 -g 64 --ckpt-every 1000 --resume 1)
+    -v 250 --val-tokens 10485760 -s 1000 -g 64 --ckpt-every 1000 --resume 1)
 CMD+=(${EXTRA[@]+"${EXTRA[@]}"})
 
 echo "command: $(show "${CMD[@]}")"
 
 [ "$DRY_RUN" -eq 1 ] && exit 0
 
+gpu_visible || die "no GPU visible to nvidia-smi: this recipe trains on GPUs (scripts/run_tinyshakespeare.sh runs on a CPU)"
 [ -x "$TRAIN_BIN" ] || die "$TRAIN_BIN not found or not executable; build it first (or set TRAIN_BIN)"
 compgen -G "$DATA_DIR/*_train_*.bin" > /dev/null || die "no training shards in $DATA_DIR; run: python3 data/fineweb.py --dataset edu"
 [ -f data/gpt2_tokenizer.bin ] || echo "warning: data/gpt2_tokenizer.bin missing; samples cannot be decoded" >&2

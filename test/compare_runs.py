@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """compare_runs.py DIR_A DIR_B STEP [FROM]: do two training runs agree?
 
-The losses and gradient norms of steps >= FROM in both runs' log.jsonl, and their model
+The losses, validation losses and gradient norms of steps >= FROM in both runs' log.jsonl, and their model
 files at STEP, must agree within 1e-5 relative (weights: ||a - b|| / ||a||). Prints the
 largest differences; exit status 0 if they agree, 1 if not. Used by the replica tests
 (test_replicas.sh, test_gpu_replicas.sh): every split of one global batch trains the same
@@ -16,12 +16,14 @@ import sys
 
 
 def losses(d, first):
-    out = {}
+    out, val = {}, {}
     for line in open(f"{d}/log.jsonl"):
         r = json.loads(line)
         if r["type"] == "train" and r["step"] >= first:
             out[r["step"]] = (r["loss"], r["grad_norm"])
-    return out
+        if r["type"] == "val" and r["step"] >= first:
+            val[r["step"]] = r["val_loss"]
+    return out, val
 
 
 def weights(d, step):
@@ -32,10 +34,11 @@ def weights(d, step):
 def main():
     a, b, step = sys.argv[1], sys.argv[2], int(sys.argv[3])
     first = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-    la, lb = losses(a, first), losses(b, first)
-    if sorted(la) != sorted(lb) or not la:
-        sys.exit(f"different steps logged: {sorted(la)} vs {sorted(lb)}")
-    worst_loss = max(abs(la[s][0] - lb[s][0]) / abs(la[s][0]) for s in la)
+    (la, va), (lb, vb) = losses(a, first), losses(b, first)
+    if sorted(la) != sorted(lb) or not la or sorted(va) != sorted(vb):
+        sys.exit(f"different steps logged: {sorted(la)} vs {sorted(lb)}, validation {sorted(va)} vs {sorted(vb)}")
+    worst_loss = max([abs(la[s][0] - lb[s][0]) / abs(la[s][0]) for s in la] +
+                     [abs(va[s] - vb[s]) / abs(va[s]) for s in va])  # training and validation losses
     worst_norm = max(abs(la[s][1] - lb[s][1]) / abs(la[s][1]) for s in la)
     wa, wb = weights(a, step), weights(b, step)
     num = sum((x - y) ** 2 for x, y in zip(wa, wb))

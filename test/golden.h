@@ -7,6 +7,9 @@
 //   parameter tensors after nsteps AdamW steps on the same batch.
 #pragma once
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -58,3 +61,26 @@ static Golden read_golden(const std::string& path) {
     return g;
 }
 
+// The committed reference (dev/reference/hellaswag_reference.py, float64 PyTorch): per
+// example its label, the choices by summed and by mean loss, and the endings' scores.
+struct HellaSwagReference {
+    int T = 0;
+    std::vector<int> label, pred, pred_norm;
+    std::vector<std::vector<double>> sum, mean;
+};
+static inline HellaSwagReference read_hellaswag_reference(const std::string& path) {
+    HellaSwagReference r;
+    std::ifstream f(path);
+    std::string line;
+    std::getline(f, line);
+    r.T = atoi(line.c_str() + line.find("T=") + 2);
+    while (std::getline(f, line)) {
+        std::istringstream in(line);
+        int label, pred, pred_norm;
+        std::vector<double> s(4), mn(4);
+        in >> label >> pred >> pred_norm >> s[0] >> s[1] >> s[2] >> s[3] >> mn[0] >> mn[1] >> mn[2] >> mn[3];
+        r.label.push_back(label), r.pred.push_back(pred), r.pred_norm.push_back(pred_norm);
+        r.sum.push_back(s), r.mean.push_back(mn);
+    }
+    return r;
+}

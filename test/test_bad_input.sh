@@ -63,6 +63,13 @@ cp "$D/run_padded/model_00000001.bin" "$D/model_nan_pad.bin" &&
 cp "$M" "$D/model_inf.bin" && put32 "$D/model_inf.bin" $((256 + params - 64)) $inf32  # lnfw[0]
 mkdir -p "$D/model_dir.bin"
 
+E=test/golden/hellaswag_tiny.bin  # 64 examples, tokens below 91, endings of up to 16 tokens
+cp $E "$D/eval_magic.bin" && put32 "$D/eval_magic.bin" 0 1
+head -c 3000 $E >"$D/eval_trunc.bin"
+cp $E "$D/eval_token.bin" && put16 "$D/eval_token.bin" $((1024 + 2 * 6)) 300   # the first context token
+cp $E "$D/eval_size.bin" && put16 "$D/eval_size.bin" $((1024 + 2)) 7          # an odd size in bytes
+mkdir -p "$D/eval_dir.bin"
+
 tokenizer "$D/tok.bin" 256 2 255
 cp "$D/tok.bin" "$D/tok_magic.bin" && put32 "$D/tok_magic.bin" 0 20240327
 cp "$D/tok.bin" "$D/tok_version.bin" && put32 "$D/tok_version.bin" 1 3
@@ -117,6 +124,10 @@ cases=$(cat <<EOF
 2 | --vocab 2147483647 is out of range (1 to 16,777,216) | --vocab 2147483647
 2 | --padded-vocab 200 is smaller than --vocab 256 | --padded-vocab 200
 2 | --train-data needs --val-data as well | -i $D/good.bin
+2 | -m/--val-batches is gone: validation now covers --val-tokens N tokens | -m 8
+2 | --val-tokens must be at least 1 | --val-tokens 0
+2 | --train-tokens and --steps both set the run's length: give one of them | --train-tokens 4096
+1 | --val-tokens 15 is less than one sequence of --seq-len 16 | --val-tokens 15 --val-every 1
 1 | a global batch of 1,099,511,627,776 tokens is more than the largest accepted | -d 1099511627776 -b 1 -t 1
 1 | a global batch of 4,294,967,297 tokens is more than the largest accepted | -d 4294967297 -b 1 -t 1
 1 | needs 4,294,967,296 accumulation steps of B×T×R = 1×1×1 tokens, more than 2,147,483,647 | -d 4294967296 -b 1 -t 1
@@ -158,8 +169,16 @@ cases=$(cat <<EOF
 1 | '$D/tok_count.bin' says it holds 4,294,967,295 tokens, but its 512 bytes after the header can hold at most 512 | --tokenizer $D/tok_count.bin
 1 | '$D/tok_zero.bin' holds no tokens | --tokenizer $D/tok_zero.bin
 1 | '$D/tok_eot.bin': end-of-text token 99999 is not below its 256 tokens | --tokenizer $D/tok_eot.bin
-1 | '$D/tok_eot_big.bin': its end-of-text token 280 is outside the model's vocabulary of 256 tokens | --tokenizer $D/tok_eot_big.bin
+1 | '$D/tok_eot_big.bin' holds 300 tokens, but the model's vocabulary has V = 256 | --tokenizer $D/tok_eot_big.bin
+1 | '$D/tok.bin' holds 256 tokens, but the model's vocabulary has V = 50,257 | --tokenizer $D/tok.bin --vocab 50257
 1 | '$D/tok_trunc.bin' is truncated at token 238 of 256 | --tokenizer $D/tok_trunc.bin
+1 | cannot open multiple-choice evaluation file '$D/nothere.bin' | --hellaswag $D/nothere.bin
+1 | '$D/eval_dir.bin' is a directory, not a multiple-choice evaluation file | --hellaswag $D/eval_dir.bin
+1 | '$D/eval_magic.bin' is not an llm.c evaluation file (magic 1, expected 20240522) | --hellaswag $D/eval_magic.bin
+1 | '$D/eval_trunc.bin': example | --hellaswag $D/eval_trunc.bin
+1 | '$D/eval_token.bin': example 0 of 64 (uint16 0 of the body) has token 300 in its context, out of range for vocabulary size 256 | --hellaswag $D/eval_token.bin
+1 | '$D/eval_size.bin': example 0 of 64 (uint16 0 of the body) says it has 7 bytes | --hellaswag $D/eval_size.bin
+1 | 'test/golden/hellaswag_tiny.bin': example 0 of 64 (uint16 0 of the body) has an ending of 12 tokens, more than a sequence of --seq-len 4 can score | --hellaswag $E -t 4
 1 | '$D/r_step/state_00000001.bin': step -5 is negative | -n 4 --resume 1 -o $D/r_step
 1 | '$D/r_epoch/state_00000001.bin': its data position is outside the training data: epoch -1, shard 0, chunk 1: negative | -n 4 --resume 1 -o $D/r_epoch
 1 | '$D/r_shard/state_00000001.bin': its data position is outside the training data: shard 1000000, but the data has 1 shard | -n 4 --resume 1 -o $D/r_shard
@@ -167,7 +186,7 @@ cases=$(cat <<EOF
 1 | '$D/r_chunk_big/state_00000001.bin': its data position is outside the training data: chunk 1000000 of '<built-in corpus, train>', which has 65535 chunks of 64 tokens | -n 4 --resume 1 -o $D/r_chunk_big
 1 | '$D/r_count/state_00000001.bin' holds optimizer state for 12345 parameters, the model has $params | -n 4 --resume 1 -o $D/r_count
 1 | '$D/r_magic/state_00000001.bin' is not a training-state file (magic 7, expected 20261124) | -n 4 --resume 1 -o $D/r_magic
-1 | '$D/r_version/state_00000001.bin': training-state version 9 is not supported (expected 1 or 2) | -n 4 --resume 1 -o $D/r_version
+1 | '$D/r_version/state_00000001.bin': training-state version 9 is not supported (expected 1 to 3) | -n 4 --resume 1 -o $D/r_version
 1 | '$D/r_batch/state_00000001.bin': global batch 0 is not positive | -n 4 --resume 1 -o $D/r_batch
 1 | '$D/r_trunc/state_00000001.bin' is truncated or damaged | -n 4 --resume 1 -o $D/r_trunc
 1 | '$D/r_v_nan/state_00000001.bin': AdamW's moments hold 1 non-finite or negative value | -n 4 --resume 1 -o $D/r_v_nan

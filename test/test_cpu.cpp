@@ -20,6 +20,7 @@
 
 #define TRAIN_NO_MAIN
 #include "../train.cpp"
+#include "golden.h"
 #include "test_util.h"
 
 using Vec = std::vector<double>;
@@ -809,5 +810,261 @@ TEST_CASE("checkpoint rotation keeps the newest N complete pairs and never the o
     touch("model_00000004.bin.tmp"), touch("state_00000009.bin.tmp"), touch("notes.tmp");
     CHECK(remove_stale_temporaries(dir).size() == 2);
     CHECK(file_exists(dir + "/notes.tmp"));  // not a name this program writes
+    run_command("rm -rf " + dir);
+}
+
+// ----------------------------------------------------------------------------
+// Comparable numbers (issue 13): evaluation independent of the split, exact resume of
+// samples, sample-only runs, steps from tokens, schedule changes on resume, mismatched files
+
+TEST_CASE("validation: exactly the first --val-tokens tokens, the same loss for every micro-batch and replica share") {
+    ModelConfig c = tiny_config();  // maxT 8
+    const int T = 6;
+    std::vector<uint16_t> tokens(1000);
+    Rng rng(77);
+    for (auto& t : tokens) t = (uint16_t)rng.below(c.V);
+    CpuTrainer m(c, plan_batch(8, T, 1, 0), Config{}, Comm{});
+    GPT2 probe;
+    gpt2_build(probe, c, 1, 1);
+    randomize(probe, 78);
+    std::copy(probe.params.begin(), probe.params.end(), m.params());
+    DataLoader data("tokens", tokens, c.V);
+    // 100 tokens: 16 whole sequences of 6 (the last 4 tokens make no sequence)
+    ValidationSet all = validation_set(data, 100, T, 0, 1);
+    CHECK(all.total == 16);
+    CHECK(all.tokens() == 96);
+    for (int s = 0; s < 16; s++) CHECK(all.inputs[s * T] == tokens[s * T]);  // in order from the start
+    // the independent reference: the double model's mean loss over the same 16 sequences;
+    // 1e-5 relative: a float32 forward against a double one (as the whole-model check)
+    Vec params(m.params(), m.params() + c.num_params());
+    double expected = 0;
+    for (int s = 0; s < 16; s++)
+        expected += ref::model_loss(c, params, &all.inputs[s * T], &all.targets[s * T], 1, T) / 16;
+    double at8 = validation_loss(m, all, 8, Comm{});
+    CHECK(std::fabs(at8 - expected) <= 1e-5 * expected);
+    // every micro-batch size gives the same bits: each position's loss does not depend on B
+    for (int B : {1, 3, 5}) CHECK(validation_loss(m, all, B, Comm{}) == at8);
+    // replica shares: contiguous, disjoint, covering all 16 sequences, for R = 2, 3 and 5
+    for (int R : {2, 3, 5}) {
+        long long next = 0;
+        for (int r = 0; r < R; r++) {
+            ValidationSet share = validation_set(data, 100, T, r, R);
+            CHECK(share.first == next);
+            CHECK(std::equal(share.inputs.begin(), share.inputs.end(), all.inputs.begin() + next * T));
+            next += share.count;
+        }
+        CHECK(next == 16);
+    }
+    // more than the data holds: all of it, (1000 - 1) / 6 = 166 sequences
+    CHECK(validation_set(data, 1 << 20, T, 0, 1).total == 166);
+    CHECK_THROWS_AS(validation_set(data, 5, T, 0, 1), Error);  // less than one sequence
+}
+
+TEST_CASE("HellaSwag: every example's scores and choices match the PyTorch reference") {
+    HellaSwagReference gold = read_hellaswag_reference("test/golden/hellaswag_tiny_reference.txt");
+    ModelConfig mc = read_model_header("test/golden/model_tiny.bin");
+    std::vector<EvalExample> examples = read_eval_file("test/golden/hellaswag_tiny.bin", mc.V, gold.T);
+    REQUIRE(examples.size() == gold.label.size());
+    REQUIRE(examples.size() >= 50);
+    CpuTrainer m(mc, plan_batch(8, gold.T, 1, 0), Config{}, Comm{});
+    load_model_params("test/golden/model_tiny.bin", mc, m.params());
+    // 5 rows per micro-batch: most examples' 4 endings straddle two micro-batches
+    std::vector<ExampleScores> scores = score_examples(m, examples, 0, examples.size(), 5, gold.T);
+    int truncated = 0, right = 0, right_norm = 0;
+    for (size_t e = 0; e < examples.size(); e++) {
+        CAPTURE(e);
+        CHECK(examples[e].label == gold.label[e]);
+        CHECK(scores[e].pred == gold.pred[e]);
+        CHECK(scores[e].pred_norm == gold.pred_norm[e]);
+        for (int k = 0; k < 4; k++) {
+            // float32 against float64: the losses agree to ~1e-6 relative (~5e-6 of a loss
+            // near ln 91); 1e-5 for a mean, and per token for a sum
+            size_t n = examples[e].endings[k].size();
+            CHECK(std::fabs(scores[e].mean[k] - gold.mean[e][k]) <= 1e-5);
+            CHECK(std::fabs(scores[e].sum[k] - gold.sum[e][k]) <= 1e-5 * n);
+            truncated += examples[e].context.size() + n > (size_t)gold.T + 1;
+        }
+        right += gold.pred[e] == gold.label[e], right_norm += gold.pred_norm[e] == gold.label[e];
+    }
+    CHECK(truncated > 20);  // the rule that cuts contexts to fit T was exercised
+    CHECK(right != right_norm);  // and the two scores choose differently somewhere
+    // the accuracies over the set, and the same for any micro-batch size
+    for (int B : {1, 8}) {
+        HellaSwagResult r = hellaswag_accuracy(m, examples, B, gold.T, Comm{});
+        CHECK(r.examples == (long long)examples.size());
+        CHECK(r.acc == (double)right / examples.size());
+        CHECK(r.acc_norm == (double)right_norm / examples.size());
+    }
+}
+
+TEST_CASE("terminal text: control bytes and invalid UTF-8 escaped, valid UTF-8 kept") {
+    CHECK(terminal_text("plain text.\nnext line\tx") == "plain text.\nnext line\tx");
+    CHECK(terminal_text("a\nb\tc", false) == "a\\nb\\tc");                       // a prompt keeps one line
+    CHECK(terminal_text("bell\x07 esc\x1b[2J del\x7f") == "bell\\x07 esc\\x1b[2J del\\x7f");
+    CHECK(terminal_text("caf\xc3\xa9 \xe6\x9d\xb1 \xf0\x9f\x8e\xad") == "caf\xc3\xa9 \xe6\x9d\xb1 \xf0\x9f\x8e\xad");
+    CHECK(terminal_text("\xc2\x9b") == "\\xc2\\x9b");        // U+009B, a C1 control (CSI)
+    CHECK(terminal_text("\xe9t\xe9") == "\\xe9t\\xe9");      // Latin-1, not UTF-8
+    CHECK(terminal_text("\xc3") == "\\xc3");                 // cut off
+    CHECK(terminal_text("\xc0\xaf") == "\\xc0\\xaf");        // overlong '/'
+    CHECK(terminal_text("\xed\xa0\x80") == "\\xed\\xa0\\x80"); // a surrogate
+    CHECK(terminal_text("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");  // beyond U+10FFFF
+}
+
+TEST_CASE("steps from --train-tokens: the division, what rounding down leaves out, and its limits") {
+    std::string division;
+    // llm.c's recipe: 10e9 / 524,288 = 19,073.49...; 19,073 · 524,288 = 9,999,745,024
+    CHECK(steps_from_tokens(10000000000ll, 524288, division) == 19073);
+    CHECK(division == "10,000,000,000 tokens / 524,288 tokens per step = 19,073 steps (rounding down leaves out "
+                      "the last 254,976 tokens)");
+    CHECK(steps_from_tokens(4096, 1024, division) == 4);
+    CHECK(division == "4,096 tokens / 1,024 tokens per step = 4 steps exactly");
+    CHECK_THROWS_AS(steps_from_tokens(1023, 1024, division), Error);
+    CHECK_THROWS_AS(steps_from_tokens(1ll << 62, 1, division), Error);  // more steps than an int holds
+    std::string out;
+    REQUIRE(run_command(TINY + "--train-tokens 1000 -o '' --dry-run 1", &out) == 0);  // 64 tokens per step
+    CHECK(out.find("1,000 tokens / 64 tokens per step = 15 steps (rounding down leaves out the last 40 tokens)") !=
+          std::string::npos);
+    CHECK(out.find("64 tokens per step; 15 steps = 960 tokens") != std::string::npos);
+}
+
+TEST_CASE("resume: the samples, the validation, the log and the state equal an uninterrupted run's, byte for byte") {
+    std::string a = temp_dir(), b = temp_dir(), out_a, out_b;
+    const std::string run = TINY + "-n 8 --ckpt-every 4 --val-every 2 --sample-every 2 --val-tokens 512 ";
+    REQUIRE(run_command(run + "-o " + a, &out_a) == 0);
+    REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + b) == 0);
+    REQUIRE(run_command(run + "--resume 1 -o " + b, &out_b) == 0);
+    CHECK(read_bytes(a + "/state_00000008.bin") == read_bytes(b + "/state_00000008.bin"));  // sampler state included
+    CHECK(read_bytes(a + "/model_00000008.bin") == read_bytes(b + "/model_00000008.bin"));
+    // every record after step 4 (train, val, sample), minus timings, in the same order
+    auto after_step_4 = [](const std::string& dir) {
+        std::ifstream f(dir + "/log.jsonl");
+        std::vector<std::string> lines;
+        bool on = false;
+        for (std::string line; std::getline(f, line);) {
+            if (line.find("\"type\":\"train\",\"step\":5,") != std::string::npos) on = true;
+            if (on) lines.push_back(strip_timing(line));
+        }
+        return lines;
+    };
+    std::vector<std::string> la = after_step_4(a), lb = after_step_4(b);
+    CHECK(la.size() == 4 + 2 + 2);  // train 5..8, val at 6 and 8, samples at 6 and 8
+    CHECK(la == lb);
+    // the console too: everything from step 5 on but the timings (step lines, the average)
+    auto from_step_5 = [](const std::string& out, const std::string& dir) {
+        std::istringstream in(out.substr(out.find("step     5/")));
+        std::string kept;
+        for (std::string line; std::getline(in, line);)
+            if (line.find(" ms") == std::string::npos) kept += line.substr(0, line.find(dir)) + "\n";
+        return kept;
+    };
+    CHECK(from_step_5(out_a, a).find("---- sample at step 6") != std::string::npos);
+    CHECK(from_step_5(out_a, a).find("step 8 | val loss") != std::string::npos);
+    CHECK(from_step_5(out_a, a) == from_step_5(out_b, b));
+    run_command("rm -rf " + a + " " + b);
+}
+
+TEST_CASE("-n 0 samples from a model file without training: the prompt shown, nothing written") {
+    std::string dir = temp_dir(), out;
+    // a trained model whose only sample is at its last step, from a fresh sampler
+    REQUIRE(run_command(TINY + "-n 6 --sample-every 6 --prompt 'the ' -o " + dir, &out) == 0);
+    std::vector<std::string> trained = log_lines(dir + "/log.jsonl", "sample");
+    REQUIRE(trained.size() == 1);
+    CHECK(trained[0].find("\"prompt\":\"the \"") != std::string::npos);
+    std::vector<char> log_before = read_bytes(dir + "/log.jsonl");
+    // -n 0 with the same model, prompt and seed draws the same sample; the run directory,
+    // which holds checkpoints, is neither refused nor written to
+    std::string sample_only = TINY + "-e " + dir + "/model_00000006.bin -n 0 --sample-every 6 --prompt 'the ' -o " + dir;
+    REQUIRE(run_command(sample_only, &out) == 0);
+    // the logged text's exact bytes (json_string writes \n, \" , \\ and \u00XX for bytes)
+    std::string logged = trained[0].substr(trained[0].find("\"text\":\"") + 8), text;
+    for (size_t i = 0; logged[i] != '"'; i++) {
+        if (logged[i] != '\\') text += logged[i];
+        else if (logged[++i] == 'n') text += '\n';
+        else if (logged[i] == 'u') text += (char)strtol(logged.substr(i + 1, 4).c_str(), nullptr, 16), i += 4;
+        else text += logged[i];
+    }
+    CHECK(text.size() >= 96);  // 96 tokens, one byte each
+    CHECK(out.find("---- sample at step 0, its prompt in brackets ----\n[the ]" + terminal_text(text) + "\n") !=
+          std::string::npos);
+    CHECK(read_bytes(dir + "/log.jsonl") == log_before);
+    CHECK(out.find("step     1/") == std::string::npos);  // no training step
+    // --val-every 1: it also evaluates the model, at step 0
+    REQUIRE(run_command(sample_only + " --val-every 1 --val-tokens 512", &out) == 0);
+    CHECK(out.find("step 0 | val loss ") != std::string::npos);
+    run_command("rm -rf " + dir);
+}
+
+TEST_CASE("resume with another --steps: refused for a cosine, unless --extend 1 recomputes it") {
+    std::string dir = temp_dir(), out;
+    REQUIRE(run_command(TINY + "-n 4 -o " + dir, &out) == 0);  // -l 3e-3, --warmup 2, floor 0.1 of the peak
+    // by hand: step 4 of 4 trained with lr at(3) = 3e-4 + 2.7e-3 · (1 + cos(π·1/2))/2 = 1.65e-3;
+    // step 5 of 8 would train with at(4) = 3e-4 + 2.7e-3 · (1 + cos(π·2/6))/2 = 2.325e-3
+    CHECK(run_command(TINY + "-n 8 --resume 1 -o " + dir, &out) == 1);
+    CHECK(out.find("the checkpoint's run had --steps 4, this one has 8, and the cosine schedule depends on the "
+                   "length: the learning rate goes from 1.65e-03 at step 4 to 2.33e-03 at step 5") != std::string::npos);
+    CHECK(out.find("--extend 1") != std::string::npos);
+    CHECK(!file_exists(dir + "/model_00000008.bin"));
+    REQUIRE(run_command(TINY + "-n 8 --resume 1 --extend 1 -o " + dir, &out) == 0);
+    CHECK(out.find("extending the run (--extend 1): the checkpoint's run had --steps 4, this one has 8; the cosine "
+                   "is recomputed over 8 steps") != std::string::npos);
+    std::vector<std::string> train = log_lines(dir + "/log.jsonl", "train");
+    REQUIRE(train.size() == 8);
+    CHECK(train[4].find("\"step\":5,") != std::string::npos);
+    CHECK(std::fabs(atof(train[4].c_str() + train[4].find("\"lr\":") + 5) - 2.325e-3) <= 1e-8);
+    // the extended run's checkpoint records its new length: resuming it with -n 8 is plain
+    REQUIRE(run_command(TINY + "-n 10 --resume 1 --lr-schedule constant -o " + dir, &out) == 0);
+    CHECK(out.find("the learning rate is constant, so only the length changes") != std::string::npos);
+    run_command("rm -rf " + dir);
+}
+
+TEST_CASE("mismatched files: a byte-level shard with a GPT-2 vocabulary is flagged; eval and log lines carry the step") {
+    std::string dir = temp_dir(), out;
+    std::vector<uint16_t> bytes(5000);
+    for (size_t i = 0; i < bytes.size(); i++) bytes[i] = (uint16_t)"the cat sat.\n"[i % 13];
+    write_shard(dir + "/bytes.bin", bytes);
+    std::string data = " -i " + dir + "/bytes.bin -j " + dir + "/bytes.bin -o '' --dry-run 1 ";
+    REQUIRE(run_command(TINY + data + "--vocab 50257", &out) == 0);
+    CHECK(out.find("warning: the training data looks byte-level: the first tokens of '" + dir +
+                   "/bytes.bin' are all below 256, but the model's vocabulary has V = 50,257") != std::string::npos);
+    CHECK(out.find("warning: the validation data looks byte-level") != std::string::npos);
+    REQUIRE(run_command(TINY + data + "--vocab 256", &out) == 0);
+    CHECK(out.find("looks byte-level") == std::string::npos);
+    bytes[100] = 300;  // one token above 255 in the first 512: not byte-level
+    write_shard(dir + "/bytes.bin", bytes);
+    REQUIRE(run_command(TINY + data + "--vocab 50257", &out) == 0);
+    CHECK(out.find("looks byte-level") == std::string::npos);
+    // the final validation comes before the final checkpoint line, and names its step
+    REQUIRE(run_command(TINY + "-n 3 --val-every 2 --val-tokens 256 -o " + dir + "/run", &out) == 0);
+    size_t val = out.find("step 3 | val loss "), ckpt = out.find("checkpoint: " + dir + "/run/model_00000003.bin");
+    CHECK(out.find("step 0 | val loss ") != std::string::npos);
+    CHECK(out.find("step 2 | val loss ") != std::string::npos);
+    CHECK(val != std::string::npos);
+    CHECK(ckpt != std::string::npos);
+    CHECK(val < ckpt);
+    run_command("rm -rf " + dir);
+}
+
+TEST_CASE("HellaSwag through the trainer: the reference's accuracies, on one line with the step and in the log") {
+    HellaSwagReference gold = read_hellaswag_reference("test/golden/hellaswag_tiny_reference.txt");
+    double acc = 0, acc_norm = 0;
+    for (size_t e = 0; e < gold.label.size(); e++)
+        acc += gold.pred[e] == gold.label[e], acc_norm += gold.pred_norm[e] == gold.label[e];
+    acc /= gold.label.size(), acc_norm /= gold.label.size();
+    std::string dir = temp_dir(), out;
+    std::vector<uint16_t> tokens(2000, 3);  // the tiny golden model has V = 91: not the built-in corpus
+    write_shard(dir + "/data.bin", tokens);
+    std::string args = TRAIN + " -e test/golden/model_tiny.bin -i " + dir + "/data.bin -j " + dir + "/data.bin " +
+                       strf("-b 4 -t %d --sample-every 0 --hellaswag test/golden/hellaswag_tiny.bin ", gold.T);
+    REQUIRE(run_command(args + "-n 0 --val-every 0", &out) == 0);
+    CHECK(out.find(strf("step 0 | HellaSwag acc_norm %.4f, acc %.4f", acc_norm, acc)) != std::string::npos);
+    // in a training run: at step 0, every --eval-every steps and at the end, logged with the step
+    REQUIRE(run_command(args + "-n 3 --val-every 1 --val-tokens 256 --eval-every 2 -o " + dir + "/run", &out) == 0);
+    CHECK(out.find(strf("step 0 | val loss ")) != std::string::npos);
+    std::vector<std::string> h = log_lines(dir + "/run/log.jsonl", "hellaswag");
+    REQUIRE(h.size() == 3);  // steps 0, 2 and 3
+    CHECK(h[1].find("\"step\":2,") != std::string::npos);
+    CHECK(h[2].find("\"step\":3,") != std::string::npos);
+    CHECK(h[0].find(strf("\"acc_norm\":%.6f,\"acc\":%.6f,\"examples\":%zu", acc_norm, acc, gold.label.size())) !=
+          std::string::npos);
     run_command("rm -rf " + dir);
 }

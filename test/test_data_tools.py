@@ -293,8 +293,27 @@ def recipe_gpt2_124m_single_gpu_accumulates():
     assert p.returncode == 0, p.stderr
     assert "× 8 accumulation × 1 replica" in p.stdout, p.stdout
     assert "mpirun" not in p.stdout, "one GPU should not go through mpirun"
-    for flag in ("-d 524288", "--warmup 700", "-l 6e-4", "-c 0.1", "--padded-vocab 50304", "-n 19073"):
+    for flag in ("-d 524288", "--warmup 700", "-l 6e-4", "-c 0.1", "--padded-vocab 50304",
+                 "--train-tokens 10000000000"):
         assert flag in p.stdout, "missing %s in:\n%s" % (flag, p.stdout)
+    assert " -n " not in p.stdout, "the steps should come from --train-tokens:\n" + p.stdout
+
+
+@check
+def recipe_gpt2_124m_steps_from_tokens_as_the_trainer_prints_them():
+    p = sh(["bash", "scripts/run_gpt2_124m.sh", "--dry-run"])
+    assert p.returncode == 0, p.stderr
+    division = next((l for l in p.stdout.splitlines() if l.startswith("steps from --train-tokens")), "")
+    # by hand: 19,073 * 524,288 = 9,999,745,024, which leaves out 254,976 of the 10e9 tokens
+    assert division == ("steps from --train-tokens: 10,000,000,000 tokens / 524,288 tokens per step = "
+                        "19,073 steps (rounding down leaves out the last 254,976 tokens)"), division
+    if not os.path.exists(os.path.join(ROOT, "train")):
+        raise Skip("./train is not built")
+    t = sh(["./train", "--max-seq-len", "1024", "-t", "1024", "-b", "1", "-d", "524288",
+            "--train-tokens", "10000000000", "--dry-run", "1"])
+    assert t.returncode == 0, t.stdout + t.stderr
+    assert division in t.stdout.splitlines(), "the trainer printed:\n" + t.stdout
+    assert "19,073 steps = 9,999,745,024 tokens" in t.stdout, t.stdout
 
 
 @check
@@ -310,10 +329,88 @@ def recipe_gpt2_124m_refuses_impossible_split():
 def recipe_tinyshakespeare_dry_run():
     p = sh(["bash", "scripts/run_tinyshakespeare.sh", "--cpu", "--dry-run"])
     assert p.returncode == 0, p.stderr
-    assert "micro-batch 4×64 = 256 tokens × 1 accumulation" in p.stdout, p.stdout
-    assert "./train " in p.stdout and "--channels 768" in p.stdout, p.stdout
+    # the small default model of the README's table: 16×64 tokens, 300 steps, the GPT-2 vocabulary
+    assert "micro-batch 16×64 = 1,024 tokens × 1 accumulation × 1 replica = 1,024 tokens per step; " \
+           "300 steps = 307,200 tokens" in p.stdout, p.stdout
+    assert "command: ./train " in p.stdout and "--channels" not in p.stdout, p.stdout
+    assert "--vocab 50257 --padded-vocab 50304" in p.stdout, p.stdout
     p = sh(["bash", "scripts/run_tinyshakespeare.sh", "--cpu", "--dry-run"], env={"TOTAL_BATCH": "300"})
-    assert p.returncode != 0, "300 tokens is not a multiple of 4x64 and should be refused"
+    assert p.returncode != 0, "300 tokens is not a multiple of 16x64 and should be refused"
+
+
+def fake_nvidia_smi(lists_a_gpu):
+    """A directory holding an nvidia-smi that lists one GPU, or fails as it does without a driver."""
+    d = os.path.join(TMP.name, "smi_gpu" if lists_a_gpu else "smi_none")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "nvidia-smi"), "w") as f:
+        f.write("#!/bin/sh\n" + ("echo 'GPU 0: Fake H100 (UUID: GPU-0)'\n" if lists_a_gpu else
+                                 "echo 'NVIDIA-SMI has failed' >&2; exit 9\n"))
+    os.chmod(os.path.join(d, "nvidia-smi"), 0o755)
+    return d + os.pathsep + os.environ["PATH"]
+
+
+@check
+def recipe_tinyshakespeare_picks_a_trainer_that_can_run():
+    # no GPU: ./train and the small model, whether or not ./train_gpt was built (CI builds it)
+    p = sh(["bash", "scripts/run_tinyshakespeare.sh", "--dry-run"], env={"PATH": fake_nvidia_smi(False)})
+    assert p.returncode == 0, p.stderr
+    assert "trainer: ./train on the CPU (no GPU visible to nvidia-smi)" in p.stdout, p.stdout
+    assert "command: ./train " in p.stdout and "micro-batch 16×64" in p.stdout, p.stdout
+    # a GPU: ./train_gpt with GPT-2 small's shape when it is built, else ./train and a note
+    p = sh(["bash", "scripts/run_tinyshakespeare.sh", "--dry-run"], env={"PATH": fake_nvidia_smi(True)})
+    assert p.returncode == 0, p.stderr
+    if os.access(os.path.join(ROOT, "train_gpt"), os.X_OK):
+        assert "trainer: ./train_gpt (a GPU is visible)" in p.stdout, p.stdout
+        assert "command: ./train_gpt " in p.stdout and "--channels 768" in p.stdout, p.stdout
+    else:
+        assert "./train_gpt is not built: make train_gpt" in p.stdout, p.stdout
+        assert "command: ./train " in p.stdout, p.stdout
+    # and the 124M recipe refuses to start without a GPU (its dry run still works)
+    p = sh(["bash", "scripts/run_gpt2_124m.sh"], env={"PATH": fake_nvidia_smi(False)})
+    assert p.returncode != 0 and "no GPU visible to nvidia-smi" in p.stderr, p.stdout + p.stderr
+
+
+@check
+def every_script_help_works_without_its_dependencies():
+    # python3 -S: no site-packages, so neither tiktoken, numpy, tqdm nor datasets can be imported
+    for script in sorted(os.listdir(os.path.join(ROOT, "data"))):
+        if not script.endswith(".py") or script == "shards.py":
+            continue
+        p = sh([sys.executable, "-S", os.path.join("data", script), "--help"])
+        assert p.returncode == 0 and p.stdout.startswith("usage:"), \
+            "%s --help: exit %d\n%s" % (script, p.returncode, (p.stdout + p.stderr)[-400:])
+    for script in ("run_tinyshakespeare.sh", "run_gpt2_124m.sh"):
+        p = sh(["bash", os.path.join("scripts", script), "--help"])
+        assert p.returncode == 0 and "--dry-run" in p.stdout, script + ": " + p.stderr
+
+
+# --------------------------------------------------------------------------- evaluation files
+
+@check
+def eval_file_layout_is_llm_c_s():
+    """write_eval_file against the layout parsed by hand here, then read back by the module."""
+    examples = [([5, 6, 7], [[8], [9, 10], [11, 12, 13], [14]], 2),
+                ([1], [[2, 3], [4], [5], [6, 7, 8, 9]], 0)]
+    path = os.path.join(TMP.name, "eval.bin")
+    shards.write_eval_file(path, examples, quiet=True)
+    with open(path, "rb") as f:
+        data = f.read()
+    header = struct.unpack("<256i", data[:1024])
+    stream = list(struct.unpack("<%dH" % ((len(data) - 1024) // 2), data[1024:]))
+    # example 0: 65535, bytes, index 0, label 2, 4 endings, context 3 tokens, endings 1+2+3+1 tokens
+    first = [65535, 0, 0, 2, 4, 3, 5, 6, 7, 1, 8, 2, 9, 10, 3, 11, 12, 13, 1, 14]
+    first[1] = 2 * len(first)
+    second = [65535, 0, 1, 0, 4, 1, 1, 2, 2, 3, 1, 4, 1, 5, 4, 6, 7, 8, 9]
+    second[1] = 2 * len(second)
+    assert stream == first + second, stream
+    assert header[:4] == (20240522, 1, 2, max(first[1], second[1])) and not any(header[4:]), header[:5]
+    assert shards.read_eval_file(path) == examples
+    for bad in ([([1], [[2], [3]], 2)], [([], [[2], [3]], 0)], [([1], [[2], [65535]], 0)]):
+        try:
+            shards.write_eval_file(path, bad, quiet=True)
+        except ValueError:
+            continue
+        raise AssertionError("write_eval_file accepted %s" % bad)
 
 
 # --------------------------------------------------------------------------- plot

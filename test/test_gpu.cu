@@ -473,7 +473,6 @@ static Outcome run_steps(int B, int A, int steps) {
     REQUIRE(plan.A == A);
     DataLoader data("tokens", tiny_tokens(), c.V), val("val", tiny_tokens(), c.V);
     data.configure(plan.B, plan.T, plan.A, plan.R, 0, true, 5);
-    val.configure(plan.B, plan.T, 1, 1, 0, false, 0);
     Comm single;
     Trainer m(c, plan, Config{}, single);
     randomize(m.params(), c, 21);
@@ -483,7 +482,7 @@ static Outcome run_steps(int B, int A, int steps) {
         StepResult r = m.step(data, plan, single, OPT, 1e-3f, 0.5f, s);
         o.losses.push_back(r.loss), o.norms.push_back(r.grad_norm);
     }
-    o.val_loss = m.evaluate(val, 3, plan, single);
+    o.val_loss = (float)validation_loss(m, validation_set(val, 24 * T, T, 0, 1), plan.B, single);  // 24 sequences
     const float* logits = m.next_token_logits(CONTEXT.data(), (int)CONTEXT.size());
     o.next_logits.assign(logits, logits + c.Vp);
     m.download();
@@ -602,22 +601,29 @@ static double field(const std::string& line, const std::string& name) {
     return at == std::string::npos ? NAN : atof(line.c_str() + at + name.size() + 3);
 }
 
-TEST_CASE("train_gpt: 2N steps equal N steps + resume + N steps, bit for bit") {
+TEST_CASE("train_gpt: 2N steps equal N steps + resume + N steps, bit for bit, samples and validation too") {
     REQUIRE_MESSAGE(file_exists(TRAIN_GPT), "build " << TRAIN_GPT << " first");
     std::string a = temp_dir(), b = temp_dir(), out;
-    REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 8 --ckpt-every 4 -o " + a, &out) == 0);
+    const std::string evals = "--val-every 2 --val-tokens 512 --sample-every 2 ";  // after TINY_ARGS: these win
+    REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + evals + "-n 8 --ckpt-every 4 -o " + a, &out) == 0);
     CHECK(out.find("peak GPU memory") != std::string::npos);
     REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + b) == 0);
-    REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 8 --ckpt-every 4 --resume 1 -o " + b, &out) == 0);
+    REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + evals + "-n 8 --ckpt-every 4 --resume 1 -o " + b, &out) == 0);
     CHECK(out.find("resumed from step 4") != std::string::npos);
     std::vector<char> ma = read_bytes(a + "/model_00000008.bin"), mb = read_bytes(b + "/model_00000008.bin");
     CHECK(ma.size() > 1024);
     CHECK(ma == mb);
-    CHECK(read_bytes(a + "/state_00000008.bin") == read_bytes(b + "/state_00000008.bin"));
+    CHECK(read_bytes(a + "/state_00000008.bin") == read_bytes(b + "/state_00000008.bin"));  // the sampler's state too
     std::vector<std::string> la = log_lines(a + "/log.jsonl", "train"), lb = log_lines(b + "/log.jsonl", "train");
     REQUIRE(la.size() == 8);
     REQUIRE(lb.size() == 4);
     for (int i = 0; i < 4; i++) CHECK(strip_timing(la[4 + i]) == strip_timing(lb[i]));
+    for (const char* kind : {"val", "sample"}) {  // steps 6 and 8 in both (a: 0, 2, 4 before them)
+        std::vector<std::string> ea = log_lines(a + "/log.jsonl", kind), eb = log_lines(b + "/log.jsonl", kind);
+        REQUIRE(ea.size() >= 2);
+        REQUIRE(eb.size() == 2);
+        CHECK(std::vector<std::string>(ea.end() - 2, ea.end()) == eb);
+    }
 
     // The files are the CPU trainer's too, both ways: ./train continues the GPU's run from
     // step 4, and the GPU trainer continues ./train's. fp32: 1e-4, two implementations, 4
@@ -720,6 +726,67 @@ TEST_CASE("train_gpt: a small run trains, and bad input gives one clear error li
     CHECK(out.find("--batch-size must be at least 1") != std::string::npos);
     CHECK(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 2 -o " + dir, &out) == 1);  // refuses to overwrite
     CHECK(out.find("already holds checkpoints") != std::string::npos);
+    run_command("rm -rf " + dir);
+}
+
+// ----------------------------------------------------------------------------
+// Evaluation: HellaSwag and sample-only runs
+
+TEST_CASE("HellaSwag: every example's scores and choices match the PyTorch reference") {
+    HellaSwagReference gold = read_hellaswag_reference("test/golden/hellaswag_tiny_reference.txt");
+    ModelConfig mc = read_model_header("test/golden/model_tiny.bin");
+    std::vector<EvalExample> examples = read_eval_file("test/golden/hellaswag_tiny.bin", mc.V, gold.T);
+    REQUIRE(examples.size() == gold.label.size());
+    Comm single;
+    GpuTrainer m(mc, plan_batch(8, gold.T, 1, 0), Config{}, single);
+    load_model_params("test/golden/model_tiny.bin", mc, m.params());
+    m.upload();
+    // 5 rows per micro-batch, each as long as its longest row: examples straddle micro-batches
+    std::vector<ExampleScores> scores = score_examples(m, examples, 0, examples.size(), 5, gold.T);
+    // fp32: float32 against float64, as the CPU trainer: 1e-5 for a mean loss (per token for a
+    // sum; measured 2.9e-7). bf16: every activation rounded to 8 bits on the way to each loss;
+    // an ending's mean was off by up to 1.6e-3 (measured), so 5e-3; a choice between two
+    // endings closer than twice that can go either way and is not compared
+    const double tol_mean = tol(1e-5, 5e-3);
+    double worst = 0;
+    int compared = 0;
+    for (size_t e = 0; e < examples.size(); e++) {
+        CAPTURE(e);
+        for (int k = 0; k < 4; k++) {
+            double diff = std::fabs(scores[e].mean[k] - gold.mean[e][k]);
+            worst = std::isnan(diff) ? NAN : std::max(worst, diff);
+            CHECK(diff <= tol_mean);
+            CHECK(std::fabs(scores[e].sum[k] - gold.sum[e][k]) <= tol_mean * examples[e].endings[k].size());
+        }
+        // the reference's two best scores are further apart than the tolerance allows both to move
+        auto clear = [](std::vector<double> s, double tolerance) {
+            std::sort(s.begin(), s.end());
+            return s[1] - s[0] > 2 * tolerance;
+        };
+        if (clear(gold.sum[e], tol_mean * 16)) {  // a sum: up to 16 tokens' worth
+            CHECK(scores[e].pred == gold.pred[e]);
+            compared++;
+        }
+        if (clear(gold.mean[e], tol_mean)) {
+            CHECK(scores[e].pred_norm == gold.pred_norm[e]);
+            compared++;
+        }
+    }
+    MESSAGE("largest difference of an ending's mean loss from PyTorch's: " << worst << "; " << compared
+                                                                           << " choices compared");
+    CHECK(compared >= (BF16 ? 100 : 128));  // fp32: every choice; bf16: 118 of them
+}
+
+TEST_CASE("train_gpt: -n 0 samples from a model file, showing the prompt, and writes nothing") {
+    std::string dir = temp_dir(), out;
+    REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 2 -o " + dir) == 0);
+    std::vector<char> log = read_bytes(dir + "/log.jsonl");
+    REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + "-e " + dir + "/model_00000002.bin -n 0 --sample-every 1 " +
+                            "-g 8 --prompt 'the ' -o " + dir,
+                        &out) == 0);
+    CHECK(out.find("---- sample at step 0, its prompt in brackets ----\n[the ]") != std::string::npos);
+    CHECK(read_bytes(dir + "/log.jsonl") == log);
+    CHECK(!file_exists(dir + "/model_00000000.bin"));
     run_command("rm -rf " + dir);
 }
 

@@ -82,6 +82,26 @@ for split in "4 1 2" "1 2 4"; do
     then pass "$name"; else fail "$name"; fi
 done
 
+# ---- evaluation split over the ranks: the golden model's HellaSwag accuracies (the PyTorch
+# reference's, dev/reference/hellaswag_reference.py) and one validation loss, the same line
+# from 1 and 2 ranks (the replicas add up their sums; 4 decimals are printed)
+if [ "$has_mpi" = yes ]; then
+    python3 -c "import sys; sys.path.insert(0, 'data'); import random, shards; r = random.Random(5)
+shards.write_shard('$work/v91.bin', [r.randrange(91) for _ in range(3000)], quiet=True)"
+    EVAL="./train_gpt_cpu -e test/golden/model_tiny.bin -i $work/v91.bin -j $work/v91.bin -t 32 -b 4 -n 0
+          --val-every 1 --val-tokens 1024 --sample-every 0 --hellaswag test/golden/hellaswag_tiny.bin"
+    read -r acc acc_norm < <(awk '!/^#/ { n++; a += $1 == $2; an += $1 == $3 } END { printf "%.4f %.4f\n", a / n, an / n }' \
+        test/golden/hellaswag_tiny_reference.txt)
+    one=$(timeout 300 $EVAL 2>&1 | grep '^step 0 |')
+    two=$(timeout 300 $MPIRUN -np 2 $EVAL 2>&1 | grep '^step 0 |')
+    # the bf16 build may choose otherwise where two endings are within its rounding of each other
+    if [[ $one == *"| HellaSwag acc_norm "* ]] && [ "$one" = "$two" ] &&
+       { [[ $one == *"acc_norm $acc_norm, acc $acc" ]] || ./train_gpt_cpu --dry-run 1 2>&1 | grep -q "bf16"; }; then
+        pass "evaluation over 2 ranks prints what 1 rank does: $one"
+    else echo "   1 rank: $one"; echo "   2 ranks: $two"; echo "   reference: acc_norm $acc_norm, acc $acc"
+        fail "evaluation over 2 ranks"; fi
+fi
+
 # ---- a rank that dies mid-run: the others stop with an error naming it, within seconds
 slurm_start 2 "$work/dead" -b 4 -n 100000
 for _ in $(seq 300); do grep -q "step     2/" "$work/dead.0.out" 2>/dev/null && break; sleep 0.1; done

@@ -3,7 +3,8 @@
 #
 # The invariance matrix: the same global batch of 8 sequences split as (B, A, R) =
 # (8,1,1) (4,2,1) (4,1,2) (2,2,2) (1,2,4) (2,4,1) must train identically: losses at
-# every one of 20 steps and the final weights agree within 1e-5 relative (compare_runs.py
+# every one of 20 steps, the validation losses at steps 0, 10 and 20 and the final weights
+# agree within 1e-5 relative (compare_runs.py
 # says why that tolerance). A wrong loss scale, a sync per micro-batch or overlapping data
 # change losses by >1e-3.
 set -u
@@ -11,8 +12,8 @@ cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # containers run as root
 MPIRUN="mpirun --oversubscribe --bind-to none"
 T=16
-TINY="./train --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 * T)) --val-every 0
-      --sample-every 0 --threads 1 --warmup 5 -l 3e-3 --shuffle 1"
+TINY="./train --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 * T)) --val-every 10
+      --val-tokens 2048 --sample-every 0 --threads 1 --warmup 5 -l 3e-3 --shuffle 1"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 passed=0 failed=0
@@ -35,6 +36,31 @@ for split in "4 2 1" "4 1 2" "2 2 2" "1 2 4" "2 4 1"; do
     name="invariance (B,A,R)=($1,$2,$3) vs (8,1,1)"
     if run_split "$1" "$2" "$3" "$work/s$1$2$3" && compare "$work/ref" "$work/s$1$2$3" 20; then pass "$name"
     else fail "$name"; fi
+done
+
+# ---- evaluation does not depend on the split: one model (the PyTorch golden one), its
+# validation loss and HellaSwag accuracies printed by (B, R) = (8,1) (4,2) (2,3) (1,4). The
+# replicas take shares of the sequences and examples and add up their sums; the per-token
+# losses do not depend on B, and the double sums differ in the last bits at most, far
+# below the 4 printed decimals, so the lines must be identical. The accuracies must be the
+# PyTorch reference's (dev/reference/hellaswag_reference.py).
+python3 -c "import sys; sys.path.insert(0, 'data'); import random, shards; r = random.Random(5)
+shards.write_shard('$work/v91.bin', [r.randrange(91) for _ in range(5000)], quiet=True)"
+EVAL="./train -e test/golden/model_tiny.bin -i $work/v91.bin -j $work/v91.bin -t 32 -n 0 --val-every 1
+      --val-tokens 4096 --sample-every 0 --threads 1 --hellaswag test/golden/hellaswag_tiny.bin"
+read -r acc acc_norm < <(awk '!/^#/ { n++; a += $1 == $2; an += $1 == $3 } END { printf "%.4f %.4f\n", a / n, an / n }' \
+    test/golden/hellaswag_tiny_reference.txt)
+$EVAL -b 8 >"$work/eval1.out" 2>&1
+expect=$(grep '^step 0 | val loss' "$work/eval1.out")
+if grep -q "^step 0 | val loss [0-9.]* | HellaSwag acc_norm $acc_norm, acc $acc$" <<<"$expect"; then
+    pass "R=1: validation over 4,096 tokens, and HellaSwag acc_norm $acc_norm, acc $acc as the PyTorch reference"
+else echo "   got: $expect (reference: acc_norm $acc_norm, acc $acc)"; tail -3 "$work/eval1.out"; fail "R=1 evaluation"; fi
+for split in "4 2" "2 3" "1 4"; do
+    set -- $split
+    $MPIRUN -np "$2" $EVAL -b "$1" >"$work/eval$2.out" 2>&1
+    got=$(grep '^step 0 | val loss' "$work/eval$2.out")
+    if [ -n "$expect" ] && [ "$got" = "$expect" ]; then pass "B=$1 R=$2 prints the same evaluation line as B=8 R=1"
+    else echo "   got: $got"; echo "   R=1: $expect"; tail -3 "$work/eval$2.out"; fail "B=$1 R=$2 evaluation"; fi
 done
 
 # ---- resume with a different number of replicas: R=2 to step 10, then R=1 to step 20

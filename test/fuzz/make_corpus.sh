@@ -7,7 +7,7 @@
 set -eu
 cd "$(dirname "$0")"
 source ../bad_files.sh
-rm -rf corpus && mkdir -p corpus/{model_header,shard_header,tokenizer,state,command_line}
+rm -rf corpus && mkdir -p corpus/{model_header,shard_header,tokenizer,state,command_line,eval_file}
 
 # ---- model files. A valid tiny model: maxT 2, V 3, Vp 4, L 1, NH 1, C 2: wte 8 + wpe 4 +
 # 12·L·C² 48 + 13·L·C 26 + lnf 4 = 90 floats after the 1 KB header.
@@ -80,3 +80,16 @@ args micro_batch_2_32 --max-seq-len 65536 -t 65536 -b 65536
 args huge_model --layers 1024 --channels 65536 --heads 1
 args seed_minus_1 --seed -1
 args equals_forms --steps=5 --lr=1e-3 --lr-schedule=constant --warmup=0
+
+# ---- multiple-choice evaluation files (the harness: V = 300, T = 12): two valid examples,
+# written by data/shards.py, and damaged copies
+e=corpus/eval_file
+python3 -c "import sys; sys.path.insert(0, '../../data'); import shards
+shards.write_eval_file('$e/valid', [([5, 6, 7], [[8], [9, 10], [11, 12, 13], [14]], 2),
+                                   (list(range(20)), [[2, 3], [4], [5] * 12, [6, 7]], 0)], quiet=True)"
+cp $e/valid $e/token_out_of_range && put16 $e/token_out_of_range $((1024 + 2 * 6)) 400
+cp $e/valid $e/odd_size && put16 $e/odd_size 1026 7
+cp $e/valid $e/size_past_end && put16 $e/size_past_end 1026 60000
+cp $e/valid $e/label_past_endings && put16 $e/label_past_endings 1030 4
+cp $e/valid $e/count_2_31 && put32 $e/count_2_31 2 2147483647
+head -c 1060 $e/valid >$e/truncated

@@ -8,7 +8,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 seconds=${1:-60}
-harnesses=(model_header shard_header tokenizer state command_line)
+harnesses=(model_header shard_header tokenizer state command_line eval_file)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p build/fuzz/crashes
