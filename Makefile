@@ -72,7 +72,7 @@ ifneq ($(DOCTEST_OK),yes)
 endif
 	$(CXX) $(CXXFLAGS) -o $@ test/test_cpu.cpp
 
-test/test_plan: test/test_plan.cpp $(HOST_HEADERS)
+test/test_plan: test/test_plan.cpp test/test_util.h $(HOST_HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ test/test_plan.cpp
 
 test/check_reference: test/check_reference.cpp test/golden.h train.cpp $(HOST_HEADERS)

@@ -56,6 +56,10 @@ struct Config {
     int resume = 0;
     int threads = 0;  // 0 = OpenMP's default (all cores)
     int dry_run = 0;
+    int replicas = 0;  // the replicas to plan for (--dry-run) or expect; 0 = the processes started
+    // a device and link for the plan's time estimates and the MFU (host/cost.h); 0 = not given
+    std::string device;
+    float device_tflops = 0, link_gbps = 0;
     // replicas: a collective that has not completed after this many seconds ends the job
     // (a frozen or dead replica would otherwise hang every other one); 0 = wait forever
     float comm_timeout = 600;
@@ -119,7 +123,11 @@ inline std::vector<Option> option_table(Config& c) {
         {"keep-checkpoints", 0, "int", &c.keep_checkpoints, "keep the newest N checkpoints; 0 = all"},
         {"resume", 0, "bool", &c.resume, "continue from the latest checkpoint in --out-dir"},
         {"threads", 0, "int", &c.threads, "CPU threads; 0 = all"},
-        {"dry-run", 0, "bool", &c.dry_run, "print the batch arithmetic and memory, then exit"},
+        {"dry-run", 0, "bool", &c.dry_run, "print the plan (batch, memory, FLOPs, time), then exit"},
+        {"replicas", 0, "int", &c.replicas, "R to plan for with --dry-run; 0 = the processes started"},
+        {"device", 0, "str", &c.device, "for estimates and MFU: h100-sxm, h100-pcie, a100-sxm"},
+        {"device-tflops", 0, "float", &c.device_tflops, "peak TFLOP/s per replica (overrides --device)"},
+        {"link-gbps", 0, "float", &c.link_gbps, "Gbit/s each way per replica (overrides --device)"},
         {"device-memory", 0, "bytes", &c.device_memory, "memory per replica, e.g. 80GB; 0 = what is free"},
         {"comm-timeout", 0, "float", &c.comm_timeout, "replicas: seconds a collective may wait; 0 = forever"},
         {"tf32", 0, "bool", &c.tf32, "GPU only: TF32 tensor-core matmuls"},

@@ -122,8 +122,10 @@ inline std::string format_flops(double f) {
     while (f >= 999.5 && u < 7) f /= 1000, u++;
     return strf("%.3g %sFLOP", f, prefixes[u]);
 }
-// 0.0534 -> "53.4 ms", 1053 -> "17.6 min", 8424 -> "2.34 h", 360000 -> "4.17 days"
+// 5.3e-6 -> "5.3 µs", 0.0534 -> "53.4 ms", 1053 -> "17.6 min", 8424 -> "2.34 h", 360000 -> "4.17 days"
 inline std::string format_seconds(double s) {
+    if (s == 0) return "0";
+    if (s < 1e-3) return strf("%.3g µs", s * 1e6);
     if (s < 1) return strf("%.3g ms", s * 1e3);
     if (s < 60) return strf("%.3g s", s);
     if (s < 3600) return strf("%.3g min", s / 60);
@@ -150,12 +152,14 @@ inline std::vector<std::string> describe_costs(const ModelConfig& c, const Batch
                              ALLREDUCES_PER_STEP, format_bytes(4.0 * c.num_params()).c_str(),
                              format_bytes(r.comm_bytes).c_str()));
     if (d.tflops > 0) {
-        std::string comm = p.R == 1 ? "" : d.link_gbps > 0 ? " + gradient sync " + format_seconds(r.comm_s)
-                                                            : " (gradient sync not counted: no --link-gbps)";
-        lines.push_back(strf("estimate for %s (%g TFLOP/s, link %g Gbit/s), at peak and without overlap: compute "
-                             "%s%s = %s per step (a lower bound), scaling efficiency %.1f%%; the run: %s, %.3g GPU-hours",
-                             d.name.c_str(), d.tflops, d.link_gbps, format_seconds(r.compute_s).c_str(),
-                             comm.c_str(), format_seconds(r.step_s()).c_str(), 100 * r.efficiency(),
+        std::string step = format_seconds(r.compute_s);
+        if (p.R > 1)
+            step += d.link_gbps > 0 ? " + gradient sync " + format_seconds(r.comm_s) + " = " + format_seconds(r.step_s())
+                                    : " (gradient sync not counted: no --link-gbps)";
+        std::string link = d.link_gbps > 0 ? strf(", link %g Gbit/s", d.link_gbps) : "";
+        lines.push_back(strf("estimate for %s (%g TFLOP/s%s), at peak and without overlap: compute %s per step (a "
+                             "lower bound), scaling efficiency %.1f%%; the run: %s, %.3g GPU-hours",
+                             d.name.c_str(), d.tflops, link.c_str(), step.c_str(), 100 * r.efficiency(),
                              format_seconds(r.run_s()).c_str(), r.gpu_hours()));
     } else {
         lines.push_back("estimate: give --device (" + device_preset_names() +

@@ -36,6 +36,7 @@
 #include "cli.h"
 #include "comm.h"
 #include "corpus.h"
+#include "cost.h"
 #include "data.h"
 #include "eval.h"
 #include "log.h"
@@ -203,12 +204,22 @@ inline std::string check_state_fits(const TrainState& st, const std::string& sta
     return note;
 }
 
+// The replicas the run is planned for: the processes started, or --replicas N, which a dry
+// run plans for (one process can print the plan of a 64-GPU job) and a real run checks.
+inline int planned_replicas(const Config& cfg, const Comm& comm) {
+    if (cfg.replicas == 0 || cfg.dry_run) return cfg.replicas ? cfg.replicas : comm.world;
+    if (cfg.replicas != comm.world)
+        throw UsageError(strf("--replicas %d, but %d process%s started (mpirun -np, srun --ntasks)", cfg.replicas,
+                              comm.world, comm.world == 1 ? " was" : "es were"));
+    return cfg.replicas;
+}
+
 // The batch plan, with the micro-batch checked against memory before anything is allocated,
 // or chosen from it (--batch-size auto: the largest B that fits and splits the global
 // batch). The replicas plan with the least memory any of them has, so they agree on B.
 template <class Trainer>
 BatchPlan plan_micro_batch(Config& cfg, const ModelConfig& mc, const Comm& comm) {
-    const int T = cfg.seq_len, R = comm.world;
+    const int T = cfg.seq_len, R = planned_replicas(cfg, comm);
     double available = Trainer::memory_available(cfg);
     for (uint64_t a : comm.allgather((uint64_t)available)) available = std::min(available, (double)a);
     auto bytes = [&](int B) { return Trainer::memory_use(mc, B, T, cfg).total(); };
@@ -302,6 +313,7 @@ template <class Trainer>
 int run_training(int argc, char** argv, const Comm& comm) {
     Config cfg;
     if (!parse_command_line(argc, argv, cfg)) return 0;
+    const DeviceSpeed device = device_speed(cfg.device, cfg.device_tflops, cfg.link_gbps);
     comm.set_watchdog({cfg.comm_timeout, {}});
     const bool main_rank = comm.rank == 0;
     auto say = [&](const std::string& s) {
@@ -317,8 +329,19 @@ int run_training(int argc, char** argv, const Comm& comm) {
     std::string division;
     if (cfg.train_tokens > 0) cfg.steps = steps_from_tokens(cfg.train_tokens, plan.global_tokens(), division);
 
-    // ---- data
-    std::unique_ptr<DataLoader> train_data, val_data;
+    // ---- data, evaluation file, tokenizer. A dry run goes on without a file it cannot read,
+    // saying so: a plan is wanted before the data is downloaded. A real run stops.
+    auto read_unless_dry_run = [&](auto read) {
+        try {
+            read();
+        } catch (const UsageError&) {
+            throw;
+        } catch (const Error& e) {
+            if (!cfg.dry_run) throw;
+            say(std::string("dry run, planning without it: ") + e.what());
+        }
+    };
+    std::unique_ptr<DataLoader> train_data, val_data;  // null only in a dry run without the data
     if (builtin) {
         say(strf("data: built-in corpus (byte tokens); its entropy is %.4f nats/token, the loss of a perfect model",
                  corpus::entropy_per_token()));
@@ -327,23 +350,28 @@ int run_training(int argc, char** argv, const Comm& comm) {
         val_data = std::make_unique<DataLoader>("<built-in corpus, val>", corpus::generate(256 << 10, 2), mc.V);
     } else {
         if (cfg.val_data.empty()) throw UsageError("--train-data needs --val-data as well");
-        train_data = std::make_unique<DataLoader>(expand_glob(cfg.train_data), mc.V);
-        val_data = std::make_unique<DataLoader>(expand_glob(cfg.val_data), mc.V);
-        say(strf("data: %zu train shard(s), %s tokens; %zu val shard(s), %s tokens", train_data->num_shards(),
-                 with_commas(train_data->total_tokens()).c_str(), val_data->num_shards(),
-                 with_commas(val_data->total_tokens()).c_str()));
+        read_unless_dry_run([&] {
+            train_data = std::make_unique<DataLoader>(expand_glob(cfg.train_data), mc.V);
+            val_data = std::make_unique<DataLoader>(expand_glob(cfg.val_data), mc.V);
+            say(strf("data: %zu train shard(s), %s tokens; %zu val shard(s), %s tokens", train_data->num_shards(),
+                     with_commas(train_data->total_tokens()).c_str(), val_data->num_shards(),
+                     with_commas(val_data->total_tokens()).c_str()));
+        });
     }
-    for (const std::string& w : {byte_level_warning(*train_data, "training", mc.V),
-                                 byte_level_warning(*val_data, "validation", mc.V)})
-        if (!w.empty()) say(w);
-    train_data->configure(plan.B, plan.T, plan.A, plan.R, comm.rank, cfg.shuffle, cfg.seed);
     ValidationSet val;
-    if (cfg.val_every > 0) val = validation_set(*val_data, cfg.val_tokens, plan.T, comm.rank, comm.world);
+    if (train_data && val_data) {
+        for (const std::string& w : {byte_level_warning(*train_data, "training", mc.V),
+                                     byte_level_warning(*val_data, "validation", mc.V)})
+            if (!w.empty()) say(w);
+        train_data->configure(plan.B, plan.T, plan.A, plan.R, comm.rank, cfg.shuffle, cfg.seed);
+        if (cfg.val_every > 0) val = validation_set(*val_data, cfg.val_tokens, plan.T, comm.rank, comm.world);
+    }
     std::vector<EvalExample> hellaswag;
-    if (!cfg.hellaswag.empty()) hellaswag = read_eval_file(cfg.hellaswag, mc.V, plan.T);
+    if (!cfg.hellaswag.empty()) read_unless_dry_run([&] { hellaswag = read_eval_file(cfg.hellaswag, mc.V, plan.T); });
     // HellaSwag with the validation loss unless --eval-every says otherwise; with neither, at the start and end
     const int eval_every = cfg.eval_every > 0 ? cfg.eval_every : cfg.val_every > 0 ? cfg.val_every : INT_MAX;
-    Tokenizer tokenizer = cfg.tokenizer.empty() ? Tokenizer{} : Tokenizer::load(cfg.tokenizer);
+    Tokenizer tokenizer;
+    if (!cfg.tokenizer.empty()) read_unless_dry_run([&] { tokenizer = Tokenizer::load(cfg.tokenizer); });
     if (!tokenizer.pieces.empty() && (long long)tokenizer.pieces.size() != mc.V)
         throw Error(strf("'%s' holds %s tokens, but the model's vocabulary has V = %s: a tokenizer of another model "
                          "would print the wrong text",
@@ -357,8 +385,10 @@ int run_training(int argc, char** argv, const Comm& comm) {
     for (const Option& o : option_table(cfg)) agreed.push_back({std::string("--") + o.name, option_value_string(o)});
     for (const ShapeField& f : SHAPE_FIELDS) agreed.push_back({strf("the model's %s", f.name), std::to_string(mc.*f.value)});
     agreed.push_back({"the accumulation steps", std::to_string(plan.A)});
-    agreed.push_back({"the training data", train_data->identity().describe()});
-    agreed.push_back({"the validation data", val_data->identity().describe()});
+    if (train_data && val_data) {
+        agreed.push_back({"the training data", train_data->identity().describe()});
+        agreed.push_back({"the validation data", val_data->identity().describe()});
+    }
     comm.check_agree(agreed);
     std::vector<std::string> places = comm.allgather(strf("%s, pid %d", comm.host.c_str(), (int)getpid()));
     comm.set_watchdog({cfg.comm_timeout, places});
@@ -370,7 +400,7 @@ int run_training(int argc, char** argv, const Comm& comm) {
              with_commas(mc.num_params()).c_str()));
     if (!division.empty()) say("steps from --train-tokens: " + division);
     say(describe_plan(plan, cfg.steps));
-    if (cfg.val_every > 0)
+    if (cfg.val_every > 0 && val_data)
         say(strf("validation: %s tokens, %s sequences of %d%s, split over the replicas", with_commas(val.tokens()).c_str(),
                  with_commas(val.total).c_str(), plan.T,
                  val.tokens() < cfg.val_tokens ? " (all the validation data holds)" : ""));
@@ -379,9 +409,14 @@ int run_training(int argc, char** argv, const Comm& comm) {
                  eval_every == INT_MAX ? "at the start and the end" : strf("every %d steps", eval_every).c_str(),
                  comm.world > 1 ? ", split over the replicas" : ""));
     say("memory per replica: " + Trainer::memory_use(mc, plan.B, plan.T, cfg).describe());
-    say(strf("%s; communication: %s, %d replica%s", Trainer::hardware(cfg, comm).c_str(), comm.backend_name(),
-             comm.world, comm.world == 1 ? "" : "s"));
-    if (cfg.dry_run) return 0;
+    say(strf("%s; communication: %s, %d replica%s%s", Trainer::hardware(cfg, comm).c_str(), comm.backend_name(),
+             comm.world, comm.world == 1 ? "" : "s",
+             plan.R != comm.world ? strf(" (the plan is for --replicas %d)", plan.R).c_str() : ""));
+    for (const std::string& line : describe_costs(mc, plan, cfg.steps, device)) say(line);
+    if (cfg.dry_run) {
+        for (const std::string& line : accumulation_table(mc, plan, cfg.steps, device)) say(line);
+        return 0;
+    }
 
     // ---- model, optimizer state, and where to continue from
     Trainer m(mc, plan, cfg, comm);
@@ -520,6 +555,17 @@ int run_training(int argc, char** argv, const Comm& comm) {
     if (start == 0) evaluate(0);  // the model as it starts (and all that -n 0 does)
     double ema_ms = 0, total_ms = 0;
     int timed_steps = 0;
+    // the model FLOPs each replica does per step (host/cost.h), for the achieved FLOP/s and,
+    // given the device's peak, the MFU; shown in TFLOP/s once a step reaches 1 TFLOP/s
+    const double replica_flops = flops_per_step(mc, plan) / plan.R;
+    const char* rate_unit = nullptr;
+    auto rate = [&](double ms, const char* mfu_separator) {
+        double per_s = replica_flops / (ms / 1000.0);
+        if (!rate_unit) rate_unit = per_s >= 1e12 ? "TFLOP/s" : "GFLOP/s";
+        std::string s = strf("%.3g %s", per_s / (rate_unit[0] == 'T' ? 1e12 : 1e9), rate_unit);
+        if (device.tflops > 0) s += strf("%sMFU %.1f%%", mfu_separator, 100 * per_s / (device.tflops * 1e12));
+        return s;
+    };
     for (int step = start + 1; step <= cfg.steps; step++) {
         auto t0 = std::chrono::steady_clock::now();
         float lr = schedule.at(step - 1);
@@ -534,17 +580,21 @@ int run_training(int argc, char** argv, const Comm& comm) {
         ema_ms = step == start + 1 ? ms : 0.9 * ema_ms + 0.1 * ms;
         if (step > start + 1) total_ms += ms, timed_steps++;  // the first step warms caches
         double tps = plan.global_tokens() / (ms / 1000.0);
-        say(strf("step %5s/%s | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %s tok/s | eta %s", with_commas(step).c_str(),
-                 with_commas(cfg.steps).c_str(), r.loss, lr, r.grad_norm, ms, with_commas((long long)tps).c_str(),
+        say(strf("step %5s/%s | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %s tok/s | %s | eta %s",
+                 with_commas(step).c_str(), with_commas(cfg.steps).c_str(), r.loss, lr, r.grad_norm, ms,
+                 with_commas((long long)tps).c_str(), rate(ms, " | ").c_str(),
                  format_duration((cfg.steps - step) * ema_ms / 1000.0).c_str()));
-        if (writes) log.train(step, cfg.steps, (long long)step * plan.global_tokens(), r.loss, lr, r.grad_norm, ms, tps);
+        double flops_per_s = replica_flops / (ms / 1000.0);
+        if (writes)
+            log.train(step, cfg.steps, (long long)step * plan.global_tokens(), r.loss, lr, r.grad_norm, ms, tps,
+                      flops_per_s, device.tflops > 0 ? flops_per_s / (device.tflops * 1e12) : -1);
         evaluate(step);
         if ((cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0) || step == cfg.steps) save_checkpoint(step);
     }
     if (timed_steps > 0)
-        say(strf("average: %.1f ms/step, %s tokens/s (steps %s..%s)", total_ms / timed_steps,
+        say(strf("average: %.1f ms/step, %s tokens/s, per replica %s (steps %s..%s)", total_ms / timed_steps,
                  with_commas((long long)(plan.global_tokens() / (total_ms / timed_steps / 1000.0))).c_str(),
-                 with_commas(start + 2).c_str(), with_commas(cfg.steps).c_str()));
+                 rate(total_ms / timed_steps, ", ").c_str(), with_commas(start + 2).c_str(), with_commas(cfg.steps).c_str()));
     return 0;
 }
 

@@ -7,10 +7,10 @@
 #
 #   scripts/bench_gpu.sh [--steps N] [--batch "8 16 32"] [--no-kernels]      (make bench_gpu)
 #
-# MFU = tokens/s × FLOPs per token / peak FLOP/s, with FLOPs per token = 6·N + 6·L·C·T:
-# 6 per parameter (forward 2, backward 4) plus the attention products, counting only the
-# causal half of the T×T scores that a token can see. Peaks are the dense figures of the
-# data sheets, for the precision the products run in:
+# MFU is the trainer's own (--device-tflops PEAK, its average line): model FLOPs per second
+# over the peak, FLOPs per token as host/cost.h counts them (6 per weight in a matrix product
+# plus the causal half of the attention products). Peaks are the dense figures of the data
+# sheets, for the precision the products run in:
 #   H100 / H200 SXM: bf16 989, TF32 495, FP32 67 TFLOP/s;  H100 PCIe: 756, 378, 51;
 #   A100: 312, 156, 19.5.   Another GPU: set PEAK_BF16, PEAK_TF32, PEAK_FP32 (TFLOP/s).
 # With LLMC_DIR set to a built llm.c (make train_gpt2cu there, and its tiny Shakespeare
@@ -45,17 +45,14 @@ esac
 BF16=${PEAK_BF16:-$BF16} TF32=${PEAK_TF32:-$TF32} FP32=${PEAK_FP32:-$FP32}
 
 L=12 C=768 T=1024 V=50257 VP=50304 MAXT=1024
-N=$((VP * C + MAXT * C + L * (12 * C * C + 13 * C) + 2 * C))
-FLOPS_PER_TOKEN=$((6 * N + 6 * L * C * T))
 MODEL=(--layers $L --heads 12 --channels $C --max-seq-len $MAXT --vocab $V --padded-vocab $VP -t $T)
 echo "GPU: ${GPU:-unknown}; peaks used for MFU: bf16 ${BF16:-?}, TF32 ${TF32:-?}, FP32 ${FP32:-?} TFLOP/s"
-echo "model: GPT-2 124M shape, $N parameters; FLOPs per token = 6·N + 6·L·C·T = $FLOPS_PER_TOKEN"
+echo "model: GPT-2 124M shape; FLOPs per token and MFU as the trainer prints them (host/cost.h)"
 echo "$STEPS steps per run, T=$T; times are the average of steps 2..$STEPS"
 echo
 row() { printf "| %-22s | %-4s | %10s | %12s | %6s | %14s |\n" "$@"; }
 row "build" "B" "ms/step" "tokens/s" "MFU" "peak memory"
 printf "|------------------------|------|------------|--------------|--------|----------------|\n"
-mfu() { awk -v t="$1" -v f="$FLOPS_PER_TOKEN" -v p="$2" 'BEGIN { if (p == "" || t == "") print "-"; else printf "%.1f%%", 100 * t * f / (p * 1e12) }'; }
 status=0
 best_bf16_tps=""
 for build in "bf16" "fp32 TF32 off" "fp32 TF32 on"; do
@@ -64,7 +61,7 @@ for build in "bf16" "fp32 TF32 off" "fp32 TF32 on"; do
     peak=$([ "$precision" = bf16 ] && echo "$BF16" || { [ "$tf32" = 1 ] && echo "$TF32" || echo "$FP32"; })
     for B in $BATCHES; do
         out=$(build/train_gpt_$precision "${MODEL[@]}" -b "$B" -n "$STEPS" --val-every 0 --sample-every 0 -o "" \
-              --tf32 "$tf32" 2>&1)
+              --tf32 "$tf32" ${peak:+--device-tflops "$peak"} 2>&1)
         if [ $? -ne 0 ]; then
             if grep -qE "out of (GPU )?memory|needs .* per replica" <<< "$out"; then
                 row "$build" "$B" "-" "-" "-" "does not fit"
@@ -78,7 +75,8 @@ for build in "bf16" "fp32 TF32 off" "fp32 TF32 on"; do
         ms=$(sed -E 's/^average: ([0-9.]+) ms.*/\1/' <<< "$avg")
         tps=$(sed -E 's/.*ms\/step, ([0-9,]+) tokens.*/\1/' <<< "$avg" | tr -d ,)
         mem=$(grep '^peak GPU memory' <<< "$out" | sed -E 's/^peak GPU memory: ([0-9]+) MiB.*/\1/')
-        row "$build" "$B" "$ms" "$tps" "$(mfu "$tps" "$peak")" "${mem:-?} MiB"
+        mfu=$(sed -nE 's/.*MFU ([0-9.]+%).*/\1/p' <<< "$avg")
+        row "$build" "$B" "$ms" "$tps" "${mfu:--}" "${mem:-?} MiB"
         if [ "$precision" = bf16 ] && { [ -z "$best_bf16_tps" ] || [ "$tps" -gt "$best_bf16_tps" ]; }; then
             best_bf16_tps=$tps best_B=$B
         fi

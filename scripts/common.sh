@@ -47,6 +47,20 @@ steps_from_tokens() {
     echo "steps from --train-tokens: $(commas "$tokens") tokens / $(commas "$per_step") tokens per step = $(commas "$STEPS") steps$rest"
 }
 
+# trainer_plan R BIN ARGS...: for a launcher's --dry-run, the trainer's own plan for R
+# replicas (memory, FLOPs, communication, and time with --device), printed by one process:
+# BIN ARGS --dry-run 1 --replicas R. Stops with the trainer's status if it rejects the run.
+trainer_plan() {
+    local R=$1 bin=$2
+    shift 2
+    if [ ! -x "$bin" ]; then
+        echo "plan: $bin is not built, so only the batch arithmetic above (build it for memory, FLOPs and time)"
+        return 0
+    fi
+    echo "plan ($(show "$bin") ... --dry-run 1 --replicas $R):"
+    "$bin" "$@" --dry-run 1 --replicas "$R" | sed 's/^/  /'
+}
+
 # True when nvidia-smi lists a GPU: train_gpt can run only then (it may be built without one).
 gpu_visible() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
 

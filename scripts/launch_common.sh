@@ -39,22 +39,26 @@ batch_from_args() {
 # print_plan R: the batch arithmetic of TRAINER_ARGS with R replicas; stops when the global
 # batch is not a whole number of micro-batches.
 print_plan() {
+    PLAN_R=$1
     batch_from_args
     [ "$B" -ge 1 ] && [ "$T" -ge 1 ] || die "batch size and sequence length must be at least 1"
     batch_line "$B" "$T" "$D" "$1"
 }
 
-# launch CMD...: prints the command, then runs it in place of this script (not with --dry-run).
+# launch CMD...: prints the command, then runs it in place of this script; with --dry-run,
+# prints the trainer's plan for the replicas of print_plan instead.
 launch() {
     echo "command: $(show "$@")"
-    [ "$DRY_RUN" -eq 1 ] && exit 0
+    if [ "$DRY_RUN" -eq 1 ]; then
+        trainer_plan "$PLAN_R" "$TRAIN_BIN" ${TRAINER_ARGS[@]+"${TRAINER_ARGS[@]}"}
+        exit 0
+    fi
     [ -x "$TRAIN_BIN" ] || die "$TRAIN_BIN not found or not executable; build it first: make train_gpt (or set TRAIN_BIN)"
     exec "$@"
 }
 
 # --dry-run (optionally followed by 0 or 1) belongs to the launcher: it prints the batch
-# arithmetic and the command, and runs nothing. (The trainer's own check, with the GPU's
-# memory estimate, is --dry-run=1 after the launcher's options.)
+# arithmetic, the command and the trainer's plan for all the replicas, and launches nothing.
 # Usage in a launcher's option loop:  --dry-run) take_dry_run "${2:-}" && shift; shift ;;
 take_dry_run() {
     if [ "$1" = 0 ] || [ "$1" = 1 ]; then DRY_RUN=$1; return 0; fi

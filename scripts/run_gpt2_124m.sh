@@ -14,7 +14,7 @@
 #                  makes up the difference, so the optimisation stays the same
 #   --tokens N     tokens to train on (default 10,000,000,000, env TOKENS)
 #   --steps N      a number of steps instead (env STEPS)
-#   --dry-run      print the batch arithmetic and the command, run nothing
+#   --dry-run      print the batch arithmetic, the command and the trainer's plan; launch nothing
 # Needs a GPU visible to nvidia-smi (--dry-run does not).
 # Environment: MICRO_BATCH, TOKENS, STEPS, DATA_DIR, OUT_DIR, TRAIN_BIN (default ./train_gpt).
 # Data: python3 data/fineweb.py --dataset edu  (writes data/edu_fineweb10B/).
@@ -72,19 +72,22 @@ if [ "$GPUS" -gt 1 ]; then
     CMD=(mpirun -np "$GPUS")
     [ -n "$HOSTS" ] && CMD+=(--hostfile "$HOSTS")
 fi
-CMD+=("$TRAIN_BIN"
-    -i "$DATA_DIR/*_train_*.bin" -j "$DATA_DIR/*_val_*.bin"
+ARGS=(-i "$DATA_DIR/*_train_*.bin" -j "$DATA_DIR/*_val_*.bin"
     -o "$OUT_DIR" --tokenizer data/gpt2_tokenizer.bin
     --layers 12 --heads 12 --channels 768 --max-seq-len 1024 --vocab 50257 --padded-vocab 50304
     -b "$MICRO_BATCH" -t "$SEQ_LEN" -d "$TOTAL_BATCH" "${LENGTH[@]}"
     -l 6e-4 --lr-schedule cosine --warmup 700 --lr-final-frac 0.0
     --beta1 0.9 --beta2 0.95 --eps 1e-8 -c 0.1 --grad-clip 1.0 --seed 1337
-    -v 250 --val-tokens 10485760 -s 1000 -g 64 --ckpt-every 1000 --resume 1)
-CMD+=(${EXTRA[@]+"${EXTRA[@]}"})
+    -v 250 --val-tokens 10485760 -s 1000 -g 64 --ckpt-every 1000 --resume 1
+    ${EXTRA[@]+"${EXTRA[@]}"})
+CMD+=("$TRAIN_BIN" "${ARGS[@]}")
 
 echo "command: $(show "${CMD[@]}")"
 
-[ "$DRY_RUN" -eq 1 ] && exit 0
+if [ "$DRY_RUN" -eq 1 ]; then
+    trainer_plan "$GPUS" "$TRAIN_BIN" "${ARGS[@]}"
+    exit 0
+fi
 
 gpu_visible || die "no GPU visible to nvidia-smi: this recipe trains on GPUs (scripts/run_tinyshakespeare.sh runs on a CPU)"
 [ -x "$TRAIN_BIN" ] || die "$TRAIN_BIN not found or not executable; build it first (or set TRAIN_BIN)"

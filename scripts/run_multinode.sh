@@ -7,7 +7,7 @@
 #
 #   --hostfile FILE      one machine per line (Open MPI's format: "node1 slots=8"; # comments)
 #   --gpus-per-node G    processes (GPUs) on each machine
-#   --dry-run            print the batch arithmetic and the command, run nothing
+#   --dry-run            print the batch arithmetic, the command and the trainer's plan; launch nothing
 # Every other argument (and all after "--") goes to the trainer. NCCL_* variables of this
 # shell are passed on to every process.
 # Environment: TRAIN_BIN (default ./train_gpt), MPIRUN_ARGS (extra mpirun options).

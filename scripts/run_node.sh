@@ -5,7 +5,7 @@
 #   scripts/run_node.sh [--gpus N] [--dry-run] [TRAINER OPTIONS...]
 #
 #   --gpus N    processes (GPUs) to use; default: every GPU nvidia-smi lists
-#   --dry-run   print the batch arithmetic and the command, run nothing
+#   --dry-run   print the batch arithmetic, the command and the trainer's plan; launch nothing
 # Every other argument (and all after "--") goes to the trainer, e.g.
 #   scripts/run_node.sh --gpus 8 -b 16 -t 1024 -d 524288 -i 'data/x/*_train_*.bin' -j 'data/x/*_val_*.bin'
 # The global batch (-d) stays what you ask for: more GPUs means fewer accumulation steps.

@@ -17,7 +17,7 @@
 #   --init-file PATH    the id file without MPI (default: out/nccl_init.<job id> under the
 #                       current directory, which must be on a filesystem every node shares);
 #                       the trainer removes it once every rank has read it
-#   --dry-run           print the batch arithmetic and the command, run nothing
+#   --dry-run           print the batch arithmetic, the command and the trainer's plan; launch nothing
 # Every other argument (and all after "--") goes to the trainer. A process that fails ends
 # the whole step (--kill-on-bad-exit), so no rank waits forever for a dead one.
 # Environment: TRAIN_BIN (default ./train_gpt), SRUN_ARGS (extra srun options, e.g.

@@ -10,7 +10,7 @@
 #   scripts/run_tinyshakespeare.sh [--cpu | --gpu] [--dry-run] [-- TRAINER ARGS...]
 #
 #   --cpu, --gpu  choose instead of detecting
-#   --dry-run     print the batch arithmetic and the command, run nothing
+#   --dry-run     print the batch arithmetic, the command and the trainer's plan; launch nothing
 # Environment overrides: MICRO_BATCH, SEQ_LEN, TOTAL_BATCH, STEPS, LR, OUT_DIR, TRAIN_BIN.
 # Data: python3 data/tinyshakespeare.py (needs the network once).
 # Arguments after "--" are appended to the trainer's command line.
@@ -70,19 +70,22 @@ done
 
 batch_line "$MICRO_BATCH" "$SEQ_LEN" "$TOTAL_BATCH" "$REPLICAS" "$STEPS"
 
-CMD=("$TRAIN_BIN"
-    -i "$DATA/tiny_shakespeare_train.bin" -j "$DATA/tiny_shakespeare_val.bin"
+ARGS=(-i "$DATA/tiny_shakespeare_train.bin" -j "$DATA/tiny_shakespeare_val.bin"
     -o "$OUT_DIR" --tokenizer data/gpt2_tokenizer.bin
     ${MODEL[@]+"${MODEL[@]}"} --vocab 50257 --padded-vocab 50304
     -b "$MICRO_BATCH" -t "$SEQ_LEN" -d "$TOTAL_BATCH" -n "$STEPS"
     -l "$LR" --lr-schedule cosine --warmup "$WARMUP" --lr-final-frac 0.1
     -c 0.1 --grad-clip 1.0 --seed 1337
-    -v "$VAL_EVERY" --val-tokens 32768 -s "$SAMPLE_EVERY")
-CMD+=(${EXTRA[@]+"${EXTRA[@]}"})
+    -v "$VAL_EVERY" --val-tokens 32768 -s "$SAMPLE_EVERY"
+    ${EXTRA[@]+"${EXTRA[@]}"})
+CMD=("$TRAIN_BIN" "${ARGS[@]}")
 
 echo "command: $(show "${CMD[@]}")"
 
-[ "$DRY_RUN" -eq 1 ] && exit 0
+if [ "$DRY_RUN" -eq 1 ]; then
+    trainer_plan "$REPLICAS" "$TRAIN_BIN" "${ARGS[@]}"
+    exit 0
+fi
 
 [ -x "$TRAIN_BIN" ] || die "$TRAIN_BIN not found or not executable; build it first (or set TRAIN_BIN)"
 [ -f "$DATA/tiny_shakespeare_train.bin" ] || die "no $DATA/tiny_shakespeare_train.bin; run: python3 data/tinyshakespeare.py (needs the network; offline, data/text_to_shards.py makes shards from a local text)"

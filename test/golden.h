@@ -31,7 +31,7 @@ struct Golden {
     std::vector<float> params_after;    // all 16 tensors after nsteps
 };
 
-static Golden read_golden(const std::string& path) {
+inline Golden read_golden(const std::string& path) {
     FILE* f = fopen(path.c_str(), "rb");
     if (!f) throw Error("cannot open golden file '" + path + "'");
     int h[256];
@@ -68,7 +68,7 @@ struct HellaSwagReference {
     std::vector<int> label, pred, pred_norm;
     std::vector<std::vector<double>> sum, mean;
 };
-static inline HellaSwagReference read_hellaswag_reference(const std::string& path) {
+inline HellaSwagReference read_hellaswag_reference(const std::string& path) {
     HellaSwagReference r;
     std::ifstream f(path);
     std::string line;

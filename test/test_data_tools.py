@@ -325,6 +325,46 @@ def recipe_gpt2_124m_refuses_impossible_split():
         assert "error:" in p.stderr, p.stderr
 
 
+def built_train():
+    if not os.path.exists(os.path.join(ROOT, "train")):
+        raise Skip("./train is not built")
+    return {"TRAIN_BIN": "./train"}  # the same plan code as train_gpt (host/run.h), runnable anywhere
+
+
+@check
+def recipe_gpt2_124m_dry_run_prints_the_trainers_plan_for_8_replicas():
+    p = sh(["bash", "scripts/run_gpt2_124m.sh", "--gpus", "8", "--dry-run", "--", "--device", "h100-sxm",
+                "--device-memory", "1TB"],  # ./train's 64×1024 needs 118 GiB; this is a plan
+           env=built_train())
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout
+    assert "(the plan is for --replicas 8)" in out, out
+    for start in ("compute: ", "communication: 1 all-reduce", "estimate for h100-sxm (989 TFLOP/s"):
+        assert any(l.strip().startswith(start) for l in out.splitlines()), "no %r line in:\n%s" % (start, out)
+    # the ring by hand: each replica sends 2·(R−1)/R of the float32 gradients, printed in MiB
+    params = int(next(l for l in out.splitlines() if "parameters" in l and "model:" in l)
+                 .split(", ")[-1].split()[0].replace(",", ""))
+    assert "each replica sends and receives %.1f MiB" % (2 * 7 / 8 * 4 * params / 2**20) in out, out
+    rows = [l.split() for l in out.splitlines() if l.strip().endswith("<- this run")]
+    assert len(rows) == 1 and rows[0][:2] == ["8", "1"], "the table's row for this run: %s" % rows
+
+
+@check
+def launchers_dry_run_prints_the_trainers_plan():
+    p = sh(["bash", "scripts/run_node.sh", "--gpus", "4", "--dry-run", "-b", "4", "-t", "64", "-d", "4096"],
+           env=built_train())
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "4×64 = 256 tokens × 4 accumulation × 4 replicas = 4,096 tokens per step" in p.stdout, p.stdout
+    assert "(the plan is for --replicas 4)" in p.stdout, p.stdout
+    # a device the trainer does not know: its one line and exit 2, through the launcher
+    p = sh(["bash", "scripts/run_1gpu.sh", "--dry-run", "--device", "h200"], env=built_train())
+    assert p.returncode == 2, "exit %d: %s" % (p.returncode, p.stdout + p.stderr)
+    assert "unknown device 'h200'" in p.stderr, p.stderr
+    # a trainer that is not built: the batch arithmetic only, and it says so
+    p = sh(["bash", "scripts/run_1gpu.sh", "--dry-run"], env={"TRAIN_BIN": os.path.join(TMP.name, "none")})
+    assert p.returncode == 0 and "is not built" in p.stdout, p.stdout + p.stderr
+
+
 @check
 def recipe_tinyshakespeare_dry_run():
     p = sh(["bash", "scripts/run_tinyshakespeare.sh", "--cpu", "--dry-run"])

@@ -3,17 +3,24 @@
 //   * FLOPs: PyTorch's FlopCounterMode run over the reference model's forward and backward
 //     (test/golden/flops.txt, from dev/reference/flops_reference.py), for five shapes;
 //   * communication: a ring all-reduce carried out here on R vectors, counting the bytes each
-//     rank sends, and checking that it sums correctly.
+//     rank sends, and checking that it sums correctly;
+//   * the printed plan: the numbers parsed back from ./train --dry-run against those two, and
+//     the parameter count the trainer prints.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "../host/cost.h"
+#include "test_util.h"
 
 static ModelConfig model(int L, int NH, int C, int T, int V, int Vp) {
     ModelConfig c;
@@ -134,4 +141,184 @@ TEST_CASE("time estimates: compute at the device's peak, split over replicas, pl
     CHECK(r.comm_s == doctest::Approx(2.0 * 7 / 8 * 4 * c.num_params() / 1e11).epsilon(1e-12));
     CHECK(r.efficiency() == doctest::Approx(r.compute_s / (r.compute_s + r.comm_s)));
     CHECK(r.gpu_hours() == doctest::Approx(100 * 8 * (r.compute_s + r.comm_s) / 3600));
+}
+
+// ---- the plan as the trainers print it (--dry-run), and the FLOP/s of the step line. These
+// run ./train (and ./train_gpt_cpu where it was built) and parse the numbers back.
+
+// A shape PyTorch counted (flops.txt: 2 4 32 256 300 320 2 → 207,618,048 FLOPs for 2×256
+// tokens); V = 300 ≥ 256, so the built-in corpus serves as data.
+static const std::string SHAPE = "--layers 2 --heads 4 --channels 32 --max-seq-len 256 --vocab 300 --padded-vocab 320 "
+                                 "-b 2 -t 256 -o '' ";
+// Its causal FLOPs per token: PyTorch's count per token less the masked half of attention,
+// 12·L·C·T − 6·L·C·(T + 1) = 6·L·C·(T − 1).
+static const double SHAPE_FLOPS_PER_TOKEN = 207618048.0 / 512 - 6.0 * 2 * 32 * 255;
+
+// The size of a printed unit: "MiB" → 2^20, "ms" → 1e-3, "GFLOP" → 1e9; NAN if unknown.
+static double unit_size(const std::string& unit) {
+    struct Unit {
+        const char* name;
+        double size;
+    };
+    const Unit units[] = {{"bytes", 1}, {"KiB", 1024}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+                          {"µs", 1e-6}, {"ms", 1e-3}, {"s", 1}, {"min", 60}, {"h", 3600},
+                          {"FLOP", 1}, {"kFLOP", 1e3}, {"MFLOP", 1e6}, {"GFLOP", 1e9}, {"TFLOP", 1e12}, {"PFLOP", 1e15}};
+    for (const Unit& u : units)
+        if (unit == u.name) return u.size;
+    return NAN;
+}
+// The quantity after `marker` in `text`, "4.9 MiB", "52.4 ms", "83.8 GFLOP" or a bare "0",
+// in bytes, seconds or FLOPs; `unit` gets the size of its unit. NAN when not found.
+static double quantity_after(const std::string& text, const std::string& marker, double* unit = nullptr) {
+    size_t at = text.find(marker);
+    if (at == std::string::npos) return NAN;
+    std::istringstream in(text.substr(at + marker.size()));
+    double v;
+    std::string word;
+    if (!(in >> v)) return NAN;
+    double size = NAN;
+    if (in.peek() == ' ' && in >> word) {
+        while (!word.empty() && strchr(",;)", word.back())) word.pop_back();
+        size = unit_size(word);
+    }
+    if (v == 0 && std::isnan(size)) size = 1;  // format_seconds(0) is a bare "0"
+    if (unit) *unit = size;
+    return v * size;
+}
+// The parameter count from the model line, "..., 36,352 parameters": what the trainer sums,
+// not what cost.h computes.
+static double parameters_printed(const std::string& out) {
+    size_t end = out.find(" parameters\n"), start = out.rfind(' ', end - 1) + 1;
+    std::string digits;
+    for (size_t i = start; i < end; i++)
+        if (isdigit((unsigned char)out[i])) digits += out[i];
+    return digits.empty() ? NAN : atof(digits.c_str());
+}
+// Three significant digits (format_flops, format_seconds): within half a unit of the third,
+// at most 5e-3 of the value (and a little more for the parse's own rounding).
+static void check_3_digits(double printed, double expected) {
+    CHECK(std::isfinite(printed));
+    CHECK(std::fabs(printed - expected) <= 5.001e-3 * expected);
+}
+// format_bytes prints one decimal of its unit: within half of it (and a hair for the parse).
+static void check_bytes(double printed, double unit, double expected) {
+    CHECK(std::isfinite(printed));
+    CHECK(std::fabs(printed - expected) <= 0.05001 * unit);
+}
+
+TEST_CASE("the dry run's plan: FLOPs per step and in total, and the gradient sync of R = 1, 2, 4, 8") {
+    for (int R : {1, 2, 4, 8}) {
+        std::string out;
+        REQUIRE(run_command("./train " + SHAPE + strf("-d 4096 -n 100 --replicas %d --dry-run 1", R), &out) == 0);
+        INFO("R = ", R, "\n", out);
+        double per_step = 4096 * SHAPE_FLOPS_PER_TOKEN;
+        std::string compute = out.substr(out.find("\ncompute: "));
+        check_3_digits(quantity_after(compute, "); "), per_step);
+        check_3_digits(quantity_after(compute, " per step, "), 100 * per_step);
+        double n = parameters_printed(out);
+        REQUIRE(n > 0);
+        // The ring by hand above: each replica sends 2·(R−1)/R of the 4-byte gradients.
+        if (R == 1) {
+            CHECK(out.find("communication: none (one replica)") != std::string::npos);
+        } else {
+            double unit, sent = quantity_after(out, "each replica sends and receives ", &unit);
+            check_bytes(sent, unit, 2.0 * (R - 1) / R * 4 * n);
+        }
+        CHECK((out.find(strf("(the plan is for --replicas %d)", R)) != std::string::npos) == (R > 1));
+    }
+}
+
+TEST_CASE("the dry run's table: the same global batch over R = 1 .. 8, A·R constant, one sync per step") {
+    std::string out;
+    REQUIRE(run_command("./train " + SHAPE + "-d 4096 --replicas 2 --dry-run 1", &out) == 0);
+    INFO(out);
+    double n = parameters_printed(out);
+    size_t header = out.find("  replicas  accumulation");
+    REQUIRE(header != std::string::npos);
+    std::istringstream rows(out.substr(out.find('\n', header) + 1));
+    std::vector<int> Rs;
+    for (std::string row; std::getline(rows, row) && !row.empty();) {
+        // R, A, FLOP per replica per step, sync bytes per step, the same after every micro-batch
+        std::istringstream f(row);
+        int R, A;
+        double flop, sync, every;
+        std::string flop_unit, sync_unit, every_unit;
+        REQUIRE((f >> R >> A >> flop >> flop_unit >> sync >> sync_unit >> every >> every_unit));
+        Rs.push_back(R);
+        CHECK(2 * 256 * A * R == 4096);  // B·T·A·R: the global batch in every row
+        check_3_digits(flop * unit_size(flop_unit), 4096 * SHAPE_FLOPS_PER_TOKEN / R);
+        double ring = R == 1 ? 0 : 2.0 * (R - 1) / R * 4 * n;  // one all-reduce per step
+        check_bytes(sync * unit_size(sync_unit), unit_size(sync_unit), ring);
+        check_bytes(every * unit_size(every_unit), unit_size(every_unit), A * ring);  // A syncs instead of one
+        CHECK((row.find("<- this run") != std::string::npos) == (R == 2));
+    }
+    CHECK(Rs == std::vector<int>{1, 2, 4, 8});
+}
+
+TEST_CASE("the dry run's estimates: compute at the given peak, the sync over the given link") {
+    std::string out;
+    REQUIRE(run_command("./train " + SHAPE + "-d 4096 -n 1000 --replicas 4 --device-tflops 2 --link-gbps 8 --dry-run 1",
+                        &out) == 0);
+    INFO(out);
+    std::string estimate = out.substr(out.find("\nestimate for "));
+    double compute = 4096 * SHAPE_FLOPS_PER_TOKEN / 4 / 2e12;
+    double sync = 2.0 * 3 / 4 * 4 * parameters_printed(out) * 8 / 8e9;  // bits over 8 Gbit/s
+    check_3_digits(quantity_after(estimate, "without overlap: compute "), compute);
+    check_3_digits(quantity_after(estimate, "+ gradient sync "), sync);
+    check_3_digits(quantity_after(estimate, " = "), compute + sync);
+    // the efficiency, printed with one decimal of a percent
+    double efficiency = atof(estimate.c_str() + estimate.find("scaling efficiency ") + 19);
+    CHECK(std::fabs(efficiency - 100 * compute / (compute + sync)) <= 0.05001);
+    check_3_digits(quantity_after(estimate, "; the run: "), 1000 * (compute + sync));
+}
+
+TEST_CASE("both trainers print the same plan") {
+    if (access("./train_gpt_cpu", X_OK) != 0) return;  // built where the CPU runtime for CUDA is
+    std::string a, b;
+    std::string args = SHAPE + "-d 4096 --replicas 4 --device h100-sxm --dry-run 1";
+    REQUIRE(run_command("./train " + args, &a) == 0);
+    REQUIRE(run_command("./train_gpt_cpu " + args, &b) == 0);
+    auto plan = [](const std::string& out) { return out.substr(out.find("\ncompute: ")); };
+    CHECK(plan(a) == plan(b));
+}
+
+TEST_CASE("bad device figures: one line naming the problem, exit 2") {
+    struct Bad {
+        const char* args;
+        const char* says;
+    } cases[] = {
+        {"--device h200", "unknown device 'h200'; known: h100-sxm, h100-pcie, a100-sxm"},
+        {"--device-tflops -1", "--device-tflops must be a positive number"},
+        {"--link-gbps -5", "--link-gbps must be a positive number"},
+        {"--device-tflops nan", "--device-tflops expects a number"},
+        {"--replicas 2 -n 1", "--replicas 2, but 1 process was started"},
+    };
+    for (const Bad& c : cases) {
+        std::string out;
+        INFO(c.args);
+        CHECK(run_command(std::string("./train -o '' ") + c.args, &out) == 2);
+        CHECK(out.find(c.says) != std::string::npos);
+        CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+    }
+}
+
+TEST_CASE("the step line and the log: achieved FLOP/s per replica, and MFU against the given peak") {
+    std::string dir = temp_dir(), out;
+    REQUIRE(run_command("./train " + SHAPE + "-o " + dir + " -n 3 -v 0 -s 0 --device-tflops 0.5", &out) == 0);
+    INFO(out);
+    CHECK(out.find(" GFLOP/s | MFU ") != std::string::npos);  // a CPU: GFLOP/s
+    CHECK(out.find("per replica ") != std::string::npos);
+    std::vector<std::string> steps = log_lines(dir + "/log.jsonl", "train");
+    REQUIRE(steps.size() == 3);
+    for (const std::string& line : steps) {
+        auto field = [&](const char* name) {
+            size_t at = line.find(strf("\"%s\":", name));
+            return at == std::string::npos ? NAN : atof(line.c_str() + at + strlen(name) + 3);
+        };
+        double per_s = field("flops_per_s"), ms = field("ms");
+        // FLOPs = rate × time: %.4e and milliseconds to 3 decimals keep 1e-3 easily
+        CHECK(per_s * ms / 1000 == doctest::Approx(512 * SHAPE_FLOPS_PER_TOKEN).epsilon(1e-3));
+        CHECK(field("mfu") == doctest::Approx(per_s / 0.5e12).epsilon(1e-3));
+    }
+    run_command("rm -rf " + dir);
 }

@@ -12,14 +12,14 @@
 #include "../host/rng.h"
 
 // n normal samples times scale, from rng (tests start from a fixed seed).
-static std::vector<float> random_floats(size_t n, Rng& rng, double scale = 1.0) {
+inline std::vector<float> random_floats(size_t n, Rng& rng, double scale = 1.0) {
     std::vector<float> v(n);
     for (float& x : v) x = (float)(scale * rng.normal());
     return v;
 }
 
 // Runs a shell command; returns its exit status and stdout+stderr.
-static int run_command(const std::string& cmd, std::string* output = nullptr) {
+inline int run_command(const std::string& cmd, std::string* output = nullptr) {
     FILE* p = popen((cmd + " 2>&1").c_str(), "r");
     std::string out;
     char buf[4096];
@@ -30,18 +30,18 @@ static int run_command(const std::string& cmd, std::string* output = nullptr) {
 }
 
 // A new empty directory under /tmp.
-static std::string temp_dir() {
+inline std::string temp_dir() {
     char tmpl[] = "/tmp/train_test_XXXXXX";
     return mkdtemp(tmpl);
 }
 
-static std::vector<char> read_bytes(const std::string& path) {
+inline std::vector<char> read_bytes(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
 // The lines of a JSONL run log whose "type" is `type`, in order.
-static std::vector<std::string> log_lines(const std::string& path, const std::string& type) {
+inline std::vector<std::string> log_lines(const std::string& path, const std::string& type) {
     std::ifstream f(path);
     std::vector<std::string> out;
     for (std::string line; std::getline(f, line);)
@@ -49,4 +49,4 @@ static std::vector<std::string> log_lines(const std::string& path, const std::st
     return out;
 }
 // A log line without its timing fields ("ms" onwards): what must repeat bit for bit.
-static std::string strip_timing(const std::string& s) { return s.substr(0, s.find(",\"ms\"")); }
+inline std::string strip_timing(const std::string& s) { return s.substr(0, s.find(",\"ms\"")); }
