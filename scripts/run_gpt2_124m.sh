@@ -4,14 +4,19 @@
 # steps, cosine decay to 0), weight decay 0.1, one pass over 10B tokens: the
 # trainer derives the steps (--train-tokens), 10B / 524,288 = 19,073.
 #
-#   scripts/run_gpt2_124m.sh [--gpus N] [--hosts FILE] [--micro-batch B] [--tokens N]
-#                            [--steps N] [--data DIR] [--out DIR] [--dry-run] [-- TRAINER ARGS...]
+#   scripts/run_gpt2_124m.sh [--gpus N] [--hosts FILE] [--micro-batch B|auto] [--device-memory SIZE]
+#                            [--tokens N] [--steps N] [--data DIR] [--out DIR] [--dry-run]
+#                            [-- TRAINER ARGS...]
 #
 #   --gpus N       replicas (GPUs) in total; N > 1 launches through mpirun -np N
 #   --hosts FILE   MPI hostfile for several nodes (mpirun --hostfile FILE)
-#   --micro-batch  sequences per GPU per forward pass (default 64, env MICRO_BATCH);
-#                  lower it when it does not fit in memory: gradient accumulation
-#                  makes up the difference, so the optimisation stays the same
+#   --micro-batch  sequences per GPU per forward pass (env MICRO_BATCH); default auto:
+#                  the trainer takes the largest that fits in the GPU's memory and
+#                  splits the global batch, and gradient accumulation makes up the
+#                  rest, so the optimisation is the same whatever it picks
+#   --device-memory SIZE  memory per GPU for that choice, e.g. 80GB (env DEVICE_MEMORY);
+#                  default: what the GPU has free; a dry run with no GPU visible plans
+#                  for 80GB
 #   --tokens N     tokens to train on (default 10,000,000,000, env TOKENS)
 #   --steps N      a number of steps instead (env STEPS)
 #   --dry-run      print the batch arithmetic, the command and the trainer's plan; launch nothing
@@ -25,7 +30,8 @@ cd "$(dirname "$0")/.."
 GPUS=1
 HOSTS=""
 DRY_RUN=0
-MICRO_BATCH=${MICRO_BATCH:-64}
+MICRO_BATCH=${MICRO_BATCH:-auto}
+DEVICE_MEMORY=${DEVICE_MEMORY:-}
 SEQ_LEN=1024
 TOTAL_BATCH=524288
 TOKENS=${TOKENS:-10000000000}
@@ -42,7 +48,8 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --gpus) GPUS=${2:?--gpus needs a number}; shift 2 ;;
         --hosts) HOSTS=${2:?--hosts needs a file}; shift 2 ;;
-        --micro-batch) MICRO_BATCH=${2:?--micro-batch needs a number}; shift 2 ;;
+        --micro-batch) MICRO_BATCH=${2:?--micro-batch needs a number or auto}; shift 2 ;;
+        --device-memory) DEVICE_MEMORY=${2:?--device-memory needs a size, e.g. 80GB}; shift 2 ;;
         --tokens) TOKENS=${2:?--tokens needs a number}; shift 2 ;;
         --steps) STEPS=${2:?--steps needs a number}; shift 2 ;;
         --data) DATA_DIR=${2:?--data needs a directory}; shift 2 ;;
@@ -54,7 +61,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-for v in GPUS MICRO_BATCH TOKENS ${STEPS:+STEPS}; do
+[ "$MICRO_BATCH" = auto ] || positive_int MICRO_BATCH "$MICRO_BATCH"
+for v in GPUS TOKENS ${STEPS:+STEPS}; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
 [ -n "$HOSTS" ] && [ "$GPUS" -eq 1 ] && die "--hosts needs --gpus N (the total number of GPUs over all nodes)"
@@ -64,7 +72,17 @@ if [ -z "$STEPS" ]; then  # the trainer derives them, and prints the same divisi
     steps_from_tokens "$TOKENS" "$TOTAL_BATCH"
     LENGTH=(--train-tokens "$TOKENS")
 fi
-batch_line "$MICRO_BATCH" "$SEQ_LEN" "$TOTAL_BATCH" "$GPUS" "$STEPS"
+if [ "$MICRO_BATCH" = auto ]; then
+    [ $((TOTAL_BATCH % (SEQ_LEN * GPUS))) -eq 0 ] ||
+        die "$(commas $TOTAL_BATCH) tokens per step do not split into ${SEQ_LEN}-token sequences over $GPUS GPUs"
+    echo "micro-batch: the largest B×$SEQ_LEN that fits in a GPU's memory and splits $(commas $TOTAL_BATCH) tokens over $GPUS GPU(s), chosen by the trainer (-b auto)"
+    if [ "$DRY_RUN" -eq 1 ] && [ -z "$DEVICE_MEMORY" ] && ! gpu_visible; then
+        DEVICE_MEMORY=80GB
+        echo "no GPU visible: the dry run plans for 80GB per GPU (--device-memory SIZE for another)"
+    fi
+else
+    batch_line "$MICRO_BATCH" "$SEQ_LEN" "$TOTAL_BATCH" "$GPUS" "$STEPS"
+fi
 
 # --val-tokens 10,485,760: llm.c's 20 validation batches of 64×1024 on each of 8 GPUs
 CMD=()
@@ -79,7 +97,7 @@ ARGS=(-i "$DATA_DIR/*_train_*.bin" -j "$DATA_DIR/*_val_*.bin"
     -l 6e-4 --lr-schedule cosine --warmup 700 --lr-final-frac 0.0
     --beta1 0.9 --beta2 0.95 --eps 1e-8 -c 0.1 --grad-clip 1.0 --seed 1337
     -v 250 --val-tokens 10485760 -s 1000 -g 64 --ckpt-every 1000 --resume 1
-    ${EXTRA[@]+"${EXTRA[@]}"})
+    ${DEVICE_MEMORY:+--device-memory "$DEVICE_MEMORY"} ${EXTRA[@]+"${EXTRA[@]}"})
 CMD+=("$TRAIN_BIN" "${ARGS[@]}")
 
 echo "command: $(show "${CMD[@]}")"

@@ -277,7 +277,7 @@ def tinyshakespeare_val_train_split_constant():
 
 @check
 def recipe_gpt2_124m_8_gpus():
-    p = sh(["bash", "scripts/run_gpt2_124m.sh", "--gpus", "8", "--dry-run"],
+    p = sh(["bash", "scripts/run_gpt2_124m.sh", "--gpus", "8", "--micro-batch", "64", "--dry-run"],
            env={"TRAIN_BIN": os.path.join(TMP.name, "no_such_binary")})
     assert p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr)
     line = next((l for l in p.stdout.splitlines() if l.startswith("micro-batch")), "")
@@ -289,7 +289,7 @@ def recipe_gpt2_124m_8_gpus():
 
 @check
 def recipe_gpt2_124m_single_gpu_accumulates():
-    p = sh(["bash", "scripts/run_gpt2_124m.sh", "--dry-run"])
+    p = sh(["bash", "scripts/run_gpt2_124m.sh", "--micro-batch", "64", "--dry-run"])
     assert p.returncode == 0, p.stderr
     assert "× 8 accumulation × 1 replica" in p.stdout, p.stdout
     assert "mpirun" not in p.stdout, "one GPU should not go through mpirun"
@@ -319,7 +319,7 @@ def recipe_gpt2_124m_steps_from_tokens_as_the_trainer_prints_them():
 @check
 def recipe_gpt2_124m_refuses_impossible_split():
     for args, env in ((["--gpus", "3"], {}), (["--gpus", "8"], {"MICRO_BATCH": "48"}),
-                      (["--gpus", "16"], {})):
+                      (["--gpus", "16"], {"MICRO_BATCH": "64"}), (["--micro-batch", "0"], {})):
         p = sh(["bash", "scripts/run_gpt2_124m.sh", "--dry-run"] + args, env=env)
         assert p.returncode != 0, "accepted %s %s:\n%s" % (args, env, p.stdout)
         assert "error:" in p.stderr, p.stderr
@@ -347,6 +347,30 @@ def recipe_gpt2_124m_dry_run_prints_the_trainers_plan_for_8_replicas():
     assert "each replica sends and receives %.1f MiB" % (2 * 7 / 8 * 4 * params / 2**20) in out, out
     rows = [l.split() for l in out.splitlines() if l.strip().endswith("<- this run")]
     assert len(rows) == 1 and rows[0][:2] == ["8", "1"], "the table's row for this run: %s" % rows
+
+
+@check
+def recipe_gpt2_124m_micro_batch_from_memory():
+    """The default, -b auto: the GPU trainer's own choice for 80GB per GPU (its estimate equals
+    its allocations, test_gpu checks that); one twice as large must be refused."""
+    if not os.path.exists(os.path.join(ROOT, "train_gpt_cpu")):
+        raise Skip("./train_gpt_cpu is not built")
+    env = {"TRAIN_BIN": "./train_gpt_cpu", "PATH": fake_nvidia_smi(False)}
+    for gpus, B, A in (("8", 64, 1), ("1", 128, 4)):
+        p = sh(["bash", "scripts/run_gpt2_124m.sh", "--gpus", gpus, "--dry-run"], env=env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "plans for 80GB per GPU" in p.stdout, p.stdout
+        assert "micro-batch chosen from memory: B=%d" % B in p.stdout, p.stdout
+        assert "%d×1024 = %s tokens × %d accumulation" % (B, "{:,}".format(B * 1024), A) in p.stdout, p.stdout
+        memory = next(l for l in p.stdout.splitlines() if "memory per replica" in l)
+        assert memory.endswith("GiB in all") and float(memory.split(": ")[-1].split()[0]) <= 80e9 / 2**30, memory
+        p = sh(["bash", "scripts/run_gpt2_124m.sh", "--gpus", gpus, "--micro-batch", str(2 * B), "--dry-run",
+                "--device-memory", "80GB"], env=env)
+        if gpus == "8":  # 128×1024 over 8 GPUs is more than the global batch: the script refuses
+            assert p.returncode == 2 and "error:" in p.stderr, p.stdout + p.stderr
+        else:
+            assert p.returncode == 1, p.stdout + p.stderr
+            assert "the largest micro-batch that fits and splits the global batch is --batch-size %d" % B in p.stderr, p.stderr
 
 
 @check
