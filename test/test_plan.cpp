@@ -188,11 +188,19 @@ static double quantity_after(const std::string& text, const std::string& marker,
 // The parameter count from the model line, "..., 36,352 parameters": what the trainer sums,
 // not what cost.h computes.
 static double parameters_printed(const std::string& out) {
-    size_t end = out.find(" parameters\n"), start = out.rfind(' ', end - 1) + 1;
+    size_t end = out.find(" parameters\n");
+    if (end == std::string::npos) return NAN;
+    size_t start = out.rfind(' ', end - 1) + 1;
     std::string digits;
     for (size_t i = start; i < end; i++)
         if (isdigit((unsigned char)out[i])) digits += out[i];
     return digits.empty() ? NAN : atof(digits.c_str());
+}
+// The output from the line that starts with `start` on; fails the test if there is none.
+static std::string from_line(const std::string& out, const std::string& start) {
+    size_t at = out.find("\n" + start);
+    REQUIRE_MESSAGE(at != std::string::npos, "no line starting with '", start, "'");
+    return out.substr(at + 1);
 }
 // Three significant digits (format_flops, format_seconds): within half a unit of the third,
 // at most 5e-3 of the value (and a little more for the parse's own rounding).
@@ -212,7 +220,7 @@ TEST_CASE("the dry run's plan: FLOPs per step and in total, and the gradient syn
         REQUIRE(run_command("./train " + SHAPE + strf("-d 4096 -n 100 --replicas %d --dry-run 1", R), &out) == 0);
         INFO("R = ", R, "\n", out);
         double per_step = 4096 * SHAPE_FLOPS_PER_TOKEN;
-        std::string compute = out.substr(out.find("\ncompute: "));
+        std::string compute = from_line(out, "compute: ");
         check_3_digits(quantity_after(compute, "); "), per_step);
         check_3_digits(quantity_after(compute, " per step, "), 100 * per_step);
         double n = parameters_printed(out);
@@ -260,7 +268,7 @@ TEST_CASE("the dry run's estimates: compute at the given peak, the sync over the
     REQUIRE(run_command("./train " + SHAPE + "-d 4096 -n 1000 --replicas 4 --device-tflops 2 --link-gbps 8 --dry-run 1",
                         &out) == 0);
     INFO(out);
-    std::string estimate = out.substr(out.find("\nestimate for "));
+    std::string estimate = from_line(out, "estimate for ");
     double compute = 4096 * SHAPE_FLOPS_PER_TOKEN / 4 / 2e12;
     double sync = 2.0 * 3 / 4 * 4 * parameters_printed(out) * 8 / 8e9;  // bits over 8 Gbit/s
     check_3_digits(quantity_after(estimate, "without overlap: compute "), compute);
@@ -278,8 +286,7 @@ TEST_CASE("both trainers print the same plan") {
     std::string args = SHAPE + "-d 4096 --replicas 4 --device h100-sxm --dry-run 1";
     REQUIRE(run_command("./train " + args, &a) == 0);
     REQUIRE(run_command("./train_gpt_cpu " + args, &b) == 0);
-    auto plan = [](const std::string& out) { return out.substr(out.find("\ncompute: ")); };
-    CHECK(plan(a) == plan(b));
+    CHECK(from_line(a, "compute: ") == from_line(b, "compute: "));
 }
 
 TEST_CASE("bad device figures: one line naming the problem, exit 2") {
