@@ -58,7 +58,9 @@ trainer_plan() {
         return 0
     fi
     echo "plan ($(show "$bin") ... --dry-run 1 --replicas $R):"
-    "$bin" "$@" --dry-run 1 --replicas "$R" | sed 's/^/  /'
+    # a single process, even inside a batch job whose variables would make it one rank of many
+    env -u SLURM_PROCID -u SLURM_LOCALID -u SLURM_NTASKS -u SLURM_STEP_NUM_TASKS -u OMPI_COMM_WORLD_SIZE \
+        "$bin" "$@" --dry-run 1 --replicas "$R" | sed 's/^/  /'
 }
 
 # True when nvidia-smi lists a GPU: train_gpt can run only then (it may be built without one).
