@@ -66,10 +66,10 @@ test/test_gpu_cpu_fp32: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADER
 	$(CXX) $(CPU_CUDA_FLAGS) -DTRAIN_GPT_BINARY='"./train_gpt_cpu_fp32"' -o $@ -x c++ build/cpu/test/test_gpu.cu \
 	    $(CPU_CUDA_LIBS)
 
-test/test_cpu_cuda: $(call CPU_MIRROR,test/test_cpu_cuda.cu) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+test/test_cpu_cuda: $(call CPU_MIRROR,test/test_cpu_cuda.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_cuda.cu $(CPU_CUDA_LIBS)
 
-test/test_cpu_cublas test/test_cpu_nccl: test/%: test/%.cpp $(CPU_CUDA_HEADERS) | cpu_cuda_check
+test/test_cpu_cublas test/test_cpu_nccl: test/%: test/%.cpp test/cpu_cuda_test.h $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ $< $(CPU_CUDA_LIBS)
 
 # (-O1: the checks run small shapes, and six programs compile twice as fast)

@@ -20,31 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "cpu_cuda_test.h"
+
 // ----------------------------------------------------------------------------
 // Helpers
-
-// A device copy of a host vector, or n uninitialized elements; freed at scope end.
-template <class T>
-struct Dev {
-    T* p = nullptr;
-    size_t n;
-    explicit Dev(size_t n) : n(n) { REQUIRE(cudaMalloc(&p, n * sizeof(T)) == cudaSuccess); }
-    explicit Dev(const std::vector<T>& h) : Dev(h.size()) {
-        REQUIRE(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-    }
-    ~Dev() { cudaFree(p); }
-    Dev& fill_nan() {  // 0xFF bytes: NaN in float, bf16 and fp16
-        REQUIRE(cudaMemset(p, 0xFF, n * sizeof(T)) == cudaSuccess);
-        return *this;
-    }
-    Dev(const Dev&) = delete;
-    Dev& operator=(const Dev&) = delete;
-    std::vector<T> host() const {
-        std::vector<T> h(n);
-        REQUIRE(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-        return h;
-    }
-};
 
 struct Handle {
     cublasHandle_t h = nullptr;
@@ -155,24 +134,6 @@ static bool padding_untouched(const std::vector<float>& before, const std::vecto
         if (!inside && memcmp(&before[i], &after[i], 4) != 0) return false;
     }
     return true;
-}
-
-// Runs f with stderr going to a string, which it returns.
-static std::string capture_stderr(const std::function<void()>& f) {
-    fflush(stderr);
-    FILE* tmp = tmpfile();
-    int saved = dup(2);
-    dup2(fileno(tmp), 2);
-    f();
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    std::string text;
-    rewind(tmp);
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, tmp)) text.append(buf, n);
-    fclose(tmp);
-    return text;
 }
 
 static const cublasOperation_t N = CUBLAS_OP_N, T = CUBLAS_OP_T;

@@ -21,43 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "cpu_cuda_test.h"
+
 // ----------------------------------------------------------------------------
 // Helpers
-
-// A device copy of a host vector, or n elements; freed at scope end.
-template <class T>
-struct Dev {
-    T* p = nullptr;
-    size_t n;
-    explicit Dev(size_t n) : n(n) { REQUIRE(cudaMalloc(&p, n * sizeof(T)) == cudaSuccess); }
-    explicit Dev(const std::vector<T>& h) : Dev(h.size()) {
-        REQUIRE(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-    }
-    ~Dev() { cudaFree(p); }
-    std::vector<T> host() const {
-        std::vector<T> h(n);
-        REQUIRE(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-        return h;
-    }
-};
-
-// Runs f with stderr going to a string, which it returns.
-static std::string capture_stderr(const std::function<void()>& f) {
-    fflush(stderr);
-    FILE* tmp = tmpfile();
-    int saved = dup(2);
-    dup2(fileno(tmp), 2);
-    f();
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    std::string text;
-    rewind(tmp);
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, tmp)) text.append(buf, n);
-    fclose(tmp);
-    return text;
-}
 
 // Runs f in a child process; returns its wait status and what it wrote to stderr.
 static int in_child(const std::function<void()>& f, std::string* err) {

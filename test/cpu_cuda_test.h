@@ -1,0 +1,51 @@
+// Helpers shared by the CPU runtime's own tests (test_cpu_cuda.cu, test_cpu_cublas.cpp):
+// device memory that frees itself, and stderr captured while a call reports an error.
+// Built with the runtime (g++ -include cpu_cuda/cuda_cpu.h) and doctest.
+#pragma once
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+// A device copy of a host vector, or n uninitialized elements; freed at scope end.
+template <class T>
+struct Dev {
+    T* p = nullptr;
+    size_t n;
+    explicit Dev(size_t n) : n(n) { REQUIRE(cudaMalloc(&p, n * sizeof(T)) == cudaSuccess); }
+    explicit Dev(const std::vector<T>& h) : Dev(h.size()) {
+        REQUIRE(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+    }
+    ~Dev() { cudaFree(p); }
+    Dev& fill_nan() {  // 0xFF bytes: NaN in float, bf16 and fp16
+        REQUIRE(cudaMemset(p, 0xFF, n * sizeof(T)) == cudaSuccess);
+        return *this;
+    }
+    Dev(const Dev&) = delete;
+    Dev& operator=(const Dev&) = delete;
+    std::vector<T> host() const {
+        std::vector<T> h(n);
+        REQUIRE(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+        return h;
+    }
+};
+
+// Runs f with stderr going to a string, which it returns.
+inline std::string capture_stderr(const std::function<void()>& f) {
+    fflush(stderr);
+    FILE* tmp = tmpfile();
+    int saved = dup(2);
+    dup2(fileno(tmp), 2);
+    f();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    std::string text;
+    rewind(tmp);
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, tmp)) text.append(buf, n);
+    fclose(tmp);
+    return text;
+}
