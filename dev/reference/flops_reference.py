@@ -32,24 +32,12 @@ def step_flops(L, NH, C, T, V, Vp, B):
     ref.L, ref.NH, ref.C, ref.MAXT, ref.V, ref.VP = L, NH, C, T, V, Vp
     gen = torch.Generator().manual_seed(0)
     # Float32 is enough here: only the shapes of the products matter to the count.
-    p = {n: (0.02 * torch.randn(shape, generator=gen)).requires_grad_(True) for n, shape in shapes(L, C, T, Vp)}
+    p = {n: (0.02 * torch.randn(shape, generator=gen)).requires_grad_(True) for n, shape in ref.param_shapes(L, C, T, Vp)}
     tokens = torch.randint(0, V, (B, T + 1), generator=gen)
     with FlopCounterMode(display=False) as counter:
         _, loss = ref.forward(p, tokens[:, :-1], tokens[:, 1:])
         loss.backward()
     return counter.get_total_flops()
-
-
-def shapes(L, C, T, Vp):
-    """gpt2_reference.SHAPES for this shape (that list is fixed when the module loads)."""
-    return [("wte", (Vp, C)), ("wpe", (T, C)),
-            ("ln1w", (L, C)), ("ln1b", (L, C)),
-            ("qkvw", (L, 3 * C, C)), ("qkvb", (L, 3 * C)),
-            ("attprojw", (L, C, C)), ("attprojb", (L, C)),
-            ("ln2w", (L, C)), ("ln2b", (L, C)),
-            ("fcw", (L, 4 * C, C)), ("fcb", (L, 4 * C)),
-            ("fcprojw", (L, C, 4 * C)), ("fcprojb", (L, C)),
-            ("lnfw", (C,)), ("lnfb", (C,))]
 
 
 def main():

@@ -33,17 +33,22 @@ MODEL_MAGIC, MODEL_VERSION_FP32 = 20240326, 3
 GOLDEN_MAGIC, GOLDEN_VERSION = 20261123, 1
 LN_EPS = 1e-5
 
-# The 16 tensors in llm.c's file order, each stacked over layers, weights in (out, in) layout.
-SHAPES = [
-    ("wte", (VP, C)), ("wpe", (MAXT, C)),
-    ("ln1w", (L, C)), ("ln1b", (L, C)),
-    ("qkvw", (L, 3 * C, C)), ("qkvb", (L, 3 * C)),
-    ("attprojw", (L, C, C)), ("attprojb", (L, C)),
-    ("ln2w", (L, C)), ("ln2b", (L, C)),
-    ("fcw", (L, 4 * C, C)), ("fcb", (L, 4 * C)),
-    ("fcprojw", (L, C, 4 * C)), ("fcprojb", (L, C)),
-    ("lnfw", (C,)), ("lnfb", (C,)),
-]
+
+def param_shapes(L, C, maxT, Vp):
+    """The 16 tensors in llm.c's file order, each stacked over layers, weights in (out, in) layout."""
+    return [
+        ("wte", (Vp, C)), ("wpe", (maxT, C)),
+        ("ln1w", (L, C)), ("ln1b", (L, C)),
+        ("qkvw", (L, 3 * C, C)), ("qkvb", (L, 3 * C)),
+        ("attprojw", (L, C, C)), ("attprojb", (L, C)),
+        ("ln2w", (L, C)), ("ln2b", (L, C)),
+        ("fcw", (L, 4 * C, C)), ("fcb", (L, 4 * C)),
+        ("fcprojw", (L, C, 4 * C)), ("fcprojb", (L, C)),
+        ("lnfw", (C,)), ("lnfb", (C,)),
+    ]
+
+
+SHAPES = param_shapes(L, C, MAXT, VP)
 NAMES = [n for n, _ in SHAPES]
 # Decoupled weight decay for matrices and embeddings only; biases and LayerNorm keep wd = 0.
 DECAYED = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}
