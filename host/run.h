@@ -207,8 +207,8 @@ inline std::string check_state_fits(const TrainState& st, const std::string& sta
 // The replicas the run is planned for: the processes started, or --replicas N, which a dry
 // run plans for (one process can print the plan of a 64-GPU job) and a real run checks.
 inline int planned_replicas(const Config& cfg, const Comm& comm) {
-    if (cfg.replicas == 0 || cfg.dry_run) return cfg.replicas ? cfg.replicas : comm.world;
-    if (cfg.replicas != comm.world)
+    if (cfg.replicas == 0) return comm.world;
+    if (!cfg.dry_run && cfg.replicas != comm.world)
         throw UsageError(strf("--replicas %d, but %d process%s started (mpirun -np, srun --ntasks)", cfg.replicas,
                               comm.world, comm.world == 1 ? " was" : "es were"));
     return cfg.replicas;
@@ -558,12 +558,12 @@ int run_training(int argc, char** argv, const Comm& comm) {
     // the model FLOPs each replica does per step (host/cost.h), for the achieved FLOP/s and,
     // given the device's peak, the MFU; shown in TFLOP/s once a step reaches 1 TFLOP/s
     const double replica_flops = flops_per_step(mc, plan) / plan.R;
+    auto mfu = [&](double flops_per_s) { return device.tflops > 0 ? flops_per_s / (device.tflops * 1e12) : -1.0; };
     const char* rate_unit = nullptr;
-    auto rate = [&](double ms, const char* mfu_separator) {
-        double per_s = replica_flops / (ms / 1000.0);
-        if (!rate_unit) rate_unit = per_s >= 1e12 ? "TFLOP/s" : "GFLOP/s";
-        std::string s = strf("%.3g %s", per_s / (rate_unit[0] == 'T' ? 1e12 : 1e9), rate_unit);
-        if (device.tflops > 0) s += strf("%sMFU %.1f%%", mfu_separator, 100 * per_s / (device.tflops * 1e12));
+    auto rate_text = [&](double flops_per_s, const char* mfu_separator) {
+        if (!rate_unit) rate_unit = flops_per_s >= 1e12 ? "TFLOP/s" : "GFLOP/s";
+        std::string s = strf("%.3g %s", flops_per_s / (rate_unit[0] == 'T' ? 1e12 : 1e9), rate_unit);
+        if (mfu(flops_per_s) >= 0) s += strf("%sMFU %.1f%%", mfu_separator, 100 * mfu(flops_per_s));
         return s;
     };
     for (int step = start + 1; step <= cfg.steps; step++) {
@@ -579,22 +579,24 @@ int run_training(int argc, char** argv, const Comm& comm) {
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         ema_ms = step == start + 1 ? ms : 0.9 * ema_ms + 0.1 * ms;
         if (step > start + 1) total_ms += ms, timed_steps++;  // the first step warms caches
-        double tps = plan.global_tokens() / (ms / 1000.0);
+        double tps = plan.global_tokens() / (ms / 1000.0), flops_per_s = replica_flops / (ms / 1000.0);
         say(strf("step %5s/%s | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %s tok/s | %s | eta %s",
                  with_commas(step).c_str(), with_commas(cfg.steps).c_str(), r.loss, lr, r.grad_norm, ms,
-                 with_commas((long long)tps).c_str(), rate(ms, " | ").c_str(),
+                 with_commas((long long)tps).c_str(), rate_text(flops_per_s, " | ").c_str(),
                  format_duration((cfg.steps - step) * ema_ms / 1000.0).c_str()));
-        double flops_per_s = replica_flops / (ms / 1000.0);
         if (writes)
             log.train(step, cfg.steps, (long long)step * plan.global_tokens(), r.loss, lr, r.grad_norm, ms, tps,
-                      flops_per_s, device.tflops > 0 ? flops_per_s / (device.tflops * 1e12) : -1);
+                      flops_per_s, mfu(flops_per_s));
         evaluate(step);
         if ((cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0) || step == cfg.steps) save_checkpoint(step);
     }
-    if (timed_steps > 0)
-        say(strf("average: %.1f ms/step, %s tokens/s, per replica %s (steps %s..%s)", total_ms / timed_steps,
-                 with_commas((long long)(plan.global_tokens() / (total_ms / timed_steps / 1000.0))).c_str(),
-                 rate(total_ms / timed_steps, ", ").c_str(), with_commas(start + 2).c_str(), with_commas(cfg.steps).c_str()));
+    if (timed_steps > 0) {
+        double seconds = total_ms / timed_steps / 1000.0;
+        say(strf("average: %.1f ms/step, %s tokens/s, per replica %s (steps %s..%s)", 1000.0 * seconds,
+                 with_commas((long long)(plan.global_tokens() / seconds)).c_str(),
+                 rate_text(replica_flops / seconds, ", ").c_str(), with_commas(start + 2).c_str(),
+                 with_commas(cfg.steps).c_str()));
+    }
     return 0;
 }
 
