@@ -527,8 +527,9 @@ int run_training(int argc, char** argv, const Comm& comm) {
 
     LrSchedule schedule = lr_schedule(cfg, cfg.steps);
     AdamWConfig opt{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay};
-    // Writes the state, then the model: a crash between the two leaves an incomplete pair,
-    // which --resume skips. Neither is written when either would hold a non-finite value.
+    // Writes the state, then the model (host/checkpoint.h): a crash between the two leaves an
+    // incomplete pair, which --resume skips. Neither is written when either would hold a
+    // non-finite value.
     auto save_checkpoint = [&](int step) {
         if (!writes) return;
         m.download();
@@ -543,8 +544,7 @@ int run_training(int argc, char** argv, const Comm& comm) {
                              step, with_commas((long long)bad_moments).c_str()));
         TrainState st{step, train_data->position(), sample_rng.state, plan.global_tokens(), train_data->identity(),
                       cfg.steps};
-        save_state(state_path(cfg.out_dir, step), st, m.adam_m(), m.adam_v(), mc.num_params());
-        save_model(model_path(cfg.out_dir, step), mc, m.params());
+        save_checkpoint_pair(cfg.out_dir, step, st, m.adam_m(), m.adam_v(), mc, m.params());
         std::string removed;
         for (int old : prune_checkpoints(cfg.out_dir, cfg.keep_checkpoints))
             removed += (removed.empty() ? " (removed step " : ", ") + std::to_string(old);
