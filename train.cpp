@@ -694,6 +694,7 @@ struct CpuTrainer {
         gpt2_build(m, mc, plan.B, plan.T);
     }
     static Comm connect(int* argc, char*** argv) { return Comm::init(argc, argv); }
+    static void check_options(const Config& cfg) { refuse_gpu_only_options(cfg); }
     // More threads than processors only slows the run, and in the tens of thousands the
     // OpenMP runtime cannot start them (it crashed at 100,000).
     static std::string hardware(const Config& cfg, const Comm& comm) {

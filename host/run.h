@@ -4,6 +4,7 @@
 //
 //   static Comm connect(int* argc, char*** argv)  start-up of the replicas (Comm::init)
 //   Trainer(const ModelConfig&, const BatchPlan&, const Config&, const Comm&)
+//   static void check_options(const Config&)  refuses options this trainer has no use for (UsageError)
 //   static std::string hardware(const Config&, const Comm&)  threads or GPU, for the log
 //   static MemoryUse memory_use(const ModelConfig&, int B, int T, const Config&)  what it allocates
 //   static double memory_available(const Config&)  bytes it may use (--device-memory, else what
@@ -313,6 +314,7 @@ template <class Trainer>
 int run_training(int argc, char** argv, const Comm& comm) {
     Config cfg;
     if (!parse_command_line(argc, argv, cfg)) return 0;
+    Trainer::check_options(cfg);
     const DeviceSpeed device = device_speed(cfg.device, cfg.device_tflops, cfg.link_gbps);
     comm.set_watchdog({cfg.comm_timeout, {}});
     const bool main_rank = comm.rank == 0;

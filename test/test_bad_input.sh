@@ -128,6 +128,12 @@ cases=$(cat <<EOF
 2 | --val-tokens must be at least 1 | --val-tokens 0
 2 | --train-tokens and --steps both set the run's length: give one of them | --train-tokens 4096
 1 | --val-tokens 15 is less than one sequence of --seq-len 16 | --val-tokens 15 --val-every 1
+2 | --device-memory 0.5B is less than one byte | --device-memory 0.5B
+2 | --device-memory 1e-5B is less than one byte | --device-memory 1e-5B
+2 | --eval-every 5 does nothing without --hellaswag | --eval-every 5
+2 | --tf32 is an option of the GPU trainer (train_gpt) only | --tf32 1
+2 | --recompute is an option of the GPU trainer (train_gpt) only | --recompute 1
+2 | --nccl-init-file is an option of the GPU trainer (train_gpt) only | --nccl-init-file $D/nccl.id
 1 | a global batch of 1,099,511,627,776 tokens is more than the largest accepted | -d 1099511627776 -b 1 -t 1
 1 | a global batch of 4,294,967,297 tokens is more than the largest accepted | -d 4294967297 -b 1 -t 1
 1 | needs 4,294,967,296 accumulation steps of B×T×R = 1×1×1 tokens, more than 2,147,483,647 | -d 4294967296 -b 1 -t 1
