@@ -215,6 +215,18 @@ inline int planned_replicas(const Config& cfg, const Comm& comm) {
     return cfg.replicas;
 }
 
+// --batch-size auto splits the global batch into whole sequences on every replica: a
+// global batch that is not a multiple of T×R has no such split, whatever the memory.
+inline void check_whole_sequences(long long global, int T, int R) {
+    long long per = (long long)T * R;
+    if (global % per == 0) return;
+    long long below = global / per * per;
+    throw Error(strf("global batch %s tokens is not a multiple of T×R = %d×%d = %s tokens, so --batch-size auto "
+                     "cannot split it into whole sequences; nearest valid --total-batch: %s%s",
+                     with_commas(global).c_str(), T, R, with_commas(per).c_str(),
+                     below > 0 ? (with_commas(below) + " or ").c_str() : "", with_commas(below + per).c_str()));
+}
+
 // The batch plan, with the micro-batch checked against memory before anything is allocated,
 // or chosen from it (--batch-size auto: the largest B that fits and splits the global
 // batch). The replicas plan with the least memory any of them has, so they agree on B.
@@ -233,6 +245,7 @@ BatchPlan plan_micro_batch(Config& cfg, const ModelConfig& mc, const Comm& comm)
                           limit));
     };
     if (cfg.batch_size == 0) {  // auto
+        check_whole_sequences(global, T, R);
         if (available <= 0)
             throw UsageError("--batch-size auto needs to know the memory it may fill: no GPU was found, so pass "
                              "--device-memory (e.g. 80GB)");
@@ -404,8 +417,7 @@ int run_training(int argc, char** argv, const Comm& comm) {
     say(describe_plan(plan, cfg.steps));
     if (cfg.val_every > 0 && val_data)
         say(strf("validation: %s tokens, %s sequences of %d%s, split over the replicas", with_commas(val.tokens()).c_str(),
-                 with_commas(val.total).c_str(), plan.T,
-                 val.tokens() < cfg.val_tokens ? " (all the validation data holds)" : ""));
+                 with_commas(val.total).c_str(), plan.T, validation_rounding(val, cfg.val_tokens).c_str()));
     if (!hellaswag.empty())
         say(strf("HellaSwag: %s examples from '%s', %s%s", with_commas(hellaswag.size()).c_str(), cfg.hellaswag.c_str(),
                  eval_every == INT_MAX ? "at the start and the end" : strf("every %d steps", eval_every).c_str(),

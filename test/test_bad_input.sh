@@ -134,6 +134,7 @@ cases=$(cat <<EOF
 2 | --tf32 is an option of the GPU trainer (train_gpt) only | --tf32 1
 2 | --recompute is an option of the GPU trainer (train_gpt) only | --recompute 1
 2 | --nccl-init-file is an option of the GPU trainer (train_gpt) only | --nccl-init-file $D/nccl.id
+1 | global batch 100 tokens is not a multiple of T×R = 32×1 = 32 tokens, so --batch-size auto cannot split it | -b auto -t 32 -d 100
 1 | a global batch of 1,099,511,627,776 tokens is more than the largest accepted | -d 1099511627776 -b 1 -t 1
 1 | a global batch of 4,294,967,297 tokens is more than the largest accepted | -d 4294967297 -b 1 -t 1
 1 | needs 4,294,967,296 accumulation steps of B×T×R = 1×1×1 tokens, more than 2,147,483,647 | -d 4294967296 -b 1 -t 1
@@ -232,6 +233,13 @@ out=$(eval "$TINY --resume 1 -o $D/r_complete" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -qF "the run in '$D/r_complete' is complete (step 1 of --steps 1): nothing to do" <<<"$out"; then
     echo "PASS resuming a finished run says so"; passed=$((passed + 1))
 else echo "FAIL resuming a finished run (exit $rc): $out"; failed=$((failed + 1)); fi
+
+# --val-tokens that is not a whole number of sequences: the log says it was rounded down
+out=$(eval "$TINY --val-every 1 --val-tokens 33" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -qF "(--val-tokens 33 rounded down to 2 sequences of 16)" <<<"$out" &&
+   ! grep -qF "all the validation data holds" <<<"$out"; then
+    echo "PASS --val-tokens 33 says it was rounded down to 2 sequences of 16"; passed=$((passed + 1))
+else echo "FAIL --val-tokens 33 (exit $rc): $(grep validation <<<"$out")"; failed=$((failed + 1)); fi
 
 echo "$passed passed, $failed failed ($skipped skipped)"
 [ "$failed" -eq 0 ]
