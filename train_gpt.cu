@@ -303,6 +303,7 @@ struct GpuTrainer {
                                   PRECISION_NAME, PRECISION_NAME));
     }
     static std::string hardware(const Config& config, const Comm& comm) {
+        check_thread_count(config.threads);
         if (gpu::ctx.device < 0) return strf("GPU: none found (dry run only); %s build", PRECISION_NAME);
         cudaDeviceProp prop;
         CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu::ctx.device));

@@ -19,6 +19,7 @@
 //                     forward only: the B·T per-position losses, in host memory (host/eval.h)
 //   const float* next_token_logits(const int* context, int T)  host row of Vp logits
 #pragma once
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -213,6 +214,16 @@ inline int planned_replicas(const Config& cfg, const Comm& comm) {
         throw UsageError(strf("--replicas %d, but %d process%s started (mpirun -np, srun --ntasks)", cfg.replicas,
                               comm.world, comm.world == 1 ? " was" : "es were"));
     return cfg.replicas;
+}
+
+// More threads than processors only slows the run, and in the tens of thousands the
+// OpenMP runtime cannot start them (it crashed at 100,000): both trainers refuse them.
+inline void check_thread_count(int threads) {
+    cpu_set_t set;
+    int procs = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads > procs)
+        throw Error(strf("--threads %d is more than the %d processor%s this process may use (0 = all)", threads,
+                         procs, procs == 1 ? "" : "s"));
 }
 
 // --batch-size auto splits the global batch into whole sequences on every replica: a
