@@ -31,7 +31,6 @@
 #include <omp.h>
 #else  // the Makefile warned: everything runs on one core
 static int omp_get_max_threads() { return 1; }
-static int omp_get_num_procs() { return (int)sysconf(_SC_NPROCESSORS_ONLN); }
 static void omp_set_num_threads(int) {}
 #endif
 
@@ -693,14 +692,14 @@ struct CpuTrainer {
     CpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config&, const Comm&) {
         gpt2_build(m, mc, plan.B, plan.T);
     }
-    static Comm connect(int* argc, char*** argv) { return Comm::init(argc, argv); }
-    // More threads than processors only slows the run, and in the tens of thousands the
-    // OpenMP runtime cannot start them (it crashed at 100,000).
+    static Comm connect(int* argc, char*** argv) {
+        Comm comm = Comm::init(argc, argv);
+        if (comm.world == 1) note_ignored_slurm_tasks();
+        return comm;
+    }
+    static void check_options(const Config& cfg) { refuse_gpu_only_options(cfg); }
     static std::string hardware(const Config& cfg, const Comm& comm) {
-        int procs = omp_get_num_procs();
-        if (cfg.threads > procs)
-            throw Error(strf("--threads %d is more than the %d processor%s this process may use (0 = all)",
-                             cfg.threads, procs, procs == 1 ? "" : "s"));
+        check_thread_count(cfg.threads);
         if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
         return strf("CPU threads: %d", omp_get_max_threads());
     }

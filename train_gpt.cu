@@ -295,7 +295,15 @@ struct GpuTrainer {
         return comm;
     }
 
+    // TF32 changes float32 products only: the bf16 build has none for it to change.
+    static void check_options(const Config& config) {
+        if (weights_copy() && config.tf32)
+            throw UsageError(strf("--tf32 1 has no effect in the %s build of train_gpt (TF32 applies to float32 "
+                                  "products, this build's are %s): drop it, or use the fp32 build",
+                                  PRECISION_NAME, PRECISION_NAME));
+    }
     static std::string hardware(const Config& config, const Comm& comm) {
+        check_thread_count(config.threads);
         if (gpu::ctx.device < 0) return strf("GPU: none found (dry run only); %s build", PRECISION_NAME);
         cudaDeviceProp prop;
         CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu::ctx.device));

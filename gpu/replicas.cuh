@@ -187,6 +187,18 @@ inline ncclUniqueId nccl_id_rendezvous(const std::string& path, int rank, int wo
     }
 }
 
+// A Slurm variable's number, checked: a rank outside the job would wait at the rendezvous
+// for a job that never has it.
+inline int slurm_number(const char* name, const char* text, int lo, int hi, const std::string& job = "") {
+    char* end = nullptr;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end || errno || v < lo || v > hi)
+        throw Error(strf("%s is '%s', expected %d to %s%s: not the environment srun gives its tasks", name, text, lo,
+                         with_commas(hi).c_str(), job.c_str()));
+    return (int)v;
+}
+
 // srun without MPI: rank, world and local rank from Slurm's variables. Also catches a
 // train_gpt without MPI started by mpirun, which would otherwise train R separate models.
 inline void adopt_launcher_ranks(Comm& comm, const std::string& init_file) {
@@ -195,14 +207,18 @@ inline void adopt_launcher_ranks(Comm& comm, const std::string& init_file) {
         throw Error("started by mpirun, but this train_gpt was built without MPI (install libopenmpi-dev and "
                     "rebuild), or launch with srun and --nccl-init-file");
     const char* procid = getenv("SLURM_PROCID");
-    const char* ntasks = getenv("SLURM_STEP_NUM_TASKS") ? getenv("SLURM_STEP_NUM_TASKS") : getenv("SLURM_NTASKS");
+    const char* ntasks_name = getenv("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
+    const char* ntasks = getenv(ntasks_name);
     const char* localid = getenv("SLURM_LOCALID");
     if (!procid || !ntasks || !localid || atoi(ntasks) <= 1) return;
     if (init_file.empty())
         throw UsageError(strf("started by srun as task %s of %s without MPI: pass --nccl-init-file PATH, a path on a "
                               "filesystem every node shares, so the tasks can exchange NCCL's id",
                               procid, ntasks));
-    comm.rank = atoi(procid), comm.world = atoi(ntasks), comm.local_rank = atoi(localid);
+    comm.world = slurm_number(ntasks_name, ntasks, 2, INT_MAX);
+    std::string job = strf(" in a job of %d tasks (%s)", comm.world, ntasks_name);
+    comm.rank = slurm_number("SLURM_PROCID", procid, 0, comm.world - 1, job);
+    comm.local_rank = slurm_number("SLURM_LOCALID", localid, 0, comm.world - 1, job);
 }
 
 // Prints rank → host → GPU, and stops when two ranks on one host chose the same GPU, or

@@ -331,6 +331,21 @@ inline TrainState load_state(const std::string& path, float* m, float* v, size_t
 inline std::string model_path(const std::string& dir, int step) { return dir + strf("/model_%08d.bin", step); }
 inline std::string state_path(const std::string& dir, int step) { return dir + strf("/state_%08d.bin", step); }
 
+// One checkpoint: the state, then the model. When the model cannot be written (a full disk),
+// the state just written is removed again, so no state file is left without its model; a
+// crash between the two leaves such an incomplete pair, which --resume skips.
+inline void save_checkpoint_pair(const std::string& dir, int step, const TrainState& st, const float* m,
+                                 const float* v, const ModelConfig& mc, const float* params) {
+    std::string state = state_path(dir, step);
+    save_state(state, st, m, v, mc.num_params());
+    try {
+        save_model(model_path(dir, step), mc, params);
+    } catch (const Error&) {
+        if (remove(state.c_str()) == 0) sync_dir(dir);
+        throw;
+    }
+}
+
 // Step of a checkpoint file name: "model_00000300.bin" with prefix "model_" and suffix ".bin"
 // gives 300; any other name gives -1.
 inline int checkpoint_step(const std::string& name, const std::string& prefix, const std::string& suffix) {

@@ -185,6 +185,10 @@ inline void parse_value(const Option& o, const char* text) {
             if (unit == units[i]) scale = scales[i];
         if (scale < 0 || errno || !std::isfinite(v) || v < 0 || v * scale > 1e18)
             throw UsageError(strf("%s expects a size such as 80GB, 512MiB or 8e10, got '%s'", name.c_str(), text));
+        // below one byte the size would be truncated to 0, which means "no limit": refuse it
+        if (v * scale > 0 && v * scale < 1)
+            throw UsageError(strf("%s %s is less than one byte: give a size such as 80GB, or 0 for what is free",
+                                  name.c_str(), text));
         *(double*)o.value = v * scale;
         return;
     }
@@ -236,6 +240,8 @@ inline void validate_config(const Config& c) {
     require(c.eps > 0, "--eps must be positive");
     require(c.temperature > 0, "--temperature must be positive");
     require(c.val_tokens >= 1, "--val-tokens must be at least 1");
+    require(c.eval_every == 0 || !c.hellaswag.empty(),
+            strf("--eval-every %d does nothing without --hellaswag FILE, the evaluation it schedules", c.eval_every));
     require(c.comm_timeout >= 0, strf("--comm-timeout must be >= 0 seconds (0 = wait forever), got %g", c.comm_timeout));
 }
 
@@ -282,4 +288,17 @@ inline bool parse_command_line(int argc, char** argv, Config& c) {
         throw UsageError("--train-tokens and --steps both set the run's length: give one of them");
     validate_config(c);
     return true;
+}
+
+// The CPU trainer refuses the options marked "GPU only" in the table when they are given a
+// value other than their default: silently ignoring --recompute 1 or --nccl-init-file would
+// leave the user believing they act.
+inline void refuse_gpu_only_options(const Config& c) {
+    Config defaults, copy = c;
+    std::vector<Option> table = option_table(defaults), given = option_table(copy);
+    for (size_t i = 0; i < table.size(); i++)
+        if (!strncmp(table[i].help, "GPU only", 8) && option_value_string(given[i]) != option_value_string(table[i]))
+            throw UsageError(strf("--%s is an option of the GPU trainer (train_gpt) only; the CPU trainer would ignore "
+                                  "it: drop it",
+                                  table[i].name));
 }

@@ -266,6 +266,20 @@ private:
     }
 };
 
+// The CPU trainer's replicas start through MPI only (mpirun, or srun with PMI on a build with
+// MPI); it does not read Slurm's task variables. A process that finds them saying "one of
+// several tasks" yet runs alone says so once: srun --ntasks N would otherwise start N
+// separate trainings without a word.
+inline void note_ignored_slurm_tasks() {
+    const char* ntasks = getenv("SLURM_STEP_NUM_TASKS") ? getenv("SLURM_STEP_NUM_TASKS") : getenv("SLURM_NTASKS");
+    const char* procid = getenv("SLURM_PROCID");
+    if (!ntasks || !procid || atoi(ntasks) <= 1) return;
+    printf("note: Slurm's variables (SLURM_PROCID %s, SLURM_NTASKS %s) are ignored: this trainer starts its replicas "
+           "through MPI (mpirun, or srun with PMI on a build with MPI), and this process runs alone\n",
+           procid, ntasks);
+    fflush(stdout);
+}
+
 inline std::string host_name() {
     char name[256] = "?";
     gethostname(name, sizeof name);
@@ -274,6 +288,18 @@ inline std::string host_name() {
 
 #ifdef TRAIN_MPI
 #include <mpi.h>
+
+// Open MPI's launcher tells each process the job's size; a process that MPI starts alone
+// although that variable names more (it was set by hand, or inherited from an mpirun this
+// process was not started by) would train on its own without a word.
+inline void check_launcher_world(int world) {
+    const char* size = getenv("OMPI_COMM_WORLD_SIZE");
+    if (size && atoi(size) > world)
+        throw Error(strf("OMPI_COMM_WORLD_SIZE is %s, but MPI's job holds %d process%s: this one was not started "
+                         "by mpirun (or by the mpirun of another MPI than the one it was built with); launch it with "
+                         "mpirun -np %s, or unset the OMPI_* variables",
+                         size, world, world == 1 ? "" : "es", size));
+}
 
 // The roll call over point-to-point messages on a communicator of its own, so that they
 // never mix with anything else.
@@ -376,6 +402,7 @@ inline Comm Comm::init(int* argc, char*** argv) {
         MPI_Init(argc, argv);
         MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
         MPI_Comm_size(MPI_COMM_WORLD, &c.world);
+        check_launcher_world(c.world);
         MPI_Comm node;  // the ranks sharing this host
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c.rank, MPI_INFO_NULL, &node);
         MPI_Comm_rank(node, &c.local_rank);

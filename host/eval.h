@@ -42,6 +42,7 @@ struct ValidationSet {
     long long total = 0;               // sequences, over all replicas
     long long first = 0, count = 0;    // this replica's: [first, first + count)
     std::vector<int> inputs, targets;  // (count, T) each
+    bool all_data = false;             // the data held fewer sequences than asked for
     long long tokens() const { return total * T; }
 };
 
@@ -52,6 +53,7 @@ inline ValidationSet validation_set(DataLoader& data, long long tokens, int T, i
     ValidationSet v;
     v.T = T;
     v.total = std::min(tokens / T, data.chunks_per_epoch());
+    v.all_data = data.chunks_per_epoch() < tokens / T;
     if (v.total < 1)
         throw Error(strf("--val-tokens %s is less than one sequence of --seq-len %d", with_commas(tokens).c_str(), T));
     v.first = v.total * rank / world;
@@ -64,6 +66,15 @@ inline ValidationSet validation_set(DataLoader& data, long long tokens, int T, i
         if (s >= v.first) data.micro_batch(0, &v.inputs[(s - v.first) * T], &v.targets[(s - v.first) * T]);
     }
     return v;
+}
+
+// Why the validation set holds fewer tokens than --val-tokens asked for, for the log line
+// (with a leading space); "" when it holds exactly that many.
+inline std::string validation_rounding(const ValidationSet& v, long long asked) {
+    if (v.tokens() == asked) return "";
+    if (v.all_data) return " (all the validation data holds)";
+    return strf(" (--val-tokens %s rounded down to %s sequence%s of %d)", with_commas(asked).c_str(),
+                with_commas(v.total).c_str(), v.total == 1 ? "" : "s", v.T);
 }
 
 // Mean loss per token over the whole validation set (every replica gets the same number).

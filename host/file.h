@@ -70,18 +70,21 @@ inline void sync_dir(const std::string& dir) {
 inline void write_file_atomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& blocks) {
     std::string tmp = path + ".tmp";
     FILE* f = fopen(tmp.c_str(), "wb");
-    if (!f) throw Error("cannot create '" + tmp + "' (does the directory exist and is it writable?)");
+    if (!f) throw Error(strf("cannot create '%s': %s", tmp.c_str(), strerror(errno)));
     bool ok = true;
     for (const auto& b : blocks) ok = ok && fwrite(b.first, 1, b.second, f) == b.second;
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
+    int err = ok ? 0 : errno;  // the first failure's reason, before fclose can change errno
+    if (fclose(f) != 0 && ok) ok = false, err = errno;
     if (!ok) {
         remove(tmp.c_str());
-        throw Error("could not write '" + tmp + "' (disk full?); the previous checkpoint is untouched");
+        throw Error(strf("could not write '%s': %s; the previous checkpoint is untouched", tmp.c_str(),
+                         err ? strerror(err) : "short write"));
     }
     if (rename(tmp.c_str(), path.c_str()) != 0) {
+        err = errno;
         remove(tmp.c_str());
-        throw Error("could not rename '" + tmp + "' to '" + path + "'");
+        throw Error(strf("could not rename '%s' to '%s': %s", tmp.c_str(), path.c_str(), strerror(err)));
     }
     sync_dir(parent_dir(path));
 }

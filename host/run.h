@@ -4,6 +4,7 @@
 //
 //   static Comm connect(int* argc, char*** argv)  start-up of the replicas (Comm::init)
 //   Trainer(const ModelConfig&, const BatchPlan&, const Config&, const Comm&)
+//   static void check_options(const Config&)  refuses options this trainer has no use for (UsageError)
 //   static std::string hardware(const Config&, const Comm&)  threads or GPU, for the log
 //   static MemoryUse memory_use(const ModelConfig&, int B, int T, const Config&)  what it allocates
 //   static double memory_available(const Config&)  bytes it may use (--device-memory, else what
@@ -18,6 +19,7 @@
 //                     forward only: the B·T per-position losses, in host memory (host/eval.h)
 //   const float* next_token_logits(const int* context, int T)  host row of Vp logits
 #pragma once
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -214,6 +216,28 @@ inline int planned_replicas(const Config& cfg, const Comm& comm) {
     return cfg.replicas;
 }
 
+// More threads than processors only slows the run, and in the tens of thousands the
+// OpenMP runtime cannot start them (it crashed at 100,000): both trainers refuse them.
+inline void check_thread_count(int threads) {
+    cpu_set_t set;
+    int procs = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads > procs)
+        throw Error(strf("--threads %d is more than the %d processor%s this process may use (0 = all)", threads,
+                         procs, procs == 1 ? "" : "s"));
+}
+
+// --batch-size auto splits the global batch into whole sequences on every replica: a
+// global batch that is not a multiple of T×R has no such split, whatever the memory.
+inline void check_whole_sequences(long long global, int T, int R) {
+    long long per = (long long)T * R;
+    if (global % per == 0) return;
+    long long below = global / per * per;
+    throw Error(strf("global batch %s tokens is not a multiple of T×R = %d×%d = %s tokens, so --batch-size auto "
+                     "cannot split it into whole sequences; nearest valid --total-batch: %s%s",
+                     with_commas(global).c_str(), T, R, with_commas(per).c_str(),
+                     below > 0 ? (with_commas(below) + " or ").c_str() : "", with_commas(below + per).c_str()));
+}
+
 // The batch plan, with the micro-batch checked against memory before anything is allocated,
 // or chosen from it (--batch-size auto: the largest B that fits and splits the global
 // batch). The replicas plan with the least memory any of them has, so they agree on B.
@@ -232,6 +256,7 @@ BatchPlan plan_micro_batch(Config& cfg, const ModelConfig& mc, const Comm& comm)
                           limit));
     };
     if (cfg.batch_size == 0) {  // auto
+        check_whole_sequences(global, T, R);
         if (available <= 0)
             throw UsageError("--batch-size auto needs to know the memory it may fill: no GPU was found, so pass "
                              "--device-memory (e.g. 80GB)");
@@ -313,6 +338,7 @@ template <class Trainer>
 int run_training(int argc, char** argv, const Comm& comm) {
     Config cfg;
     if (!parse_command_line(argc, argv, cfg)) return 0;
+    Trainer::check_options(cfg);
     const DeviceSpeed device = device_speed(cfg.device, cfg.device_tflops, cfg.link_gbps);
     comm.set_watchdog({cfg.comm_timeout, {}});
     const bool main_rank = comm.rank == 0;
@@ -402,8 +428,7 @@ int run_training(int argc, char** argv, const Comm& comm) {
     say(describe_plan(plan, cfg.steps));
     if (cfg.val_every > 0 && val_data)
         say(strf("validation: %s tokens, %s sequences of %d%s, split over the replicas", with_commas(val.tokens()).c_str(),
-                 with_commas(val.total).c_str(), plan.T,
-                 val.tokens() < cfg.val_tokens ? " (all the validation data holds)" : ""));
+                 with_commas(val.total).c_str(), plan.T, validation_rounding(val, cfg.val_tokens).c_str()));
     if (!hellaswag.empty())
         say(strf("HellaSwag: %s examples from '%s', %s%s", with_commas(hellaswag.size()).c_str(), cfg.hellaswag.c_str(),
                  eval_every == INT_MAX ? "at the start and the end" : strf("every %d steps", eval_every).c_str(),
@@ -527,8 +552,9 @@ int run_training(int argc, char** argv, const Comm& comm) {
 
     LrSchedule schedule = lr_schedule(cfg, cfg.steps);
     AdamWConfig opt{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay};
-    // Writes the state, then the model: a crash between the two leaves an incomplete pair,
-    // which --resume skips. Neither is written when either would hold a non-finite value.
+    // Writes the state, then the model (host/checkpoint.h): a crash between the two leaves an
+    // incomplete pair, which --resume skips. Neither is written when either would hold a
+    // non-finite value.
     auto save_checkpoint = [&](int step) {
         if (!writes) return;
         m.download();
@@ -543,8 +569,7 @@ int run_training(int argc, char** argv, const Comm& comm) {
                              step, with_commas((long long)bad_moments).c_str()));
         TrainState st{step, train_data->position(), sample_rng.state, plan.global_tokens(), train_data->identity(),
                       cfg.steps};
-        save_state(state_path(cfg.out_dir, step), st, m.adam_m(), m.adam_v(), mc.num_params());
-        save_model(model_path(cfg.out_dir, step), mc, m.params());
+        save_checkpoint_pair(cfg.out_dir, step, st, m.adam_m(), m.adam_v(), mc, m.params());
         std::string removed;
         for (int old : prune_checkpoints(cfg.out_dir, cfg.keep_checkpoints))
             removed += (removed.empty() ? " (removed step " : ", ") + std::to_string(old);

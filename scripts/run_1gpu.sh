@@ -5,7 +5,7 @@
 #
 #   --dry-run   print the batch arithmetic, the command and the trainer's plan; launch nothing
 # Every other argument (and all after "--") goes to the trainer (./train_gpt --help), e.g.
-#   scripts/run_1gpu.sh -b 8 -t 1024 -d 65536 -n 100 --tf32 1
+#   scripts/run_1gpu.sh -b 8 -t 1024 -d 65536 -n 100
 # Environment: TRAIN_BIN (default ./train_gpt).
 set -euo pipefail
 cd "$(dirname "$0")/.."

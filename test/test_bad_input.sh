@@ -10,16 +10,21 @@
 #     default), so a header that makes the trainer allocate before it checks fails here.
 # TRAIN=path runs another build (the sanitizer build runs the table too, without ulimit,
 # which ASan's shadow memory cannot run under: BAD_INPUT_MEM_KB=unlimited).
+# A second, shorter table holds the GPU trainer's own cases (launcher variables, its build's
+# options), run on the CPU runtime: GPU_TRAIN=path (default ./train_gpt_cpu when TRAIN is not
+# given; GPU_TRAIN= skips them).
 set -u
 cd "$(dirname "$0")/.."
 source test/bad_files.sh
 source scripts/common.sh  # commas
+GPU_TRAIN=${GPU_TRAIN-$([ -z "${TRAIN:-}" ] && echo ./train_gpt_cpu)}
 TRAIN=${TRAIN:-./train}
 MEM_KB=${BAD_INPUT_MEM_KB:-2097152}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
-TINY="$TRAIN --layers 2 --heads 2 --channels 32 --max-seq-len 32 -b 4 -t 16 --val-every 0 --sample-every 0"
-TINY+=" --threads 1 -n 1 -o ''"
+TINY_OPTIONS="--layers 2 --heads 2 --channels 32 --max-seq-len 32 -b 4 -t 16 --val-every 0 --sample-every 0"
+TINY_OPTIONS+=" --threads 1 -n 1 -o ''"
+TINY="$TRAIN $TINY_OPTIONS"
 GOOD="-i $D/good.bin -j $D/good.bin --vocab 256"  # shards instead of the built-in corpus
 
 # ---- the files
@@ -128,6 +133,13 @@ cases=$(cat <<EOF
 2 | --val-tokens must be at least 1 | --val-tokens 0
 2 | --train-tokens and --steps both set the run's length: give one of them | --train-tokens 4096
 1 | --val-tokens 15 is less than one sequence of --seq-len 16 | --val-tokens 15 --val-every 1
+2 | --device-memory 0.5B is less than one byte | --device-memory 0.5B
+2 | --device-memory 1e-5B is less than one byte | --device-memory 1e-5B
+2 | --eval-every 5 does nothing without --hellaswag | --eval-every 5
+2 | --tf32 is an option of the GPU trainer (train_gpt) only | --tf32 1
+2 | --recompute is an option of the GPU trainer (train_gpt) only | --recompute 1
+2 | --nccl-init-file is an option of the GPU trainer (train_gpt) only | --nccl-init-file $D/nccl.id
+1 | global batch 100 tokens is not a multiple of T×R = 32×1 = 32 tokens, so --batch-size auto cannot split it | -b auto -t 32 -d 100
 1 | a global batch of 1,099,511,627,776 tokens is more than the largest accepted | -d 1099511627776 -b 1 -t 1
 1 | a global batch of 4,294,967,297 tokens is more than the largest accepted | -d 4294967297 -b 1 -t 1
 1 | needs 4,294,967,296 accumulation steps of B×T×R = 1×1×1 tokens, more than 2,147,483,647 | -d 4294967296 -b 1 -t 1
@@ -203,15 +215,11 @@ EOF
 )
 
 passed=0 failed=0 skipped=0
-while IFS='|' read -r code expect args limit; do
-    code=${code// /} expect=${expect# } expect=${expect% } args=${args# } limit=${limit// /}
-    name="[$code] $args"
-    if [ "$limit" = ulimit ] && [ "$MEM_KB" = unlimited ]; then  # needs the address-space limit to fail
-        echo "SKIP $name (runs only under ulimit -v)"; skipped=$((skipped + 1)); continue
-    fi
-    err=$( (ulimit -v "$MEM_KB"; eval "timeout 60 $TINY $args" 2>&1 >/dev/null) ); rc=$?
+# check NAME CODE EXPECT COMMAND: runs the command (eval'd) and judges its status and stderr
+check() {
+    local name=$1 code=$2 expect=$3 err rc lines problem=""
+    err=$( (ulimit -v "$MEM_KB"; eval "timeout 60 $4" 2>&1 >/dev/null) ); rc=$?
     lines=$(printf '%s' "$err" | grep -c '')
-    problem=""
     if [ $rc -ge 124 ]; then problem="ended by a signal or the timeout (status $rc)"
     elif [ $rc -ne "$code" ]; then problem="exit status $rc, expected $code"
     elif [ "$lines" -ne 1 ]; then problem="$lines lines on stderr, expected 1"
@@ -219,6 +227,14 @@ while IFS='|' read -r code expect args limit; do
     fi
     if [ -z "$problem" ]; then echo "PASS $name"; passed=$((passed + 1))
     else printf 'FAIL %s\n     %s\n     stderr: %s\n' "$name" "$problem" "$err"; failed=$((failed + 1)); fi
+}
+while IFS='|' read -r code expect args limit; do
+    code=${code// /} expect=${expect# } expect=${expect% } args=${args# } limit=${limit// /}
+    name="[$code] $args"
+    if [ "$limit" = ulimit ] && [ "$MEM_KB" = unlimited ]; then  # needs the address-space limit to fail
+        echo "SKIP $name (runs only under ulimit -v)"; skipped=$((skipped + 1)); continue
+    fi
+    check "$name" "$code" "$expect" "$TINY $args"
 done <<<"$cases"
 
 # ---- not errors, but they must say so: resuming a finished run, stale temporaries
@@ -226,6 +242,39 @@ out=$(eval "$TINY --resume 1 -o $D/r_complete" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -qF "the run in '$D/r_complete' is complete (step 1 of --steps 1): nothing to do" <<<"$out"; then
     echo "PASS resuming a finished run says so"; passed=$((passed + 1))
 else echo "FAIL resuming a finished run (exit $rc): $out"; failed=$((failed + 1)); fi
+
+# --val-tokens that is not a whole number of sequences: the log says it was rounded down
+out=$(eval "$TINY --val-every 1 --val-tokens 33" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -qF "(--val-tokens 33 rounded down to 2 sequences of 16)" <<<"$out" &&
+   ! grep -qF "all the validation data holds" <<<"$out"; then
+    echo "PASS --val-tokens 33 says it was rounded down to 2 sequences of 16"; passed=$((passed + 1))
+else echo "FAIL --val-tokens 33 (exit $rc): $(grep validation <<<"$out")"; failed=$((failed + 1)); fi
+# Slurm's task variables: the CPU trainer starts replicas through MPI only, and says it ignores them
+out=$(eval "SLURM_NTASKS=2 SLURM_PROCID=5 SLURM_LOCALID=0 $TINY" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -qF "note: Slurm's variables (SLURM_PROCID 5, SLURM_NTASKS 2) are ignored" <<<"$out"; then
+    echo "PASS a single ./train under Slurm's task variables says it ignores them"; passed=$((passed + 1))
+else echo "FAIL ./train with SLURM_NTASKS=2 SLURM_PROCID=5 (exit $rc): $(head -2 <<<"$out")"; failed=$((failed + 1)); fi
+
+# ---- the GPU trainer's own cases, on the CPU runtime: exit status | error text | environment | arguments
+if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
+    GPU_TINY="$GPU_TRAIN $TINY_OPTIONS"
+    gpu_cases="2 | --device-memory 0.5B is less than one byte | | --device-memory 0.5B
+1 | --threads 5000 is more than the | | --threads 5000
+1 | SLURM_PROCID is '5', expected 0 to 1 in a job of 2 tasks (SLURM_NTASKS) | SLURM_NTASKS=2 SLURM_PROCID=5 SLURM_LOCALID=0 | --nccl-init-file $D/nccl.id
+1 | SLURM_PROCID is '-1', expected 0 to 1 in a job of 2 tasks (SLURM_NTASKS) | SLURM_NTASKS=2 SLURM_PROCID=-1 SLURM_LOCALID=0 | --nccl-init-file $D/nccl.id"
+    if eval "$GPU_TINY --dry-run 1" 2>/dev/null | grep -q ', bf16'; then
+        gpu_cases+=$'\n2 | --tf32 1 has no effect in the bf16 build of train_gpt | | --tf32 1'
+    fi
+    if ldd "$GPU_TRAIN" | grep -q libmpi; then  # MPI_Init alone, though the variables name a job of 2
+        gpu_cases+=$'\n1 | OMPI_COMM_WORLD_SIZE is 2, but MPI\'s job holds 1 process: this one was not started by mpirun | OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 |'
+    else
+        echo "SKIP OMPI_COMM_WORLD_SIZE=2 without mpirun ($GPU_TRAIN was built without MPI)"; skipped=$((skipped + 1))
+    fi
+    while IFS='|' read -r code expect envs args; do
+        code=${code// /} expect=${expect# } expect=${expect% } envs=${envs# } args=${args# }
+        check "[$code] ${envs}$(basename "$GPU_TRAIN") $args" "$code" "$expect" "env $envs $GPU_TINY $args"
+    done <<<"$gpu_cases"
+fi
 
 echo "$passed passed, $failed failed ($skipped skipped)"
 [ "$failed" -eq 0 ]

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checkpoint files under crashes: kill -9 in the middle of checkpoint writes, many times, then
 # resume; the final model and state must equal a straight run's byte for byte. Also: stale
-# temporary files are removed on resume, --keep-checkpoints rotates, and every rename is
-# followed by a flush of its directory.
+# temporary files are removed on resume, --keep-checkpoints rotates, every rename is
+# followed by a flush of its directory, and a full disk or a failed rename stops the run
+# with the reason and without a state file whose model is missing.
 set -u
 cd "$(dirname "$0")/.."
 TRAIN=${TRAIN:-./train}
@@ -78,6 +79,39 @@ if g++ -shared -fPIC -O1 -o "$work/fsync_spy.so" test/fsync_spy.cpp -ldl; then
     [ "${n:-0}" -eq 4 ] && pass "each of the 4 checkpoint renames is followed by a directory flush" ||
         fail "the output directory was flushed ${n:-0} times, expected 4"
 else fail "could not build test/fsync_spy.cpp"; fi
+
+# ---- a full disk during a checkpoint (test/disk_full.cpp, preloaded: no mount, no root):
+# the run stops with one line that says why, and leaves the last complete checkpoint as the
+# newest, with no state file of the step whose model could not be written; a rename that
+# fails says why too
+SMALL="$TRAIN --layers 2 --heads 2 --channels 32 --max-seq-len 32 -b 4 -t 16 --val-every 0 --sample-every 0
+       --threads 1 --ckpt-every 1"
+if g++ -shared -fPIC -O1 -o "$work/disk_full.so" test/disk_full.cpp -ldl; then
+    $SMALL -n 1 -o "$work/sizes" >/dev/null 2>&1
+    m=$(stat -c %s "$work/sizes/model_00000001.bin") s=$(stat -c %s "$work/sizes/state_00000001.bin")
+    full=$(realpath "$work")/full  # the path as /proc/self/fd shows it
+    mkdir -p "$full"
+    # room for step 1's state and model, step 2's state and half of step 2's model
+    DISK_FULL_DIR=$full DISK_FULL_FREE=$((s + m + s + m / 2)) LD_PRELOAD=$work/disk_full.so \
+        $SMALL -n 3 -o "$full" >/dev/null 2>"$work/full.err"
+    rc=$? err=$(cat "$work/full.err")
+    [ $rc -eq 1 ] && [ "$(grep -c '' <<<"$err")" -eq 1 ] &&
+        grep -qF "could not write '$full/model_00000002.bin.tmp': No space left on device" <<<"$err" &&
+        pass "a full disk while writing a model stops the run with one line naming the file and the reason" ||
+        fail "a full disk: exit $rc, stderr: $err"
+    left=$(cd "$full" && ls | grep -E '^(model|state)_' | tr '\n' ' ')
+    [ "$left" = "model_00000001.bin state_00000001.bin " ] &&
+        pass "after the full disk, step 1's checkpoint is the newest and no file of step 2 is left" ||
+        fail "after the full disk the directory holds: $left"
+    mkdir -p "$work/rename/model_00000001.bin"  # a directory where the model file goes: its rename fails
+    $SMALL -n 1 -o "$work/rename" >/dev/null 2>"$work/rename.err"
+    rc=$? err=$(cat "$work/rename.err")
+    want="could not rename '$work/rename/model_00000001.bin.tmp' to '$work/rename/model_00000001.bin': Is a directory"
+    [ $rc -eq 1 ] && [ "$(grep -c '' <<<"$err")" -eq 1 ] && grep -qF "$want" <<<"$err" &&
+        [ ! -e "$work/rename/state_00000001.bin" ] &&
+        pass "a failed rename says why, and leaves no state file without its model" ||
+        fail "a failed rename: exit $rc, stderr: $err; $(ls "$work/rename" | tr '\n' ' ')"
+else fail "could not build test/disk_full.cpp"; fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
