@@ -61,10 +61,13 @@ struct Launch {
 };
 
 enum class LaneState : uint8_t { unstarted, running, ready, at_barrier, in_collective, exited };
-enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp, activemask };
+enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp, activemask,
+                               wmma_fill, wmma_load, wmma_store, wmma_mma };  // wmma_*: votes, as ballot (wmma.h)
 inline const char* warp_op_name(WarpOp op) {
     static const char* names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
-                                  "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp", "__activemask"};
+                                  "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp", "__activemask",
+                                  "wmma::fill_fragment", "wmma::load_matrix_sync", "wmma::store_matrix_sync",
+                                  "wmma::mma_sync"};
     return names[(int)op];
 }
 
@@ -514,7 +517,7 @@ class Block {
             unsigned ballot = 0;
             for (unsigned lane = 0; lane < 32; lane++)
                 if (g.arrived >> lane & 1) ballot |= (unsigned)(lanes[lane].pred != 0) << lane;
-            unsigned answer = g.op == WarpOp::ballot ? ballot
+            unsigned answer = g.op == WarpOp::ballot || g.op >= WarpOp::wmma_fill ? ballot
                             : g.op == WarpOp::any ? (unsigned)(ballot != 0) : (unsigned)(ballot == g.arrived);
             for (unsigned lane = 0; lane < 32; lane++)
                 if (g.arrived >> lane & 1) memcpy(lanes[lane].result, &answer, sizeof answer);

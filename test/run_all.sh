@@ -80,6 +80,8 @@ echo "==== hardening checks took $((SECONDS - hardening_start)) s (their builds 
 if [ -x ./test/test_cpu_cuda ]; then
     export OMP_WAIT_POLICY=passive
     suite "CPU runtime for CUDA: execution model and runtime API" ./test/test_cpu_cuda
+    suite "CPU runtime for CUDA: WMMA (tensor-core fragments)" ./test/test_cpu_wmma
+    suite "CPU runtime for CUDA: WMMA, shuffled fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled ./test/test_cpu_wmma
     suite "CPU runtime for CUDA: cuBLAS subset" ./test/test_cpu_cublas
     suite "CPU runtime for CUDA: NCCL across processes" ./test/test_cpu_nccl
     suite "GPU tests on the CPU runtime, bf16 build" ./test/test_gpu_cpu
