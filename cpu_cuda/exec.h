@@ -146,8 +146,8 @@ class Block {
         for (unsigned w = 0; w < warps_; w++) groups_[w].clear(), converging_[w].clear();
         free_fibers_.clear(), idle_runners_.clear();
         unused_fibers_ = 0;  // every fiber is free again
-        if (dynamic_smem_.size() < l.dynamic_smem) dynamic_smem_.resize(l.dynamic_smem);
-        if (settings().poison && l.dynamic_smem) memset(dynamic_smem_.data(), 0xFF, l.dynamic_smem);
+        if (dynamic_smem_.size() < l.dynamic_smem + 128) dynamic_smem_.resize(l.dynamic_smem + 128);
+        if (settings().poison && l.dynamic_smem) memset(dynamic_shared(), 0xFF, l.dynamic_smem);
         breadth_first_ = s.threads == ThreadOrder::forward || s.threads == ThreadOrder::reverse ||
                          s.threads == ThreadOrder::shuffle;
 
@@ -250,7 +250,8 @@ class Block {
         __builtin_unreachable();
     }
 
-    void* dynamic_shared() { return dynamic_smem_.data(); }
+    // 128-byte aligned, as a GPU's (WMMA needs 32 bytes)
+    void* dynamic_shared() { return (void*)(((uintptr_t)dynamic_smem_.data() + 127) & ~(uintptr_t)127); }
 
     // Fills a __shared__ variable with NaN bytes when the first thread of a block reaches
     // its declaration: __shared__ memory starts undefined on a GPU.
