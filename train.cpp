@@ -694,6 +694,7 @@ struct CpuTrainer {
         gpt2_build(m, mc, plan.B, plan.T);
     }
     static Comm connect(int* argc, char*** argv) { return Comm::init(argc, argv); }
+    static void choose_kernels(Config&, const ModelConfig&, const Comm&) {}  // one attention, one of each kernel
     // More threads than processors only slows the run, and in the tens of thousands the
     // OpenMP runtime cannot start them (it crashed at 100,000).
     static std::string hardware(const Config& cfg, const Comm& comm) {
