@@ -33,7 +33,7 @@ TRAINER_SOURCES = $(call CPU_MIRROR,train_gpt.cu $(HOST_HEADERS) $(wildcard gpu/
 DEFS_bf16 := -DTRAIN_BF16
 DEFS_fp32 :=
 CPU_MIRROR = $(addprefix build/cpu/,$(1))
-WORKBENCHES := layernorm attention_softmax crossentropy gelu encoder_backward adamw
+WORKBENCHES := layernorm attention_softmax attention_fused crossentropy gelu encoder_backward adamw
 
 # what make test builds and runs
 CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/test_gpu_cpu_fp32 test/test_cpu_cuda test/test_cpu_wmma \
