@@ -3,8 +3,9 @@
 # doctest, builds train_gpt and test/test_gpu for this machine's GPU in both precisions
 # (fp32, then bf16, the default, which stays built), runs the GPU tests (bf16 with the
 # 300-step comparison that make test leaves out), the kernel workbenches (dev/cuda) in both
-# precisions and the benchmark, checks that two replicas train like one GPU when there are
-# two GPUs, and ends with a summary table.
+# precisions (attention_fused times one layer's attention on both paths) and the benchmark
+# (the whole step on each attention path), checks that two replicas train like one GPU when
+# there are two GPUs, and ends with a summary table.
 #
 #   scripts/gpu_check.sh [--quick] [--no-workbenches]
 #
@@ -98,7 +99,7 @@ if [ "$WORKBENCHES" -eq 1 ]; then
         if make -C dev/cuda -j"$JOBS" PRECISION=$precision ${MAKE_VARS[@]+"${MAKE_VARS[@]}"} \
                 > "$LOG_DIR/build_dev_cuda_$precision.log" 2>&1; then
             bad=""
-            for b in layernorm attention_softmax crossentropy gelu encoder_backward adamw; do
+            for b in layernorm attention_softmax attention_fused crossentropy gelu encoder_backward adamw; do
                 ./dev/cuda/$b 2>&1 | tee -a "$LOG_DIR/dev_cuda_$precision.log" || bad="$bad $b"
             done
             if [ -z "$bad" ]; then note "workbenches $precision" "ok (tables in $LOG_DIR/dev_cuda_$precision.log)"
@@ -152,6 +153,11 @@ fi
 section "summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf "%s\n" "${SUMMARY[@]}"
 if [ -f "$LOG_DIR/bench.log" ]; then echo; grep -E '^(\||peaks|GPU:|llm.c)' "$LOG_DIR/bench.log"; fi
+for precision in fp32 bf16; do  # one layer's attention, forward and backward, on each path
+    [ -f "$LOG_DIR/dev_cuda_$precision.log" ] || continue
+    echo; echo "attention per layer, $precision:"
+    grep -A8 '^causal attention forward + backward' "$LOG_DIR/dev_cuda_$precision.log" | grep -E '^(1|2|fused / cuBLAS)'
+done
 echo
 [ "$FAILED" -eq 0 ] && echo "gpu_check: all passed" || echo "gpu_check: SOME CHECKS FAILED"
 exit $FAILED
