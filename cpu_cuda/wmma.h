@@ -20,9 +20,10 @@
 //     (CI runs the tensor-core kernels' tests under it too).
 //
 // How: a call stages each lane's elements (or arguments) per warp, waits for the whole
-// warp (a vote, as __ballot_sync), then each lane computes or moves its own elements and
-// the warp waits once more, so that no lane overwrites the staging area while another
-// still reads it.
+// warp (a vote, as __ballot_sync), then each lane computes or moves its own elements. The
+// staging area has two slots, used by a lane's calls in turn: a lane that has gone on to its
+// next call writes the other slot, and cannot come back to this one before every lane has
+// reached that next call, so after reading this one.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -67,18 +68,26 @@ struct Args {
     unsigned ldm;
     int layout;
 };
-// Per OS thread (one block at a time): each warp's staged matrices, each lane's arguments.
+// Per OS thread (one block at a time), in two slots: each warp's staged matrices, each
+// lane's arguments; and per lane, how many staging calls it has made in this block.
 struct Staging {
-    std::vector<float> matrices;  // per warp: a, b, c as 16×16 row-major
-    std::vector<Args> args;       // per thread of the block
+    std::vector<float> matrices[2];  // per warp: a, b, c as 16×16 row-major
+    std::vector<Args> args[2];       // per thread of the block
+    std::vector<uint32_t> calls;     // per thread of the block
+    uint64_t block = ~0ull;          // the block (Block::generation) the counts belong to
 };
 inline Staging& staging(unsigned threads) {
     static thread_local Staging s;
     unsigned warps = (threads + 31) / 32;
-    if (s.matrices.size() < (size_t)warps * 3 * ELEMENTS) s.matrices.resize((size_t)warps * 3 * ELEMENTS);
-    if (s.args.size() < warps * 32) s.args.resize(warps * 32);
+    for (int slot = 0; slot < 2; slot++) {
+        if (s.matrices[slot].size() < (size_t)warps * 3 * ELEMENTS) s.matrices[slot].resize((size_t)warps * 3 * ELEMENTS);
+        if (s.args[slot].size() < warps * 32) s.args[slot].resize(warps * 32);
+    }
+    if (s.block != current_block->generation) s.calls.assign(warps * 32, 0), s.block = current_block->generation;
     return s;
 }
+// The slot of this lane's next staging call.
+inline int next_slot(Staging& s) { return (int)(s.calls[current_lane->id]++ & 1); }
 
 [[noreturn]] inline void fail(WarpOp op, const char* file, int line, const std::string& why) {
     current_block->fail(std::string(warp_op_name(op)) + " at " + file + ":" + std::to_string(line) + ": " + why);
@@ -106,8 +115,8 @@ inline unsigned block_threads() {
 }
 
 // The same pointer, leading dimension and layout in every lane, aligned as documented.
-inline void check_args(WarpOp op, const char* file, int line, const Args& mine, size_t element_bytes) {
-    const Args& first = staging(block_threads()).args[warp() * 32];
+inline void check_args(WarpOp op, const char* file, int line, const Args& first, const Args& mine,
+                       size_t element_bytes) {
     if (first.ptr != mine.ptr || first.ldm != mine.ldm || first.layout != mine.layout)
         fail(op, file, line,
              "lane " + std::to_string(lane()) +
@@ -177,10 +186,11 @@ template <bool store, class F, class M>
 void move(F& f, M* p, unsigned ldm, bool col_major, cpu_cuda::WarpOp op, const char* file, int line) {
     using namespace cpu_cuda;
     wmma_detail::Staging& s = wmma_detail::staging(wmma_detail::block_threads());
+    const int slot = wmma_detail::next_slot(s);
     wmma_detail::Args mine{(const void*)p, ldm, col_major ? 1 : 0};
-    s.args[current_lane->id] = mine;
+    s.args[slot][current_lane->id] = mine;
     wmma_detail::whole_warp(op, file, line);
-    wmma_detail::check_args(op, file, line, mine, sizeof(M));
+    wmma_detail::check_args(op, file, line, s.args[slot][wmma_detail::warp() * 32], mine, sizeof(M));
     const std::vector<int>& pos = wmma_detail::position(F::kind);
     const int* mine_pos = pos.data() + wmma_detail::lane() * wmma_detail::PER_LANE;
     for (int i = 0; i < wmma_detail::PER_LANE; i++) {
@@ -190,7 +200,6 @@ void move(F& f, M* p, unsigned ldm, bool col_major, cpu_cuda::WarpOp op, const c
         else
             f.x[i] = p[at];
     }
-    wmma_detail::whole_warp(op, file, line);  // the arguments stay staged until every lane has checked them
 }
 }  // namespace detail_cpu
 
@@ -220,7 +229,7 @@ void mma_sync(fragment<accumulator, m, n, k, float>& d, const fragment<matrix_a,
     using namespace cpu_cuda;
     using namespace cpu_cuda::wmma_detail;
     Staging& s = staging(block_threads());
-    float* A = s.matrices.data() + (size_t)warp() * 3 * ELEMENTS;
+    float* A = s.matrices[next_slot(s)].data() + (size_t)warp() * 3 * ELEMENTS;
     float *Bm = A + ELEMENTS, *Cm = Bm + ELEMENTS;
     const int at = (int)lane() * PER_LANE;
     for (int i = 0; i < PER_LANE; i++) {  // this lane's share of each operand, to its place
@@ -236,7 +245,6 @@ void mma_sync(fragment<accumulator, m, n, k, float>& d, const fragment<matrix_a,
         for (int kk = 0; kk < TILE; kk++) acc = fmaf(A[r * TILE + kk], Bm[kk * TILE + col], acc);
         out[i] = acc;
     }
-    whole_warp(WarpOp::wmma_mma, file, line);  // every lane has read the staged operands
     for (int i = 0; i < PER_LANE; i++) d.x[i] = out[i];
 }
 
