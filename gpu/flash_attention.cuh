@@ -17,7 +17,8 @@
 //
 // Deterministic, without atomics: the backward makes one pass over key tiles for dk, dv
 // (each block owns its keys' rows and sums over query tiles in order) and one over query
-// tiles for dq; every sum has a fixed order.
+// tiles for dq (which also computes each row's D = rowsum(dy ⊙ y) first); every sum has a
+// fixed order.
 //
 // The products of tiles run through tile_product(): in the bf16 build on tensor cores
 // with the WMMA API (bf16 inputs, float32 sums; the CPU runtime executes it, cpu_cuda/
@@ -199,19 +200,6 @@ __global__ void flash_attention_forward_kernel(floatX* out, float* lse, const fl
         lse[(size_t)bh * T + q0 + threadIdx.x] = s.m[threadIdx.x] + logf(s.l[threadIdx.x]);
 }
 
-// D = rowsum(dy ⊙ y) per (b, h, t), into delta (B, NH, T): one warp per row.
-__global__ void flash_attention_delta_kernel(float* delta, const floatX* dout, const floatX* out, int B, int T, int NH,
-                                             int hs) {
-    const int rows = B * NH * T, r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (r >= rows) return;
-    const int t = r % T, h = r / T % NH, b = r / T / NH;
-    const size_t at = ((size_t)b * T + t) * NH * hs + h * hs;
-    float sum = 0.0f;
-    for (int d = lane; d < hs; d += 32) sum += (float)dout[at + d] * (float)out[at + d];
-    sum = warp_sum(sum);
-    if (lane == 0) delta[r] = sum;
-}
-
 // One tile pair of the backward: S = q·kᵀ and dP = dy·vᵀ into s.s and s.dp, then
 // P = exp(S·scale − lse) into s.p and dS = P ⊙ (dP − D)·scale into s.ds, zero where the
 // causal mask (or the end of the sequence) hides key k0 + c from query q0 + r.
@@ -230,14 +218,35 @@ __device__ inline void flash_backward_tile(const FlashBackwardTiles& s, int q0, 
     }
     __syncthreads();
 }
-// lse and D of query rows q0.. into shared memory (0 past T: those rows are masked anyway)
+// lse (and D, unless null) of query rows q0.. into shared memory (0 past T: those rows are
+// masked anyway)
 __device__ inline void load_row_stats(const FlashBackwardTiles& s, const float* lse, const float* delta, int q0,
                                       int T) {
     if (threadIdx.x < FLASH_TILE) {
         int t = q0 + threadIdx.x;
         s.lse[threadIdx.x] = t < T ? lse[t] : 0.0f;
-        s.delta[threadIdx.x] = t < T ? delta[t] : 0.0f;
+        if (delta) s.delta[threadIdx.x] = t < T ? delta[t] : 0.0f;
     }
+}
+// D = rowsum(dy ⊙ y) of query rows q0.. (dy already in s.dy; y read from out at (b, 0,
+// column of the head)) into s.delta and delta; uses s.acc1 as scratch for the products, so
+// that y is read coalesced and each row summed by one thread in order.
+__device__ inline void row_dots(const FlashBackwardTiles& s, float* delta, const floatX* out, int C, int q0, int T,
+                                int hs) {
+    const int ld = flash_ld(hs), ldo = hs + 4;
+    for (int i = threadIdx.x; i < FLASH_TILE * hs; i += blockDim.x) {
+        int r = i / hs, d = i % hs, t = q0 + r;
+        s.acc1[r * ldo + d] = t < T ? (float)s.dy[r * ld + d] * (float)out[(size_t)t * C + d] : 0.0f;
+    }
+    __syncthreads();
+    if (threadIdx.x < FLASH_TILE) {
+        const int r = threadIdx.x;
+        float sum = 0.0f;
+        for (int d = 0; d < hs; d++) sum += s.acc1[r * ldo + d];
+        s.delta[r] = sum;
+        if (q0 + r < T) delta[q0 + r] = sum;
+    }
+    __syncthreads();
 }
 // A TILE×hs float32 accumulator's rows t0.. (before T) into a (B,T,width) tensor at dst (at
 // (b, 0, column of the head)).
@@ -249,7 +258,8 @@ __device__ inline void store_rows(floatX* dst, int width, const float* acc, int 
 }
 
 // dk, dv for a tile of keys: grid (key tiles, B·NH); the first keys, seen by the most
-// queries, start first. Sums over query tiles in order.
+// queries, start first. Sums over query tiles in order. Runs after the dq kernel, which
+// wrote D (delta).
 __global__ void flash_attention_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
                                                      const float* lse, const float* delta, int T, int NH, int hs) {
     extern __shared__ __align__(128) char flash_smem[];
@@ -280,9 +290,10 @@ __global__ void flash_attention_backward_dkdv_kernel(floatX* dqkv, const floatX*
 }
 
 // dq for a tile of queries: grid (query tiles, B·NH), the last tiles first. Sums over key
-// tiles in order.
-__global__ void flash_attention_backward_dq_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
-                                                   const float* lse, const float* delta, int T, int NH, int hs) {
+// tiles in order. Also writes D = rowsum(dy ⊙ y) of its rows to delta (B, NH, T), for
+// itself and the dk, dv kernel.
+__global__ void flash_attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
+                                                   const floatX* qkv, const float* lse, int T, int NH, int hs) {
     extern __shared__ __align__(128) char flash_smem[];
     FlashBackwardTiles s = flash_backward_tiles(flash_smem, hs, false, nullptr);
     const int tiles = (T + FLASH_TILE - 1) / FLASH_TILE, qt = tiles - 1 - blockIdx.x, q0 = qt * FLASH_TILE;
@@ -291,7 +302,9 @@ __global__ void flash_attention_backward_dq_kernel(floatX* dqkv, const floatX* d
     const floatX* base = qkv + (size_t)b * T * 3 * C + h * hs;
     load_rows(s.q, ld, base, 3 * C, q0, T, hs);
     load_rows(s.dy, ld, dout + (size_t)b * T * C + h * hs, C, q0, T, hs);
-    load_row_stats(s, lse + (size_t)bh * T, delta + (size_t)bh * T, q0, T);
+    load_row_stats(s, lse + (size_t)bh * T, nullptr, q0, T);
+    __syncthreads();
+    row_dots(s, delta + (size_t)bh * T, out + (size_t)b * T * C + h * hs, C, q0, T, hs);
     zero_floats(s.acc1, FLASH_TILE * ldo);
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * FLASH_TILE;
@@ -325,18 +338,16 @@ inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, 
 // delta: (B,NH,T) scratch.
 inline void flash_attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
                                      const floatX* qkv, const float* lse, int B, int T, int C, int NH) {
-    const int hs = C / NH, tiles = (T + FLASH_TILE - 1) / FLASH_TILE, rows = B * NH * T;
-    flash_attention_delta_kernel<<<(rows + 7) / 8, 256, 0, ctx.stream>>>(delta, dout, out, B, T, NH, hs);
-    KERNEL_CHECK();
+    const int hs = C / NH, tiles = (T + FLASH_TILE - 1) / FLASH_TILE;
     size_t bytes;
-    flash_backward_tiles(nullptr, hs, true, &bytes);
-    flash_allow_shared((const void*)flash_attention_backward_dkdv_kernel, bytes);
-    flash_attention_backward_dkdv_kernel<<<dim3(tiles, B * NH), FLASH_THREADS, bytes, ctx.stream>>>(
-        dqkv, dout, qkv, lse, delta, T, NH, hs);
-    KERNEL_CHECK();
     flash_backward_tiles(nullptr, hs, false, &bytes);
     flash_allow_shared((const void*)flash_attention_backward_dq_kernel, bytes);
     flash_attention_backward_dq_kernel<<<dim3(tiles, B * NH), FLASH_THREADS, bytes, ctx.stream>>>(
+        dqkv, delta, dout, out, qkv, lse, T, NH, hs);
+    KERNEL_CHECK();
+    flash_backward_tiles(nullptr, hs, true, &bytes);
+    flash_allow_shared((const void*)flash_attention_backward_dkdv_kernel, bytes);
+    flash_attention_backward_dkdv_kernel<<<dim3(tiles, B * NH), FLASH_THREADS, bytes, ctx.stream>>>(
         dqkv, dout, qkv, lse, delta, T, NH, hs);
     KERNEL_CHECK();
 }

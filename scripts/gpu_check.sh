@@ -90,6 +90,17 @@ for precision in fp32 bf16; do  # bf16 last: ./train_gpt stays the default build
     if [ "$rc" -eq 0 ]; then note "test_gpu $precision" "ok: ${counts:-?}"
     elif [ "$rc" -eq 77 ]; then fail "test_gpu $precision" "found no GPU (exit 77)"
     else fail "test_gpu $precision" "${counts:-exit status $rc}"; fi
+    # the fused attention's own tests, on this GPU's tensor cores
+    if make -f gpu.mk test/test_flash_attention "${vars[@]}" > "$LOG_DIR/build_test_flash_$precision.log" 2>&1; then
+        section "test/test_flash_attention, $precision"
+        ./test/test_flash_attention 2>&1 | tee "$LOG_DIR/test_flash_$precision.log"
+        rc=${PIPESTATUS[0]}
+        counts=$(grep '^\[doctest\] test cases:' "$LOG_DIR/test_flash_$precision.log" | tail -1 | sed -E 's/\[doctest\] test cases: *//')
+        [ "$rc" -eq 0 ] && note "test_flash $precision" "ok: ${counts:-?}" || fail "test_flash $precision" "${counts:-exit status $rc}"
+    else
+        tail -30 "$LOG_DIR/build_test_flash_$precision.log"
+        fail "build test_flash $precision" "see $LOG_DIR/build_test_flash_$precision.log"
+    fi
 done
 
 # ---- kernel workbenches
