@@ -6,6 +6,9 @@
 #   (both in PRECISION, bf16 by default, as gpu.mk; *_fp32 are the same in fp32, which
 #   make test runs as well)
 #   test/test_cpu_cuda       the runtime's own tests (execution model, runtime API)
+#   test/test_cpu_wmma       its WMMA (tensor-core fragments) against float64 references
+#   test/test_flash_attention_cpu  the fused attention against train.cpp and the cuBLAS path
+#                            (and _fp32)
 #   test/test_cpu_cublas     its cuBLAS subset against float64 references
 #   test/test_cpu_nccl       its NCCL, across 1, 2 and 4 processes
 #   dev/cuda/NAME_cpu        the kernel workbenches (run with --check for the quick check)
@@ -30,10 +33,11 @@ TRAINER_SOURCES = $(call CPU_MIRROR,train_gpt.cu $(HOST_HEADERS) $(wildcard gpu/
 DEFS_bf16 := -DTRAIN_BF16
 DEFS_fp32 :=
 CPU_MIRROR = $(addprefix build/cpu/,$(1))
-WORKBENCHES := layernorm attention_softmax crossentropy gelu encoder_backward adamw
+WORKBENCHES := layernorm attention_softmax attention_fused crossentropy gelu encoder_backward adamw
 
 # what make test builds and runs
-CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/test_gpu_cpu_fp32 test/test_cpu_cuda \
+CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/test_gpu_cpu_fp32 test/test_cpu_cuda test/test_cpu_wmma \
+                     test/test_flash_attention_cpu test/test_flash_attention_cpu_fp32 \
                      test/test_cpu_cublas test/test_cpu_nccl $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu)
 
 .PHONY: cpu_cuda_check bench_cpu_cuda
@@ -68,6 +72,16 @@ test/test_gpu_cpu_fp32: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADER
 
 test/test_cpu_cuda: $(call CPU_MIRROR,test/test_cpu_cuda.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_cuda.cu $(CPU_CUDA_LIBS)
+
+test/test_cpu_wmma: $(call CPU_MIRROR,test/test_cpu_wmma.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_wmma.cu $(CPU_CUDA_LIBS)
+
+FLASH_TEST_SOURCES := $(call CPU_MIRROR,test/test_flash_attention.cu train.cpp test/test_util.h dev/cuda/device_array.h \
+                      $(HOST_HEADERS) $(wildcard gpu/*.cuh))
+test/test_flash_attention_cpu: $(FLASH_TEST_SOURCES) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) $(DEFS_$(PRECISION)) -o $@ -x c++ build/cpu/test/test_flash_attention.cu $(CPU_CUDA_LIBS)
+test/test_flash_attention_cpu_fp32: $(FLASH_TEST_SOURCES) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_flash_attention.cu $(CPU_CUDA_LIBS)
 
 test/test_cpu_cublas test/test_cpu_nccl: test/%: test/%.cpp test/cpu_cuda_test.h $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ $< $(CPU_CUDA_LIBS)

@@ -99,7 +99,7 @@ NO_NVCC_MESSAGE := gpu.mk: nvcc not found (PATH or CUDA_HOME=$(CUDA_HOME)): the 
 
 ifeq ($(NVCC),)
 
-train_gpt build/train_gpt_bf16 build/train_gpt_fp32 test/test_gpu test_gpu bench_gpu gpu_info:
+train_gpt build/train_gpt_bf16 build/train_gpt_fp32 test/test_gpu test/test_flash_attention test_gpu bench_gpu gpu_info:
 	@echo "$(NO_NVCC_MESSAGE)"; exit 1
 
 else
@@ -122,6 +122,11 @@ test/test_gpu: test/test_gpu.cu test/test_util.h test/golden.h dev/cuda/device_a
 	@test -f $(DOCTEST_INC)/doctest/doctest.h || { echo "gpu.mk: doctest.h not found under $(DOCTEST_INC) (apt-get install doctest-dev, or DOCTEST_INC=dir)"; exit 1; }
 	$(gpu_found)
 	$(NVCC) $(NVCC_ALL) -I$(DOCTEST_INC) -o $@ test/test_gpu.cu $(GPU_LIBS)
+
+# the fused attention against train.cpp and the cuBLAS path, on real tensor cores
+test/test_flash_attention: test/test_flash_attention.cu test/test_util.h dev/cuda/device_array.h train.cpp $(GPU_HOST_HEADERS) $(GPU_STAMP)
+	@test -f $(DOCTEST_INC)/doctest/doctest.h || { echo "gpu.mk: doctest.h not found under $(DOCTEST_INC) (apt-get install doctest-dev, or DOCTEST_INC=dir)"; exit 1; }
+	$(NVCC) $(NVCC_ALL) -I$(DOCTEST_INC) -o $@ test/test_flash_attention.cu $(GPU_LIBS)
 
 # test_gpu exits 77 when it finds no GPU: then the tests were compiled but not run
 test_gpu: test/test_gpu train_gpt

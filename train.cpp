@@ -698,6 +698,7 @@ struct CpuTrainer {
         return comm;
     }
     static void check_options(const Config& cfg) { refuse_gpu_only_options(cfg); }
+    static void choose_kernels(Config&, const ModelConfig&, const Comm&) {}  // one attention, one of each kernel
     static std::string hardware(const Config& cfg, const Comm& comm) {
         check_thread_count(cfg.threads);
         if (cfg.threads > 0) omp_set_num_threads(cfg.threads);

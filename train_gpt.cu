@@ -35,9 +35,11 @@
 
 #include "gpu/adamw.cuh"
 #include "gpu/attention.cuh"
+#include "gpu/attention_choice.cuh"
 #include "gpu/common.cuh"
 #include "gpu/crossentropy.cuh"
 #include "gpu/encoder.cuh"
+#include "gpu/flash_attention.cuh"
 #include "gpu/layernorm.cuh"
 #include "gpu/matmul.cuh"
 #include "gpu/replicas.cuh"
@@ -53,7 +55,7 @@ namespace gpu {
 // smaller batch uses the front of each tensor with strides from its own B and T.
 
 // Activations kept from forward for backward. Unlike train.cpp's: no attention
-// probabilities (the backward recomputes them from their softmax statistics), no
+// probabilities (the backward recomputes them from per-row statistics), no
 // probabilities after the classifier (the fused cross-entropy overwrites the logits with
 // their gradient), and the two projections that feed the residual stream are not kept.
 struct Activations {
@@ -61,7 +63,8 @@ struct Activations {
     floatX *ln1;                       // (L, B, T, C)
     float *ln1_mean, *ln1_rstd;        // (L, B, T)
     floatX *qkv;                       // (L, B, T, 3C)
-    float *att_max, *att_sum;          // (L, B, NH, T) each row's softmax maximum and sum
+    float *att_stats;                  // (L, S, B, NH, T) per attention row: S = 2, softmax maximum then sum
+                                       // (cuBLAS path), or S = 1, log-sum-exp (fused path)
     floatX *atty;                      // (L, B, T, C)
     floatX *residual2;                 // (L, B, T, C)
     floatX *ln2;                       // (L, B, T, C)
@@ -85,7 +88,8 @@ struct ActivationGrads {
 };
 // Working memory of single layers.
 struct Scratch {
-    AttentionScratch att;  // gpu/attention.cuh: (3,B,NH,T,hs) ×2, (B,NH,T,hs), (B,NH,T,T) ×2
+    AttentionScratch att;  // cuBLAS path, gpu/attention.cuh: (3,B,NH,T,hs) ×2, (B,NH,T,hs), (B,NH,T,T) ×2
+    float *att_delta;      // fused path, gpu/flash_attention.cuh: (B, NH, T) each row's dy·y
     floatX *proj;          // (B, T, C)  an output projection, before it joins the residual stream
     float *partials;       // (row_chunks(B·T), 4C) column sums per chunk of rows
 };
@@ -113,11 +117,15 @@ inline void carve(DeviceBuffer<char>& buffer, const Layout& fields, const char* 
     for (const Field& f : fields) *f.ptr = p, p += aligned(f.bytes);
 }
 
-inline Layout activation_layout(Activations& a, const ModelConfig& c, int B, int T, bool recompute) {
+// Statistics kept per attention row: the cuBLAS path's maximum and sum, or the fused
+// path's log-sum-exp.
+inline size_t att_stats_per_row(bool fused) { return fused ? 1 : 2; }
+
+inline Layout activation_layout(Activations& a, const ModelConfig& c, int B, int T, bool recompute, bool fused) {
     size_t BT = (size_t)B * T, L = c.L, C = c.C, NH = c.NH, Vp = c.Vp;
     return {tensor(a.encoded, BT * C),
             tensor(a.ln1, L * BT * C), tensor(a.ln1_mean, L * BT), tensor(a.ln1_rstd, L * BT),
-            tensor(a.qkv, L * BT * 3 * C), tensor(a.att_max, L * B * NH * T), tensor(a.att_sum, L * B * NH * T),
+            tensor(a.qkv, L * BT * 3 * C), tensor(a.att_stats, L * att_stats_per_row(fused) * B * NH * T),
             tensor(a.atty, L * BT * C), tensor(a.residual2, L * BT * C),
             tensor(a.ln2, L * BT * C), tensor(a.ln2_mean, L * BT), tensor(a.ln2_rstd, L * BT),
             tensor(a.fch, L * BT * 4 * C), tensor(a.fch_gelu, (recompute ? 1 : L) * BT * 4 * C),
@@ -130,20 +138,25 @@ inline Layout activation_grad_layout(ActivationGrads& d, const ModelConfig& c, i
     return {tensor(d.dresidual, BT * C), tensor(d.dx, BT * C), tensor(d.dln, BT * C), tensor(d.datty, BT * C),
             tensor(d.dqkv, BT * 3 * C), tensor(d.dfch, BT * 4 * C)};
 }
-inline Layout scratch_layout(Scratch& s, const ModelConfig& c, int B, int T) {
+// The attention scratch is the chosen path's only: the fused path has no (B,NH,T,T).
+inline Layout scratch_layout(Scratch& s, const ModelConfig& c, int B, int T, bool fused) {
     size_t BT = (size_t)B * T, C = c.C, att = (size_t)B * c.NH * T * T;
-    return {tensor(s.att.qkvr, 3 * BT * C), tensor(s.att.dqkvr, 3 * BT * C), tensor(s.att.yr, BT * C),
-            tensor(s.att.att, att), tensor(s.att.datt, att), tensor(s.proj, BT * C),
-            tensor(s.partials, (size_t)row_chunks((int)BT) * 4 * C)};
+    s.att = {}, s.att_delta = nullptr;
+    Layout attention = fused ? Layout{tensor(s.att_delta, (size_t)B * c.NH * T)}
+                             : Layout{tensor(s.att.qkvr, 3 * BT * C), tensor(s.att.dqkvr, 3 * BT * C),
+                                      tensor(s.att.yr, BT * C), tensor(s.att.att, att), tensor(s.att.datt, att)};
+    attention.insert(attention.end(),
+                     {tensor(s.proj, BT * C), tensor(s.partials, (size_t)row_chunks((int)BT) * 4 * C)});
+    return attention;
 }
 // Bytes of activations, their gradients and scratch for a micro-batch of B×T: exactly
 // what the trainer allocates for them.
-inline size_t activation_bytes(const ModelConfig& c, int B, int T, bool recompute) {
+inline size_t activation_bytes(const ModelConfig& c, int B, int T, bool recompute, bool fused) {
     Activations a;
     ActivationGrads d;
     Scratch s;
-    return layout_bytes(activation_layout(a, c, B, T, recompute)) + layout_bytes(activation_grad_layout(d, c, B, T)) +
-           layout_bytes(scratch_layout(s, c, B, T));
+    return layout_bytes(activation_layout(a, c, B, T, recompute, fused)) +
+           layout_bytes(activation_grad_layout(d, c, B, T)) + layout_bytes(scratch_layout(s, c, B, T, fused));
 }
 
 // The tokens of a micro-batch as the device reads them: [inputs BT] [targets BT] [group
@@ -160,6 +173,7 @@ struct GpuTrainer {
     int maxB, maxT;  // activation capacity
     int slots;       // micro-batches whose tokens can be in flight at once: one step's A
     bool recompute;  // --recompute 1
+    bool fused_attention;  // --attention: gpu/flash_attention.cuh, else gpu/attention.cuh (cuBLAS)
     int rank;
     // host copies: where run.h initialises, loads and saves
     std::vector<float> host_params, host_m, host_v;
@@ -189,7 +203,10 @@ struct GpuTrainer {
     static bool weights_copy() { return !std::is_same<floatX, float>::value; }
 
     GpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& config, const Comm& comm)
-        : cfg(mc), maxB(plan.B), maxT(plan.T), slots(plan.A), recompute(config.recompute), rank(comm.rank) {
+        : cfg(mc), maxB(plan.B), maxT(plan.T), slots(plan.A), recompute(config.recompute),
+          fused_attention(uses_fused_attention(config, mc)), rank(comm.rank) {
+        if (fused_attention && !gpu::flash_attention_supports(mc.C / mc.NH))
+            throw Error(strf("--attention fused does not support the head size %d (C/NH)", mc.C / mc.NH));
         if (mc.C % gpu::pack_size<floatX>() != 0)
             throw Error(strf("train_gpt needs the channel count to be a multiple of %d (its kernels move 16 bytes at "
                              "a time); the model has C=%d",
@@ -203,9 +220,9 @@ struct GpuTrainer {
         weights = weights_copy() ? weights_buf.ptr : (floatX*)params_buf.ptr;
         p = param_views(weights, mc);
         g = param_views(grads_buf.ptr, mc);
-        gpu::carve(acts_buf, gpu::activation_layout(a, mc, maxB, maxT, recompute), "the activations");
+        gpu::carve(acts_buf, gpu::activation_layout(a, mc, maxB, maxT, recompute, fused_attention), "the activations");
         gpu::carve(dacts_buf, gpu::activation_grad_layout(d, mc, maxB, maxT), "the activation gradients");
-        gpu::carve(scratch_buf, gpu::scratch_layout(s, mc, maxB, maxT), "the layers' scratch");
+        gpu::carve(scratch_buf, gpu::scratch_layout(s, mc, maxB, maxT, fused_attention), "the layers' scratch");
         size_t ints = gpu::token_ints(maxB, maxT);
         tokens_buf.alloc(ints, "the tokens");
         CUDA_CHECK(cudaMallocHost((void**)&pinned_tokens, (size_t)slots * ints * sizeof(int)));
@@ -232,10 +249,54 @@ struct GpuTrainer {
         if (weights_copy()) use.parts.push_back({"their bf16 copy", n * sizeof(floatX)});
         use.parts.insert(use.parts.end(),
                          {{"gradients", p}, {"AdamW state", 2 * p},
-                          {"activations", (double)gpu::activation_bytes(mc, B, T, config.recompute)},
+                          {"activations", (double)gpu::activation_bytes(mc, B, T, config.recompute,
+                                                                        uses_fused_attention(config, mc))},
                           {"tokens and sums", (double)(gpu::token_ints(B, T) * sizeof(int) +
                                                        (2 + gpu::MAX_NORM_BLOCKS) * sizeof(double))}});
         return use;
+    }
+    // --attention: "fused" or "cublas" as given or as choose_kernels resolved it; "auto" where
+    // nothing was timed (the CPU runtime, a dry run, a trainer built directly) is the fused
+    // path when it supports the head size.
+    static bool uses_fused_attention(const Config& config, const ModelConfig& mc) {
+        return config.attention == "fused" ||
+               (config.attention == "auto" && gpu::flash_attention_supports(mc.C / mc.NH));
+    }
+    // Resolves --attention auto before memory is planned: on a GPU, one layer of each path is
+    // timed at the run's shape (B as given, or 8 with --batch-size auto) and the faster kept,
+    // rank 0's choice on every replica; on the CPU runtime, the fused path, so that CI runs it.
+    static void choose_kernels(Config& config, const ModelConfig& mc, const Comm& comm) {
+        const int hs = mc.C / mc.NH;
+        const bool supported = gpu::flash_attention_supports(hs);
+        if (config.attention == "fused" && !supported)
+            throw Error(strf("--attention fused needs a head size C/NH that is a multiple of 16 from 16 to %d; the "
+                             "model has C=%d, NH=%d: head size %d (--attention cublas or auto runs it)",
+                             gpu::FLASH_MAX_HS, mc.C, mc.NH, hs));
+        if (config.attention != "auto") return;
+        std::string choice = "fused", line;
+        if (!supported) {
+            choice = "cublas";
+            line = strf("attention: cublas (the fused path supports head sizes that are multiples of 16 up to %d, the "
+                        "model's is %d)",
+                        gpu::FLASH_MAX_HS, hs);
+        } else if (!on_cpu_runtime() && gpu::ctx.device >= 0) {
+            const int B = config.batch_size > 0 ? config.batch_size : 8;
+            double fused = gpu::time_attention_layer(true, B, config.seq_len, mc.C, mc.NH);
+            double cublas = gpu::time_attention_layer(false, B, config.seq_len, mc.C, mc.NH);
+            choice = cublas > 0 && cublas < fused ? "cublas" : "fused";
+            line = strf("attention: fused %.2f ms, cublas %s per layer (forward and backward, B=%d T=%d): %s", fused,
+                        cublas > 0 ? strf("%.2f ms", cublas).c_str() : "does not fit", B, config.seq_len,
+                        choice.c_str());
+        }
+        config.attention = comm.allgather(choice)[0];  // every replica takes rank 0's
+        if (comm.rank == 0 && !line.empty()) printf("%s\n", line.c_str());
+    }
+    static bool on_cpu_runtime() {
+#ifdef CPU_CUDA
+        return true;
+#else
+        return false;
+#endif
     }
     static double memory_available(const Config& config) {
         if (config.device_memory > 0) return config.device_memory;
@@ -356,7 +417,7 @@ struct GpuTrainer {
             // this block's slices of the activations and parameters
             floatX* ln1 = a.ln1 + l * BT * C;       float* ln1_mean = a.ln1_mean + l * BT;
             float* ln1_rstd = a.ln1_rstd + l * BT;  floatX* qkv = a.qkv + l * BT * 3 * C;
-            float* att_max = a.att_max + l * BT * NH;  float* att_sum = a.att_sum + l * BT * NH;
+            float* att_stats = a.att_stats + l * gpu::att_stats_per_row(fused_attention) * BT * NH;
             floatX* atty = a.atty + l * BT * C;     floatX* residual2 = a.residual2 + l * BT * C;
             floatX* ln2 = a.ln2 + l * BT * C;       float* ln2_mean = a.ln2_mean + l * BT;
             float* ln2_rstd = a.ln2_rstd + l * BT;  floatX* fch = a.fch + l * BT * 4 * C;
@@ -365,7 +426,7 @@ struct GpuTrainer {
             // x + attention(ln1(x)), then x + mlp(ln2(x)); GELU is applied as fc's product is written
             gpu::layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, p.ln1w + l * C, p.ln1b + l * C, BT, C);
             gpu::matmul_forward(qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, BT, C, 3 * C);
-            gpu::attention_forward(atty, att_max, att_sum, qkv, s.att, B, T, C, NH);
+            attention_forward(atty, att_stats, qkv, B, T);
             gpu::matmul_forward(s.proj, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, BT, C, C);
             gpu::residual_forward(residual2, residual, s.proj, BT * C);
             gpu::layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, p.ln2w + l * C, p.ln2b + l * C, BT, C);
@@ -376,6 +437,23 @@ struct GpuTrainer {
         const floatX* last = a.residual3 + (cfg.L - 1) * BT * C;  // the output of the last block
         gpu::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p.lnfw, p.lnfb, BT, C);
         gpu::matmul_forward(a.logits, a.lnf, p.wte, nullptr, BT, C, Vp);  // the output head is wte, tied
+    }
+
+    // One layer's attention on the chosen path; stats is the layer's slice of att_stats.
+    void attention_forward(floatX* out, float* stats, const floatX* qkv, int B, int T) {
+        if (fused_attention)
+            gpu::flash_attention_forward(out, stats, qkv, B, T, cfg.C, cfg.NH);
+        else
+            gpu::attention_forward(out, stats, stats + (size_t)B * cfg.NH * T, qkv, s.att, B, T, cfg.C, cfg.NH);
+    }
+    // Overwrites dqkv; out is the forward's output (the fused backward reads it).
+    void attention_backward(floatX* dqkv, const floatX* dout, const floatX* out, const floatX* qkv, const float* stats,
+                            int B, int T) {
+        if (fused_attention)
+            gpu::flash_attention_backward(dqkv, s.att_delta, dout, out, qkv, stats, B, T, cfg.C, cfg.NH);
+        else
+            gpu::attention_backward(dqkv, dout, qkv, stats, stats + (size_t)B * cfg.NH * T, s.att, B, T, cfg.C,
+                                    cfg.NH);
     }
 
     // Cross-entropy of the logits against the targets on the device: adds the mean loss to
@@ -409,7 +487,7 @@ struct GpuTrainer {
             const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
             const floatX* ln1 = a.ln1 + l * BT * C;        const float* ln1_mean = a.ln1_mean + l * BT;
             const float* ln1_rstd = a.ln1_rstd + l * BT;   const floatX* qkv = a.qkv + l * BT * 3 * C;
-            const float* att_max = a.att_max + l * BT * NH;  const float* att_sum = a.att_sum + l * BT * NH;
+            const float* att_stats = a.att_stats + l * gpu::att_stats_per_row(fused_attention) * BT * NH;
             const floatX* atty = a.atty + l * BT * C;      const floatX* residual2 = a.residual2 + l * BT * C;
             const floatX* ln2 = a.ln2 + l * BT * C;        const float* ln2_mean = a.ln2_mean + l * BT;
             const float* ln2_rstd = a.ln2_rstd + l * BT;   const floatX* fch = a.fch + l * BT * 4 * C;
@@ -428,7 +506,7 @@ struct GpuTrainer {
             // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
             gpu::matmul_backward(d.datty, g.attprojw + (size_t)l * C * C, g.attprojb + l * C, work, d.dresidual, atty,
                                  p.attprojw + (size_t)l * C * C, BT, C, C);
-            gpu::attention_backward(d.dqkv, d.datty, qkv, att_max, att_sum, s.att, B, T, C, NH);
+            attention_backward(d.dqkv, d.datty, atty, qkv, att_stats, B, T);
             gpu::matmul_backward(d.dln, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + l * 3 * C, work, d.dqkv, ln1,
                                  p.qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C);
             gpu::layernorm_backward(d.dx, g.ln1w + l * C, g.ln1b + l * C, work, d.dln, residual, p.ln1w + l * C,

@@ -11,6 +11,7 @@
 //   fiber.h        fibers: the CUDA threads of a block
 //   exec.h         launches, blocks, barriers, warp collectives, the race detector
 //   device_math.h  atomics, intrinsics, bf16/fp16 device math
+//   wmma.h         nvcuda::wmma, the tensor-core fragments (m16n16k16)
 //   runtime.h      the runtime API: memory, copies, streams, events, devices, errors
 //   cublas_cpu.h   the cuBLAS calls the project makes
 //   nccl_cpu.h     NCCL, across processes on one machine
@@ -32,6 +33,7 @@
 #include "fiber.h"
 #include "exec.h"
 #include "device_math.h"
+#include "wmma.h"
 #include "runtime.h"
 #if __has_include("cublas_cpu.h")
 #include "cublas_cpu.h"

@@ -61,10 +61,13 @@ struct Launch {
 };
 
 enum class LaneState : uint8_t { unstarted, running, ready, at_barrier, in_collective, exited };
-enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp, activemask };
+enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp, activemask,
+                               wmma_fill, wmma_load, wmma_store, wmma_mma };  // wmma_*: votes, as ballot (wmma.h)
 inline const char* warp_op_name(WarpOp op) {
     static const char* names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
-                                  "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp", "__activemask"};
+                                  "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp", "__activemask",
+                                  "wmma::fill_fragment", "wmma::load_matrix_sync", "wmma::store_matrix_sync",
+                                  "wmma::mma_sync"};
     return names[(int)op];
 }
 
@@ -143,8 +146,8 @@ class Block {
         for (unsigned w = 0; w < warps_; w++) groups_[w].clear(), converging_[w].clear();
         free_fibers_.clear(), idle_runners_.clear();
         unused_fibers_ = 0;  // every fiber is free again
-        if (dynamic_smem_.size() < l.dynamic_smem) dynamic_smem_.resize(l.dynamic_smem);
-        if (settings().poison && l.dynamic_smem) memset(dynamic_smem_.data(), 0xFF, l.dynamic_smem);
+        if (dynamic_smem_.size() < l.dynamic_smem + 128) dynamic_smem_.resize(l.dynamic_smem + 128);
+        if (settings().poison && l.dynamic_smem) memset(dynamic_shared(), 0xFF, l.dynamic_smem);
         breadth_first_ = s.threads == ThreadOrder::forward || s.threads == ThreadOrder::reverse ||
                          s.threads == ThreadOrder::shuffle;
 
@@ -247,7 +250,8 @@ class Block {
         __builtin_unreachable();
     }
 
-    void* dynamic_shared() { return dynamic_smem_.data(); }
+    // 128-byte aligned, as a GPU's (WMMA needs 32 bytes)
+    void* dynamic_shared() { return (void*)(((uintptr_t)dynamic_smem_.data() + 127) & ~(uintptr_t)127); }
 
     // Fills a __shared__ variable with NaN bytes when the first thread of a block reaches
     // its declaration: __shared__ memory starts undefined on a GPU.
@@ -514,7 +518,7 @@ class Block {
             unsigned ballot = 0;
             for (unsigned lane = 0; lane < 32; lane++)
                 if (g.arrived >> lane & 1) ballot |= (unsigned)(lanes[lane].pred != 0) << lane;
-            unsigned answer = g.op == WarpOp::ballot ? ballot
+            unsigned answer = g.op == WarpOp::ballot || g.op >= WarpOp::wmma_fill ? ballot
                             : g.op == WarpOp::any ? (unsigned)(ballot != 0) : (unsigned)(ballot == g.arrived);
             for (unsigned lane = 0; lane < 32; lane++)
                 if (g.arrived >> lane & 1) memcpy(lanes[lane].result, &answer, sizeof answer);

@@ -32,6 +32,7 @@ struct Settings {
     uint64_t memory = 0;          // CPU_CUDA_MEMORY (e.g. 80GB): device memory; 0 = the machine's RAM
     size_t stack_bytes = 64 << 10;  // CPU_CUDA_STACK_KB: each CUDA thread's stack
     double nccl_timeout_s = 300;  // CPU_CUDA_NCCL_TIMEOUT: seconds a rank waits for the others
+    bool wmma_shuffled = false;   // CPU_CUDA_WMMA_LAYOUT=shuffled: WMMA fragments' elements on permuted lanes
 };
 
 // "80GB", "512MiB", "1e9" -> bytes; 0 on a malformed value.
@@ -122,6 +123,10 @@ inline Settings read_settings() {
     if (const char* v = getenv("CPU_CUDA_NCCL_TIMEOUT")) {
         s.nccl_timeout_s = strtod(v, nullptr);
         if (!(s.nccl_timeout_s > 0)) bad_setting("CPU_CUDA_NCCL_TIMEOUT", v, "seconds > 0");
+    }
+    if (const char* v = getenv("CPU_CUDA_WMMA_LAYOUT")) {
+        if (strcmp(v, "natural") && strcmp(v, "shuffled")) bad_setting("CPU_CUDA_WMMA_LAYOUT", v, "natural or shuffled");
+        s.wmma_shuffled = v[0] == 's';
     }
     return s;
 }

@@ -7,6 +7,8 @@
 //   static void check_options(const Config&)  refuses options this trainer has no use for (UsageError)
 //   static std::string hardware(const Config&, const Comm&)  threads or GPU, for the log
 //   static MemoryUse memory_use(const ModelConfig&, int B, int T, const Config&)  what it allocates
+//   static void choose_kernels(Config&, const ModelConfig&, const Comm&)  resolves kernel choices
+//       such as --attention auto, the same on every replica, before memory is planned
 //   static double memory_available(const Config&)  bytes it may use (--device-memory, else what
 //                                                  is free); 0 = unknown (a dry run without a GPU)
 //   float* params(); float* adam_m(); float* adam_v();  host copies, num_params() each
@@ -244,6 +246,7 @@ inline void check_whole_sequences(long long global, int T, int R) {
 template <class Trainer>
 BatchPlan plan_micro_batch(Config& cfg, const ModelConfig& mc, const Comm& comm) {
     const int T = cfg.seq_len, R = planned_replicas(cfg, comm);
+    Trainer::choose_kernels(cfg, mc, comm);  // before memory is planned: the GPU's attention path uses it
     double available = Trainer::memory_available(cfg);
     for (uint64_t a : comm.allgather((uint64_t)available)) available = std::min(available, (double)a);
     auto bytes = [&](int B) { return Trainer::memory_use(mc, B, T, cfg).total(); };

@@ -3,8 +3,9 @@
 # doctest, builds train_gpt and test/test_gpu for this machine's GPU in both precisions
 # (fp32, then bf16, the default, which stays built), runs the GPU tests (bf16 with the
 # 300-step comparison that make test leaves out), the kernel workbenches (dev/cuda) in both
-# precisions and the benchmark, checks that two replicas train like one GPU when there are
-# two GPUs, and ends with a summary table.
+# precisions (attention_fused times one layer's attention on both paths) and the benchmark
+# (the whole step on each attention path), checks that two replicas train like one GPU when
+# there are two GPUs, and ends with a summary table.
 #
 #   scripts/gpu_check.sh [--quick] [--no-workbenches]
 #
@@ -89,6 +90,17 @@ for precision in fp32 bf16; do  # bf16 last: ./train_gpt stays the default build
     if [ "$rc" -eq 0 ]; then note "test_gpu $precision" "ok: ${counts:-?}"
     elif [ "$rc" -eq 77 ]; then fail "test_gpu $precision" "found no GPU (exit 77)"
     else fail "test_gpu $precision" "${counts:-exit status $rc}"; fi
+    # the fused attention's own tests, on this GPU's tensor cores
+    if make -f gpu.mk test/test_flash_attention "${vars[@]}" > "$LOG_DIR/build_test_flash_$precision.log" 2>&1; then
+        section "test/test_flash_attention, $precision"
+        ./test/test_flash_attention 2>&1 | tee "$LOG_DIR/test_flash_$precision.log"
+        rc=${PIPESTATUS[0]}
+        counts=$(grep '^\[doctest\] test cases:' "$LOG_DIR/test_flash_$precision.log" | tail -1 | sed -E 's/\[doctest\] test cases: *//')
+        [ "$rc" -eq 0 ] && note "test_flash $precision" "ok: ${counts:-?}" || fail "test_flash $precision" "${counts:-exit status $rc}"
+    else
+        tail -30 "$LOG_DIR/build_test_flash_$precision.log"
+        fail "build test_flash $precision" "see $LOG_DIR/build_test_flash_$precision.log"
+    fi
 done
 
 # ---- kernel workbenches
@@ -98,7 +110,7 @@ if [ "$WORKBENCHES" -eq 1 ]; then
         if make -C dev/cuda -j"$JOBS" PRECISION=$precision ${MAKE_VARS[@]+"${MAKE_VARS[@]}"} \
                 > "$LOG_DIR/build_dev_cuda_$precision.log" 2>&1; then
             bad=""
-            for b in layernorm attention_softmax crossentropy gelu encoder_backward adamw; do
+            for b in layernorm attention_softmax attention_fused crossentropy gelu encoder_backward adamw; do
                 ./dev/cuda/$b 2>&1 | tee -a "$LOG_DIR/dev_cuda_$precision.log" || bad="$bad $b"
             done
             if [ -z "$bad" ]; then note "workbenches $precision" "ok (tables in $LOG_DIR/dev_cuda_$precision.log)"
@@ -152,6 +164,11 @@ fi
 section "summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 printf "%s\n" "${SUMMARY[@]}"
 if [ -f "$LOG_DIR/bench.log" ]; then echo; grep -E '^(\||peaks|GPU:|llm.c)' "$LOG_DIR/bench.log"; fi
+for precision in fp32 bf16; do  # one layer's attention, forward and backward, on each path
+    [ -f "$LOG_DIR/dev_cuda_$precision.log" ] || continue
+    echo; echo "attention per layer, $precision:"
+    grep -A8 '^causal attention forward + backward' "$LOG_DIR/dev_cuda_$precision.log" | grep -E '^(1|2|fused / cuBLAS)'
+done
 echo
 [ "$FAILED" -eq 0 ] && echo "gpu_check: all passed" || echo "gpu_check: SOME CHECKS FAILED"
 exit $FAILED

@@ -80,8 +80,15 @@ echo "==== hardening checks took $((SECONDS - hardening_start)) s (their builds 
 if [ -x ./test/test_cpu_cuda ]; then
     export OMP_WAIT_POLICY=passive
     suite "CPU runtime for CUDA: execution model and runtime API" ./test/test_cpu_cuda
+    suite "CPU runtime for CUDA: WMMA (tensor-core fragments)" ./test/test_cpu_wmma
+    suite "CPU runtime for CUDA: WMMA, shuffled fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled ./test/test_cpu_wmma
     suite "CPU runtime for CUDA: cuBLAS subset" ./test/test_cpu_cublas
     suite "CPU runtime for CUDA: NCCL across processes" ./test/test_cpu_nccl
+    suite "fused attention on the CPU runtime, bf16 build (WMMA)" ./test/test_flash_attention_cpu
+    suite "fused attention on the CPU runtime, fp32 build (the exact tier)" ./test/test_flash_attention_cpu_fp32
+    suite "fused attention, bf16, shuffled WMMA fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled \
+        ./test/test_flash_attention_cpu
+    suite "fused attention, bf16, race detector on" env CPU_CUDA_RACECHECK=1 ./test/test_flash_attention_cpu
     suite "GPU tests on the CPU runtime, bf16 build" ./test/test_gpu_cpu
     suite "GPU tests on the CPU runtime, fp32 build (the exact tier)" ./test/test_gpu_cpu_fp32
     # every launch under five schedules, compared: a race shows up as a difference. (Not the

@@ -303,7 +303,7 @@ TEST_CASE("fused softmax + cross-entropy matches the CPU's forward and backward,
 // The tiny model of test_cpu.cpp: V not a multiple of the padding.
 static ModelConfig tiny_config() {
     ModelConfig c;
-    c.maxT = 8, c.V = 37, c.Vp = 64, c.L = 2, c.NH = 2, c.C = 16;
+    c.maxT = 8, c.V = 37, c.Vp = 64, c.L = 2, c.NH = 2, c.C = 32;  // head size 16: both attention paths run it
     return c;
 }
 
@@ -384,7 +384,11 @@ TEST_CASE("whole model: logits, loss, gradients and 10 AdamW steps match PyTorch
     const int B = gold.B, T = gold.T, V = mc.V, Vp = mc.Vp;
     BatchPlan plan = plan_batch(B, T, 1, 0);
     Comm single;
-    GpuTrainer m(mc, plan, Config{}, single);
+    Config config;  // both attention paths, each against the golden file
+    SUBCASE("fused attention") { config.attention = "fused"; }
+    SUBCASE("cuBLAS attention") { config.attention = "cublas"; }
+    CAPTURE(config.attention);
+    GpuTrainer m(mc, plan, config, single);
     load_model_params("test/golden/model_tiny.bin", mc, m.params());
     m.upload();
 
@@ -466,7 +470,7 @@ static const std::vector<int> CONTEXT = {1, 5, 9, 2, 30, 7};
 // `steps` steps of B×T with T = 6 on a global batch of 8 sequences, clipping at 0.5, through
 // the Trainer interface of host/run.h, so GpuTrainer and CpuTrainer run the same code.
 template <class Trainer>
-static Outcome run_steps(int B, int A, int steps) {
+static Outcome run_steps(int B, int A, int steps, const std::string& attention = "auto") {
     ModelConfig c = tiny_config();
     const int T = 6;
     BatchPlan plan = plan_batch(B, T, 1, (long long)8 * T);
@@ -474,7 +478,9 @@ static Outcome run_steps(int B, int A, int steps) {
     DataLoader data("tokens", tiny_tokens(), c.V), val("val", tiny_tokens(), c.V);
     data.configure(plan.B, plan.T, plan.A, plan.R, 0, true, 5);
     Comm single;
-    Trainer m(c, plan, Config{}, single);
+    Config config;
+    config.attention = attention;
+    Trainer m(c, plan, config, single);
     randomize(m.params(), c, 21);
     m.upload();
     Outcome o;
@@ -491,11 +497,17 @@ static Outcome run_steps(int B, int A, int steps) {
     o.v.assign(m.adam_v(), m.adam_v() + n);
     return o;
 }
-static Outcome gpu_run(int B, int A, int steps) { return run_steps<GpuTrainer>(B, A, steps); }
+static Outcome gpu_run(int B, int A, int steps, const std::string& attention = "auto") {
+    return run_steps<GpuTrainer>(B, A, steps, attention);
+}
 static Outcome cpu_run(int B, int A, int steps) { return run_steps<CpuTrainer>(B, A, steps); }
 
 TEST_CASE("10 optimizer steps agree with the CPU trainer: losses, norms, parameters, validation, sampling") {
-    Outcome gpu = gpu_run(4, 2, 10), cpu = cpu_run(4, 2, 10);
+    std::string attention;
+    SUBCASE("fused attention") { attention = "fused"; }
+    SUBCASE("cuBLAS attention") { attention = "cublas"; }
+    CAPTURE(attention);
+    Outcome gpu = gpu_run(4, 2, 10, attention), cpu = cpu_run(4, 2, 10);
     // fp32: each step agrees to ~1e-6, and 10 steps of Adam amplify differences in tiny
     // gradients: 1e-5 for losses and norms, 1e-4 for the parameters and optimizer state
     // (as check_reference). bf16: the bounds of the golden-file test (GOLDEN_BF16), with the
@@ -526,7 +538,11 @@ TEST_CASE("accumulation invariance on the GPU: B=8 A=1 equals B=4 A=2 equals B=2
 }
 
 TEST_CASE("two identical runs are bit-identical") {
-    Outcome a = gpu_run(4, 2, 5), b = gpu_run(4, 2, 5);
+    std::string attention;
+    SUBCASE("fused attention") { attention = "fused"; }
+    SUBCASE("cuBLAS attention") { attention = "cublas"; }
+    CAPTURE(attention);
+    Outcome a = gpu_run(4, 2, 5, attention), b = gpu_run(4, 2, 5, attention);
     CHECK(a.losses == b.losses);
     CHECK(a.norms == b.norms);
     CHECK(a.params == b.params);
@@ -553,12 +569,15 @@ TEST_CASE("memory: the estimate is what the trainer allocates, to the byte, for 
         int B, T;
     };
     for (Shape shape : {Shape{4, 6}, Shape{3, 8}, Shape{1, 1}})
-        for (int recompute : {0, 1}) {
+        for (int recompute : {0, 1})
+        for (std::string attention : {"cublas", "fused"}) {
             CAPTURE(shape.B);
             CAPTURE(shape.T);
             CAPTURE(recompute);
+            CAPTURE(attention);
             Config config;
             config.recompute = recompute;
+            config.attention = attention;
             BatchPlan plan = plan_batch(shape.B, shape.T, 1, 0);
             Comm single;
             CUDA_CHECK(cudaMemGetInfo(&free0, &total));
@@ -573,9 +592,9 @@ TEST_CASE("memory: the estimate is what the trainer allocates, to the byte, for 
 TEST_CASE("memory: attention no longer grows with L×T², and --recompute keeps one layer's GELU output") {
     ModelConfig c = tiny_config();
     const int B = 2;
-    auto activations = [&](int L, int T, bool recompute) {
+    auto activations = [&](int L, int T, bool recompute, bool fused = false) {
         c.L = L;
-        return (double)gpu::activation_bytes(c, B, T, recompute);
+        return (double)gpu::activation_bytes(c, B, T, recompute, fused);
     };
     const double slack = 20 * 256;  // each of the ~20 tensors starts on a 256-byte boundary
     // What one more layer costs: (B,T,·) tensors and per-row softmax statistics, linear in
@@ -588,6 +607,11 @@ TEST_CASE("memory: attention no longer grows with L×T², and --recompute keeps 
     // --recompute 1 keeps one layer's GELU output instead of L: at L = 8, seven (B,T,4C) fewer
     double saved = activations(8, 256, false) - activations(8, 256, true);
     CHECK(std::fabs(saved - 7.0 * B * 256 * 4 * c.C * sizeof(floatX)) <= slack);
+    // the fused path has no T² scratch at all: everything grows linearly with T, and it
+    // keeps one float per attention row instead of two
+    CHECK(std::fabs(activations(8, 1024, false, true) - 4 * activations(8, 256, false, true)) <= 4 * slack);
+    double t2_scratch = 2.0 * B * c.NH * 1024 * 1024 * sizeof(floatX);
+    CHECK(activations(1, 1024, false) - activations(1, 1024, false, true) >= t2_scratch);
 }
 
 // ----------------------------------------------------------------------------
@@ -710,6 +734,40 @@ TEST_CASE("train_gpt: --batch-size auto picks the largest micro-batch that fits;
     CHECK(std::count(out.begin(), out.end(), '\n') == 1);  // one line, and nothing before it
     // auto without a global batch to split is a usage error
     CHECK(run_command(TRAIN_GPT + " " + TINY_ARGS + memory + "--dry-run 1 -b auto", &out) == 2);
+}
+
+TEST_CASE("train_gpt: -b auto fits a larger micro-batch with --attention fused, which has no T×T scratch") {
+    // TINY_ARGS' model at T = 32, where cuBLAS's (B,NH,T,T) scratch is a large part of a
+    // micro-batch; memory allowed: what B=16 needs on the fused path
+    ModelConfig c;
+    c.L = 2, c.NH = 2, c.C = 32, c.maxT = 32, c.V = 256, c.Vp = 256;
+    Config fused, cublas;
+    fused.attention = "fused", cublas.attention = "cublas";
+    double need = GpuTrainer::memory_use(c, 16, 32, fused).total();
+    REQUIRE(GpuTrainer::memory_use(c, 16, 32, cublas).total() > need);
+    std::string args = TINY_ARGS + strf("-t 32 --device-memory %.0f --dry-run 1 -b auto -d 1024 ", need), out;
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "--attention fused", &out) == 0);
+    CHECK(out.find("micro-batch chosen from memory: B=16,") != std::string::npos);
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "--attention cublas", &out) == 0);
+    CHECK(out.find("micro-batch chosen from memory: B=8,") != std::string::npos);
+}
+
+TEST_CASE("train_gpt: --attention takes cublas, fused or auto; fused refuses a head size it cannot run") {
+    std::string out;
+    CHECK(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 1 -o '' --attention flash2", &out) == 2);
+    CHECK(out.find("--attention must be 'cublas', 'fused' or 'auto', got 'flash2'") != std::string::npos);
+    CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+    // head size 40/4 = 10: not a multiple of 16
+    const std::string hs10 = "--layers 1 --heads 4 --channels 40 --max-seq-len 16 -b 2 -t 8 --val-every 0 "
+                             "--sample-every 0 -o '' ";
+    CHECK(run_command(TRAIN_GPT + " " + hs10 + "-n 1 --attention fused", &out) == 1);
+    CHECK(out.find("head size 10") != std::string::npos);
+    CHECK(out.find("multiple of 16 from 16 to 128") != std::string::npos);
+    CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+    // auto falls back to the cuBLAS path, saying so in one line, and trains
+    CHECK(run_command(TRAIN_GPT + " " + hs10 + "-n 2 --attention auto", &out) == 0);
+    CHECK(out.find("attention: cublas (the fused path supports head sizes that are multiples of 16 up to 128, "
+                   "the model's is 10)") != std::string::npos);
 }
 
 TEST_CASE("train_gpt: a small run trains, and bad input gives one clear error line") {

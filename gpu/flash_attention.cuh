@@ -1,0 +1,355 @@
+// gpu/flash_attention.cuh: causal multi-head self-attention in one pass over tiles
+// (FlashAttention-2's algorithm), forward and backward, never writing a T×T matrix.
+//
+// Same contract as gpu/attention.cuh's cuBLAS path, which it is checked against: q, k, v
+// are read straight from qkv (B,T,3C) = [q | k | v], y is written straight into (B,T,C),
+// and the backward overwrites dqkv (B,T,3C). Per (b, h), row-major, scale = 1/√hs:
+//   forward:   S = q·kᵀ·scale   P = causal_softmax(S)   y = P·v
+//   backward:  dP = dy·vᵀ   dS = P ⊙ (dP − D)·scale with D = rowsum(dy ⊙ y)
+//              dv = Pᵀ·dy   dk = dSᵀ·q   dq = dS·k
+//
+// A block takes one (b, h) and a tile of TILE query rows (forward, dq) or key rows (dk, dv),
+// and walks the tiles of the other side that the causal mask leaves: keys 0..t for query t.
+// The forward keeps a running maximum m and sum l per row in float32 (online softmax):
+// when a key tile raises m, what was summed so far is scaled by exp(m_old − m_new). It
+// saves one float32 per row, lse = m + log(l), from which the backward recomputes each
+// tile's probabilities, P = exp(S·scale − lse), instead of keeping P (B,NH,T,T).
+//
+// Deterministic, without atomics: the backward makes one pass over key tiles for dk, dv
+// (each block owns its keys' rows and sums over query tiles in order) and one over query
+// tiles for dq (which also computes each row's D = rowsum(dy ⊙ y) first); every sum has a
+// fixed order.
+//
+// The products of tiles run through tile_product(): in the bf16 build on tensor cores
+// with the WMMA API (bf16 inputs, float32 sums; the CPU runtime executes it, cpu_cuda/
+// wmma.h), in the fp32 build with float32 FMAs, so that the fp32 tier checks this very
+// algorithm against train.cpp to 1e-5. Which lane holds which element of a WMMA fragment
+// is unspecified, so every tile goes through shared memory between products, and the
+// softmax works on it there.
+//
+// Shapes: head sizes hs that are multiples of 16 up to 128 (WMMA's 16×16×16 tiles); any
+// T ≥ 1 (rows past T in the last tile are zeros and masked). Shared memory per block is
+// up to ~120 KiB (fp32, hs = 128), so the kernels opt in above the default 48 KiB.
+#pragma once
+#include <mma.h>
+
+#include <type_traits>
+
+#include "common.cuh"
+
+namespace gpu {
+
+constexpr int FLASH_TILE = 32;     // query rows and key rows per tile
+constexpr int FLASH_THREADS = 128;  // 4 warps; one 16×16 output tile each in S (32×32)
+constexpr int FLASH_MAX_HS = 128;
+
+inline bool flash_attention_supports(int hs) { return hs % 16 == 0 && hs >= 16 && hs <= FLASH_MAX_HS; }
+
+// Leading dimensions of the tiles in shared memory: padded by 16 bytes, which keeps rows
+// 32-byte aligned (WMMA's requirement) and spreads them over the memory banks.
+__host__ __device__ inline int flash_ld(int hs) { return hs + 16 / (int)sizeof(floatX); }
+constexpr int FLASH_LDS = FLASH_TILE + 4;                          // float32 score tiles
+constexpr int FLASH_LDP = FLASH_TILE + 16 / (int)sizeof(floatX);   // floatX probability tiles
+
+// acc (M×N float32, leading dimension ldacc) = [acc +] A·B over K, every operand in shared
+// memory. A's element (m, k) is A[m·lda + k], or A[k·lda + m] with A_T (Aᵀ stored);
+// B's element (k, n) is B[k·ldb + n], or B[n·ldb + k] with B_T. M, N, K are multiples of
+// 16. Every thread of the block calls it; the caller synchronises before and after.
+template <bool A_T, bool B_T, class T>
+__device__ void tile_product(float* acc, int ldacc, const T* A, int lda, const T* B, int ldb, int M, int N, int K,
+                             bool accumulate) {
+    if constexpr (std::is_same<T, float>::value) {
+        // fp32: each thread owns outputs, summing over k in order
+        for (int i = threadIdx.x; i < M * N; i += blockDim.x) {
+            int m = i / N, n = i % N;
+            float sum = accumulate ? acc[m * ldacc + n] : 0.0f;
+            for (int k = 0; k < K; k++)
+                sum = fmaf(A_T ? A[k * lda + m] : A[m * lda + k], B_T ? B[n * ldb + k] : B[k * ldb + n], sum);
+            acc[m * ldacc + n] = sum;
+        }
+    } else {
+        // bf16: each warp owns 16×16 output tiles, on tensor cores
+        using namespace nvcuda;
+        using LA = typename std::conditional<A_T, wmma::col_major, wmma::row_major>::type;
+        using LB = typename std::conditional<B_T, wmma::col_major, wmma::row_major>::type;
+        const int warp = threadIdx.x / 32, warps = blockDim.x / 32, tiles_n = N / 16;
+        for (int tile = warp; tile < (M / 16) * tiles_n; tile += warps) {
+            const int m0 = tile / tiles_n * 16, n0 = tile % tiles_n * 16;
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+            if (accumulate)
+                wmma::load_matrix_sync(c, acc + m0 * ldacc + n0, ldacc, wmma::mem_row_major);
+            else
+                wmma::fill_fragment(c, 0.0f);
+            for (int k0 = 0; k0 < K; k0 += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, LA> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, LB> b;
+                wmma::load_matrix_sync(a, A_T ? A + k0 * lda + m0 : A + m0 * lda + k0, lda);
+                wmma::load_matrix_sync(b, B_T ? B + n0 * ldb + k0 : B + k0 * ldb + n0, ldb);
+                wmma::mma_sync(c, a, b, c);
+            }
+            wmma::store_matrix_sync(acc + m0 * ldacc + n0, c, ldacc, wmma::mem_row_major);
+        }
+    }
+}
+
+// Rows t0.. of one head's hs columns of a (B,T,width) tensor (src already at (b, 0, column
+// of the head)) into a TILE×ld tile; rows at or past T are zeros, so that they add nothing.
+__device__ inline void load_rows(floatX* tile, int ld, const floatX* src, int width, int t0, int T, int hs) {
+    for (int i = threadIdx.x; i < FLASH_TILE * hs; i += blockDim.x) {
+        int r = i / hs, d = i % hs, t = t0 + r;
+        tile[r * ld + d] = t < T ? src[(size_t)t * width + d] : floatX(0.0f);
+    }
+}
+__device__ inline void zero_floats(float* p, int n) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0.0f;
+}
+
+// Carves a block's dynamic shared memory into tiles, each on a 128-byte boundary.
+struct SharedCarver {
+    uintptr_t base;  // 0 when the host only counts the bytes
+    size_t used = 0;
+    template <class T>
+    __host__ __device__ T* take(size_t count) {
+        T* at = (T*)(base + used);
+        used += (count * sizeof(T) + 127) / 128 * 128;
+        return at;
+    }
+};
+// Shared memory of each kernel, in the order the kernels take it (the host sizes launches
+// with the same function and a null base).
+struct FlashForwardTiles {
+    floatX *q, *k, *v, *p;
+    float *s, *o, *m, *l, *alpha;
+};
+__host__ __device__ inline FlashForwardTiles flash_forward_tiles(char* base, int hs, size_t* bytes) {
+    SharedCarver c{(uintptr_t)base};
+    const int ld = flash_ld(hs), ldo = hs + 4;
+    FlashForwardTiles t;
+    t.q = c.take<floatX>(FLASH_TILE * ld), t.k = c.take<floatX>(FLASH_TILE * ld), t.v = c.take<floatX>(FLASH_TILE * ld);
+    t.p = c.take<floatX>(FLASH_TILE * FLASH_LDP);
+    t.s = c.take<float>(FLASH_TILE * FLASH_LDS), t.o = c.take<float>(FLASH_TILE * ldo);
+    t.m = c.take<float>(FLASH_TILE), t.l = c.take<float>(FLASH_TILE), t.alpha = c.take<float>(FLASH_TILE);
+    if (bytes) *bytes = c.used;
+    return t;
+}
+struct FlashBackwardTiles {
+    floatX *q, *k, *v, *dy, *p, *ds;
+    float *s, *dp, *acc1, *acc2, *lse, *delta;  // acc1, acc2: dk and dv, or dq alone
+};
+__host__ __device__ inline FlashBackwardTiles flash_backward_tiles(char* base, int hs, bool two_accumulators,
+                                                                   size_t* bytes) {
+    SharedCarver c{(uintptr_t)base};
+    const int ld = flash_ld(hs), ldo = hs + 4;
+    FlashBackwardTiles t;
+    t.q = c.take<floatX>(FLASH_TILE * ld), t.k = c.take<floatX>(FLASH_TILE * ld);
+    t.v = c.take<floatX>(FLASH_TILE * ld), t.dy = c.take<floatX>(FLASH_TILE * ld);
+    t.p = c.take<floatX>(FLASH_TILE * FLASH_LDP), t.ds = c.take<floatX>(FLASH_TILE * FLASH_LDP);
+    t.s = c.take<float>(FLASH_TILE * FLASH_LDS), t.dp = c.take<float>(FLASH_TILE * FLASH_LDS);
+    t.acc1 = c.take<float>(FLASH_TILE * ldo);
+    t.acc2 = two_accumulators ? c.take<float>(FLASH_TILE * ldo) : nullptr;
+    t.lse = c.take<float>(FLASH_TILE), t.delta = c.take<float>(FLASH_TILE);
+    if (bytes) *bytes = c.used;
+    return t;
+}
+
+// grid (query tiles, B·NH); the tiles nearest the end of the sequence, which see the most
+// keys, start first. lse: (B, NH, T).
+__global__ void flash_attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int hs) {
+    extern __shared__ __align__(128) char flash_smem[];
+    FlashForwardTiles s = flash_forward_tiles(flash_smem, hs, nullptr);
+    const int tiles = (T + FLASH_TILE - 1) / FLASH_TILE, qt = tiles - 1 - blockIdx.x, q0 = qt * FLASH_TILE;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * hs, ld = flash_ld(hs), ldo = hs + 4;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const floatX* base = qkv + (size_t)b * T * 3 * C + h * hs;
+    load_rows(s.q, ld, base, 3 * C, q0, T, hs);
+    zero_floats(s.o, FLASH_TILE * ldo);
+    if (threadIdx.x < FLASH_TILE) s.m[threadIdx.x] = -INFINITY, s.l[threadIdx.x] = 0.0f;
+    for (int kt = 0; kt <= qt; kt++) {
+        const int k0 = kt * FLASH_TILE;
+        load_rows(s.k, ld, base + C, 3 * C, k0, T, hs);
+        load_rows(s.v, ld, base + 2 * C, 3 * C, k0, T, hs);
+        __syncthreads();
+        tile_product<false, true>(s.s, FLASH_LDS, s.q, ld, s.k, ld, FLASH_TILE, FLASH_TILE, hs, false);  // q·kᵀ
+        __syncthreads();
+        if (threadIdx.x < FLASH_TILE) {  // online softmax, one thread per query row
+            const int r = threadIdx.x, t = q0 + r;
+            const int last = t >= T ? -1 : t - k0 < FLASH_TILE ? t - k0 : FLASH_TILE - 1;  // the last key this row sees here
+            const float* srow = s.s + r * FLASH_LDS;
+            float m_new = s.m[r];
+            for (int c = 0; c <= last; c++) m_new = fmaxf(m_new, srow[c] * scale);
+            float alpha = last >= 0 ? expf(s.m[r] - m_new) : 1.0f, sum = 0.0f;  // exp(-inf) = 0 at the first tile
+            for (int c = 0; c < FLASH_TILE; c++) {
+                float p = c <= last ? expf(srow[c] * scale - m_new) : 0.0f;
+                sum += p;
+                s.p[r * FLASH_LDP + c] = floatX(p);
+            }
+            if (last >= 0) s.m[r] = m_new, s.l[r] = s.l[r] * alpha + sum;
+            s.alpha[r] = alpha;
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < FLASH_TILE * hs; i += blockDim.x) s.o[i / hs * ldo + i % hs] *= s.alpha[i / hs];
+        __syncthreads();
+        tile_product<false, false>(s.o, ldo, s.p, FLASH_LDP, s.v, ld, FLASH_TILE, hs, FLASH_TILE, true);  // += P·v
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < FLASH_TILE * hs; i += blockDim.x) {
+        int r = i / hs, d = i % hs, t = q0 + r;
+        if (t < T) out[((size_t)b * T + t) * C + h * hs + d] = floatX(s.o[r * ldo + d] / s.l[r]);
+    }
+    if (threadIdx.x < FLASH_TILE && q0 + (int)threadIdx.x < T)
+        lse[(size_t)bh * T + q0 + threadIdx.x] = s.m[threadIdx.x] + logf(s.l[threadIdx.x]);
+}
+
+// One tile pair of the backward: S = q·kᵀ and dP = dy·vᵀ into s.s and s.dp, then
+// P = exp(S·scale − lse) into s.p and dS = P ⊙ (dP − D)·scale into s.ds, zero where the
+// causal mask (or the end of the sequence) hides key k0 + c from query q0 + r.
+__device__ inline void flash_backward_tile(const FlashBackwardTiles& s, int q0, int k0, int T, int hs, float scale) {
+    const int ld = flash_ld(hs);
+    tile_product<false, true>(s.s, FLASH_LDS, s.q, ld, s.k, ld, FLASH_TILE, FLASH_TILE, hs, false);
+    tile_product<false, true>(s.dp, FLASH_LDS, s.dy, ld, s.v, ld, FLASH_TILE, FLASH_TILE, hs, false);
+    __syncthreads();
+    for (int i = threadIdx.x; i < FLASH_TILE * FLASH_TILE; i += blockDim.x) {
+        const int r = i / FLASH_TILE, c = i % FLASH_TILE, t = q0 + r, key = k0 + c;
+        const bool seen = t < T && key <= t;
+        float p = seen ? expf(s.s[r * FLASH_LDS + c] * scale - s.lse[r]) : 0.0f;
+        float ds = seen ? p * (s.dp[r * FLASH_LDS + c] - s.delta[r]) * scale : 0.0f;
+        s.p[r * FLASH_LDP + c] = floatX(p);
+        s.ds[r * FLASH_LDP + c] = floatX(ds);
+    }
+    __syncthreads();
+}
+// lse (and D, unless null) of query rows q0.. into shared memory (0 past T: those rows are
+// masked anyway)
+__device__ inline void load_row_stats(const FlashBackwardTiles& s, const float* lse, const float* delta, int q0,
+                                      int T) {
+    if (threadIdx.x < FLASH_TILE) {
+        int t = q0 + threadIdx.x;
+        s.lse[threadIdx.x] = t < T ? lse[t] : 0.0f;
+        if (delta) s.delta[threadIdx.x] = t < T ? delta[t] : 0.0f;
+    }
+}
+// D = rowsum(dy ⊙ y) of query rows q0.. (dy already in s.dy; y read from out at (b, 0,
+// column of the head)) into s.delta and delta; uses s.acc1 as scratch for the products, so
+// that y is read coalesced and each row summed by one thread in order.
+__device__ inline void row_dots(const FlashBackwardTiles& s, float* delta, const floatX* out, int C, int q0, int T,
+                                int hs) {
+    const int ld = flash_ld(hs), ldo = hs + 4;
+    for (int i = threadIdx.x; i < FLASH_TILE * hs; i += blockDim.x) {
+        int r = i / hs, d = i % hs, t = q0 + r;
+        s.acc1[r * ldo + d] = t < T ? (float)s.dy[r * ld + d] * (float)out[(size_t)t * C + d] : 0.0f;
+    }
+    __syncthreads();
+    if (threadIdx.x < FLASH_TILE) {
+        const int r = threadIdx.x;
+        float sum = 0.0f;
+        for (int d = 0; d < hs; d++) sum += s.acc1[r * ldo + d];
+        s.delta[r] = sum;
+        if (q0 + r < T) delta[q0 + r] = sum;
+    }
+    __syncthreads();
+}
+// A TILE×hs float32 accumulator's rows t0.. (before T) into a (B,T,width) tensor at dst (at
+// (b, 0, column of the head)).
+__device__ inline void store_rows(floatX* dst, int width, const float* acc, int t0, int T, int hs) {
+    for (int i = threadIdx.x; i < FLASH_TILE * hs; i += blockDim.x) {
+        int r = i / hs, d = i % hs, t = t0 + r;
+        if (t < T) dst[(size_t)t * width + d] = floatX(acc[r * (hs + 4) + d]);
+    }
+}
+
+// dk, dv for a tile of keys: grid (key tiles, B·NH); the first keys, seen by the most
+// queries, start first. Sums over query tiles in order. Runs after the dq kernel, which
+// wrote D (delta).
+__global__ void flash_attention_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                                     const float* lse, const float* delta, int T, int NH, int hs) {
+    extern __shared__ __align__(128) char flash_smem[];
+    FlashBackwardTiles s = flash_backward_tiles(flash_smem, hs, true, nullptr);
+    const int tiles = (T + FLASH_TILE - 1) / FLASH_TILE, kt = blockIdx.x, k0 = kt * FLASH_TILE;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * hs, ld = flash_ld(hs), ldo = hs + 4;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const floatX* base = qkv + (size_t)b * T * 3 * C + h * hs;
+    const floatX* dy = dout + (size_t)b * T * C + h * hs;
+    load_rows(s.k, ld, base + C, 3 * C, k0, T, hs);
+    load_rows(s.v, ld, base + 2 * C, 3 * C, k0, T, hs);
+    zero_floats(s.acc1, FLASH_TILE * ldo);
+    zero_floats(s.acc2, FLASH_TILE * ldo);
+    for (int qt = kt; qt < tiles; qt++) {
+        const int q0 = qt * FLASH_TILE;
+        load_rows(s.q, ld, base, 3 * C, q0, T, hs);
+        load_rows(s.dy, ld, dy, C, q0, T, hs);
+        load_row_stats(s, lse + (size_t)bh * T, delta + (size_t)bh * T, q0, T);
+        __syncthreads();
+        flash_backward_tile(s, q0, k0, T, hs, scale);
+        tile_product<true, false>(s.acc1, ldo, s.ds, FLASH_LDP, s.q, ld, FLASH_TILE, hs, FLASH_TILE, true);  // dk += dSᵀ·q
+        tile_product<true, false>(s.acc2, ldo, s.p, FLASH_LDP, s.dy, ld, FLASH_TILE, hs, FLASH_TILE, true);  // dv += Pᵀ·dy
+        __syncthreads();
+    }
+    floatX* dbase = dqkv + (size_t)b * T * 3 * C + h * hs;
+    store_rows(dbase + C, 3 * C, s.acc1, k0, T, hs);
+    store_rows(dbase + 2 * C, 3 * C, s.acc2, k0, T, hs);
+}
+
+// dq for a tile of queries: grid (query tiles, B·NH), the last tiles first. Sums over key
+// tiles in order. Also writes D = rowsum(dy ⊙ y) of its rows to delta (B, NH, T), for
+// itself and the dk, dv kernel.
+__global__ void flash_attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
+                                                   const floatX* qkv, const float* lse, int T, int NH, int hs) {
+    extern __shared__ __align__(128) char flash_smem[];
+    FlashBackwardTiles s = flash_backward_tiles(flash_smem, hs, false, nullptr);
+    const int tiles = (T + FLASH_TILE - 1) / FLASH_TILE, qt = tiles - 1 - blockIdx.x, q0 = qt * FLASH_TILE;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * hs, ld = flash_ld(hs), ldo = hs + 4;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const floatX* base = qkv + (size_t)b * T * 3 * C + h * hs;
+    load_rows(s.q, ld, base, 3 * C, q0, T, hs);
+    load_rows(s.dy, ld, dout + (size_t)b * T * C + h * hs, C, q0, T, hs);
+    load_row_stats(s, lse + (size_t)bh * T, nullptr, q0, T);
+    __syncthreads();
+    row_dots(s, delta + (size_t)bh * T, out + (size_t)b * T * C + h * hs, C, q0, T, hs);
+    zero_floats(s.acc1, FLASH_TILE * ldo);
+    for (int kt = 0; kt <= qt; kt++) {
+        const int k0 = kt * FLASH_TILE;
+        load_rows(s.k, ld, base + C, 3 * C, k0, T, hs);
+        load_rows(s.v, ld, base + 2 * C, 3 * C, k0, T, hs);
+        __syncthreads();
+        flash_backward_tile(s, q0, k0, T, hs, scale);
+        tile_product<false, false>(s.acc1, ldo, s.ds, FLASH_LDP, s.k, ld, FLASH_TILE, hs, FLASH_TILE, true);  // dq += dS·k
+        __syncthreads();
+    }
+    store_rows(dqkv + (size_t)b * T * 3 * C + h * hs, 3 * C, s.acc1, q0, T, hs);
+}
+
+// Above the default 48 KiB of dynamic shared memory a kernel must opt in.
+inline void flash_allow_shared(const void* kernel, size_t bytes) {
+    if (bytes > (48 << 10))
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+// y (B,T,C) and lse (B,NH,T) from qkv (B,T,3C).
+inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
+    const int hs = C / NH, tiles = (T + FLASH_TILE - 1) / FLASH_TILE;
+    size_t bytes;
+    flash_forward_tiles(nullptr, hs, &bytes);
+    flash_allow_shared((const void*)flash_attention_forward_kernel, bytes);
+    flash_attention_forward_kernel<<<dim3(tiles, B * NH), FLASH_THREADS, bytes, ctx.stream>>>(out, lse, qkv, T, NH,
+                                                                                            hs);
+    KERNEL_CHECK();
+}
+// dqkv (B,T,3C), overwritten, from dout (B,T,C); out and lse as the forward wrote them;
+// delta: (B,NH,T) scratch.
+inline void flash_attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
+                                     const floatX* qkv, const float* lse, int B, int T, int C, int NH) {
+    const int hs = C / NH, tiles = (T + FLASH_TILE - 1) / FLASH_TILE;
+    size_t bytes;
+    flash_backward_tiles(nullptr, hs, false, &bytes);
+    flash_allow_shared((const void*)flash_attention_backward_dq_kernel, bytes);
+    flash_attention_backward_dq_kernel<<<dim3(tiles, B * NH), FLASH_THREADS, bytes, ctx.stream>>>(
+        dqkv, delta, dout, out, qkv, lse, T, NH, hs);
+    KERNEL_CHECK();
+    flash_backward_tiles(nullptr, hs, true, &bytes);
+    flash_allow_shared((const void*)flash_attention_backward_dkdv_kernel, bytes);
+    flash_attention_backward_dkdv_kernel<<<dim3(tiles, B * NH), FLASH_THREADS, bytes, ctx.stream>>>(
+        dqkv, dout, qkv, lse, delta, T, NH, hs);
+    KERNEL_CHECK();
+}
+
+}  // namespace gpu
