@@ -672,7 +672,7 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
 
     // 3. gradient sync, once per step: sum over replicas = mean over the global batch
     comm.allreduce_sum(m.grads.data(), m.grads.size());
-    float loss = (float)comm.allreduce_mean(loss_sum / plan.A);
+    float loss = (float)comm.step_loss_mean(loss_sum / plan.A);  // (and whether to stop after this step)
 
     // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica);
     //    a NaN or an infinity stops the run here, before it reaches the weights

@@ -51,7 +51,8 @@ struct Config {
     unsigned long long sample_seed = 42;
     std::string prompt;  // empty = start from the end-of-text token (a newline for bytes)
     std::string out_dir = "out";
-    int ckpt_every = 0;  // 0 = only at the end of the run
+    int ckpt_every = 0;  // 0 = only at the end of the run (and by time, and on a signal)
+    float ckpt_minutes = 30;  // also a checkpoint once this many minutes have passed since the last; 0 = off
     int keep_checkpoints = 0;  // 0 = keep every checkpoint
     int resume = 0;
     int threads = 0;  // 0 = OpenMP's default (all cores)
@@ -119,7 +120,8 @@ inline std::vector<Option> option_table(Config& c) {
         {"sample-seed", 0, "u64", &c.sample_seed, "seed for sampling"},
         {"prompt", 0, "str", &c.prompt, "sample prompt (bytes, or token ids \"1,2,3\" with a tokenizer)"},
         {"out-dir", 'o', "str", &c.out_dir, "log and checkpoints go here; \"\" = none"},
-        {"ckpt-every", 0, "int", &c.ckpt_every, "checkpoint every N steps; 0 = at the end only"},
+        {"ckpt-every", 0, "int", &c.ckpt_every, "checkpoint every N steps; 0 = off (end, time, signal)"},
+        {"ckpt-minutes", 0, "float", &c.ckpt_minutes, "also checkpoint every N minutes; 0 = off"},
         {"keep-checkpoints", 0, "int", &c.keep_checkpoints, "keep the newest N checkpoints; 0 = all"},
         {"resume", 0, "bool", &c.resume, "continue from the latest checkpoint in --out-dir"},
         {"threads", 0, "int", &c.threads, "CPU threads; 0 = all"},
@@ -236,6 +238,7 @@ inline void validate_config(const Config& c) {
     require(c.eps > 0, "--eps must be positive");
     require(c.temperature > 0, "--temperature must be positive");
     require(c.val_tokens >= 1, "--val-tokens must be at least 1");
+    require(c.ckpt_minutes >= 0, strf("--ckpt-minutes must be >= 0 (0 = off), got %g", c.ckpt_minutes));
     require(c.comm_timeout >= 0, strf("--comm-timeout must be >= 0 seconds (0 = wait forever), got %g", c.comm_timeout));
 }
 
