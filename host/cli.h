@@ -125,7 +125,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"keep-checkpoints", 0, "int", &c.keep_checkpoints, "keep the newest N checkpoints; 0 = all"},
         {"resume", 0, "bool", &c.resume, "continue from the latest checkpoint in --out-dir"},
         {"threads", 0, "int", &c.threads, "CPU threads; 0 = all"},
-        {"dry-run", 0, "bool", &c.dry_run, "print the plan (batch, memory, FLOPs, time), then exit"},
+        {"dry-run", 0, "bool", &c.dry_run, "print the plan (batch, memory, FLOPs, time), exit; alone = 1"},
         {"replicas", 0, "int", &c.replicas, "R to plan for with --dry-run; 0 = the processes started"},
         {"device", 0, "str", &c.device, "for estimates and MFU: h100-sxm, h100-pcie, a100-sxm"},
         {"device-tflops", 0, "float", &c.device_tflops, "peak TFLOP/s per replica (overrides --device)"},
@@ -242,6 +242,12 @@ inline void validate_config(const Config& c) {
     require(c.comm_timeout >= 0, strf("--comm-timeout must be >= 0 seconds (0 = wait forever), got %g", c.comm_timeout));
 }
 
+// "--dry-run" last or followed by another option means --dry-run 1: the one option that may
+// go without its value (the launch scripts take it both ways too).
+inline bool dry_run_alone(int argc, char** argv, int i) {
+    return !strcmp(argv[i], "--dry-run") && (i + 1 >= argc || argv[i + 1][0] == '-');
+}
+
 // Parses argv into a Config. Returns false when --help was printed.
 inline bool parse_command_line(int argc, char** argv, Config& c) {
     std::vector<Option> table = option_table(c);
@@ -273,7 +279,9 @@ inline bool parse_command_line(int argc, char** argv, Config& c) {
                 if (o.shortname == arg[1]) found = &o;
         }
         if (!found) throw UsageError("unknown option '" + arg + "' (see --help)");
-        if (!has_inline_value) {
+        if (!has_inline_value && dry_run_alone(argc, argv, i)) {
+            value = "1";
+        } else if (!has_inline_value) {
             if (i + 1 >= argc) throw UsageError(strf("%s needs a value (see --help)", arg.c_str()));
             value = argv[++i];
         }
