@@ -726,9 +726,19 @@ struct CpuTrainer {
                  {"activations", activation_floats(mc, B, T) * 4.0}}};
     }
     // Linux hands out memory it does not have and kills the process when it is touched:
-    // what does not fit in this machine's memory is refused up front.
-    static double memory_available(const Config& cfg) {
-        return cfg.device_memory > 0 ? cfg.device_memory : (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE);
+    // what does not fit in the memory free now is refused up front.
+    static double memory_available(const Config& cfg) { return cfg.device_memory > 0 ? cfg.device_memory : free_ram(); }
+    // The kernel's estimate of what can be allocated without swapping (MemAvailable: free
+    // memory plus caches it can drop); the total RAM where /proc/meminfo does not say.
+    static double free_ram() {
+        if (FILE* f = fopen("/proc/meminfo", "r")) {
+            char line[256];
+            long long kib = -1;
+            while (kib < 0 && fgets(line, sizeof line, f)) sscanf(line, "MemAvailable: %lld kB", &kib);
+            fclose(f);
+            if (kib >= 0) return kib * 1024.0;
+        }
+        return (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE);
     }
     float* params() { return m.params.data(); }
     float* adam_m() { return m.adam_m.data(); }
