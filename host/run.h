@@ -523,9 +523,10 @@ private:
             });
         }
         if (train_data && val_data) {
-            for (const std::string& w : {byte_level_warning(*train_data, "training", mc.V),
-                                         byte_level_warning(*val_data, "validation", mc.V)})
-                if (!w.empty()) say(w);
+            if (!builtin)  // (the built-in corpus is byte tokens, and says so, whatever the vocabulary)
+                for (const std::string& w : {byte_level_warning(*train_data, "training", mc.V),
+                                             byte_level_warning(*val_data, "validation", mc.V)})
+                    if (!w.empty()) say(w);
             train_data->configure(plan.B, plan.T, plan.A, plan.R, comm.rank, cfg.shuffle, cfg.seed);
             if (cfg.val_every > 0) val = validation_set(*val_data, cfg.val_tokens, plan.T, comm.rank, comm.world);
         }
@@ -578,9 +579,10 @@ private:
             say(strf("removed '%s/%s', left by an interrupted checkpoint write", cfg.out_dir.c_str(), name.c_str()));
         log.open(cfg.out_dir + "/log.jsonl", start > 0);
         log.write(strf("{\"type\":\"config\",\"L\":%d,\"NH\":%d,\"C\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"B\":%d,"
-                       "\"T\":%d,\"A\":%d,\"R\":%d,\"global_batch\":%lld,\"steps\":%d,\"start\":%d,\"lr\":%g}",
+                       "\"T\":%d,\"A\":%d,\"R\":%d,\"global_batch\":%lld,\"steps\":%d,\"start\":%d,\"lr\":%g%s}",
                        mc.L, mc.NH, mc.C, mc.V, mc.Vp, mc.maxT, plan.B, plan.T, plan.A, plan.R,
-                       plan.global_tokens(), cfg.steps, start, cfg.lr));
+                       plan.global_tokens(), cfg.steps, start, cfg.lr,
+                       builtin ? strf(",\"corpus_entropy\":%.6f", corpus::entropy_per_token()).c_str() : ""));
         std::string when = "at the end";
         if (cfg.ckpt_every > 0) when += strf(", every %d steps", cfg.ckpt_every);
         if (cfg.ckpt_minutes > 0) when += strf(", every %g minutes", cfg.ckpt_minutes);

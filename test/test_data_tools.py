@@ -588,6 +588,34 @@ def plot_writes_png():
 
 
 @check
+def plot_marks_the_corpus_entropy_and_writes_next_to_the_log():
+    """The trainer's config record on the built-in corpus carries its entropy (the line the plot
+    draws); with shards it does not. Without -o the PNG goes next to the first log, not into the
+    current directory."""
+    spec = importlib.util.spec_from_file_location("plot", os.path.join(ROOT, "scripts", "plot.py"))
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    if not os.path.exists(os.path.join(ROOT, "train")):
+        raise Skip("./train is not built")
+    run = os.path.join(TMP.name, "entropy_run")
+    p = sh(["./train", "--layers", "1", "--heads", "1", "--channels", "8", "--max-seq-len", "8", "-b", "2",
+            "-t", "8", "-n", "2", "--val-every", "0", "--sample-every", "0", "--threads", "1", "-o", run])
+    assert p.returncode == 0, p.stdout + p.stderr
+    printed = float(p.stdout.split("its entropy is ")[1].split()[0])  # the data line, 4 decimals
+    entropy = plot.corpus_entropy(os.path.join(run, "log.jsonl"))
+    assert entropy is not None and abs(entropy - printed) <= 0.5e-4, (entropy, printed)
+    shards_log = os.path.join(TMP.name, "shards_log.jsonl")
+    with open(shards_log, "w") as f:
+        f.write(json.dumps({"type": "config", "V": 50257}) + "\n")
+    assert plot.corpus_entropy(shards_log) is None
+    if importlib.util.find_spec("matplotlib") is None:
+        raise Skip("matplotlib not importable")
+    p = sh([sys.executable, "scripts/plot.py", os.path.join(run, "log.jsonl")])
+    assert p.returncode == 0 and os.path.isfile(os.path.join(run, "training.png")), p.stdout + p.stderr
+    assert not os.path.exists(os.path.join(ROOT, "training.png")), "a PNG was written into the checkout"
+
+
+@check
 def plot_rejects_log_without_train_records():
     if importlib.util.find_spec("matplotlib") is None:
         raise Skip("matplotlib not importable")
