@@ -5,7 +5,7 @@
 #       layers, 12 heads, 768 channels) from scratch; it overfits within a few passes over
 #       the data, which the validation loss shows;
 #   CPU (otherwise): ./train's small default model (4 layers, 4 heads, 128 channels), the
-#       run whose validation losses README.md quotes: 300 steps of 1,024 tokens, minutes.
+#       run whose validation losses docs/reproduce.md quotes: 300 steps of 1,024 tokens, minutes.
 #
 #   scripts/run_tinyshakespeare.sh [--cpu | --gpu] [--dry-run [0|1]] [-- TRAINER ARGS...]
 #

@@ -441,7 +441,7 @@ def dry_run_without_train_gpt_plans_with_train_gpt_cpu():
 def recipe_tinyshakespeare_dry_run():
     p = sh(["bash", "scripts/run_tinyshakespeare.sh", "--cpu", "--dry-run"])
     assert p.returncode == 0, p.stderr
-    # the small default model of the README's table: 16×64 tokens, 300 steps, the GPT-2 vocabulary
+    # the small default model of docs/reproduce.md's table: 16×64 tokens, 300 steps, the GPT-2 vocabulary
     assert "micro-batch 16×64 = 1,024 tokens × 1 accumulation × 1 replica = 1,024 tokens per step; " \
            "300 steps = 307,200 tokens" in p.stdout, p.stdout
     assert "command: ./train " in p.stdout and "--channels" not in p.stdout, p.stdout
