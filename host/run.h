@@ -411,9 +411,10 @@ public:
     // checkpoint). A signal (host/stop.h) ends the loop after the step it arrives in, with a
     // checkpoint of that step.
     void loop() {
+        if (start == 0) evaluate(0);  // the model as it starts (and all that -n 0 does)
+        // from here on there is training to lose (before, a signal ends the process as usual)
         catch_stop_signals();
         comm.stop->local = stop_request();
-        if (start == 0) evaluate(0);  // the model as it starts (and all that -n 0 does)
         schedule = lr_schedule(cfg, cfg.steps);
         opt = AdamWConfig{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay};
         replica_flops = flops_per_step(mc, plan) / plan.R;
