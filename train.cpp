@@ -29,9 +29,25 @@
 
 #ifdef _OPENMP
 #include <omp.h>
+
+// OpenMP's idle threads wait for the next parallel region by spinning (GCC's libgomp: some
+// 300,000 checks before they sleep). On a machine with other work those spins take the cores
+// the other threads of the team need, and a step runs 4-5 times slower; a passive wait costs
+// nothing measurable on a quiet machine. So the trainer chooses it, unless the environment
+// already sets OMP_WAIT_POLICY (active, to compare). libgomp reads the variable once, while
+// the program is loaded: setenv() in main() is too late, and so is a constructor of ours (one
+// in .preinit_array runs first, but its setenv() was lost: OMP_DISPLAY_ENV=verbose still showed
+// GOMP_SPINCOUNT 300000). The process therefore starts itself again, once, with the variable
+// set (same pid, arguments and environment otherwise); if that fails it carries on as it is.
+[[maybe_unused]] static void choose_passive_openmp_wait(char** argv) {
+    if (getenv("OMP_WAIT_POLICY")) return;
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);
+}
 #else  // the Makefile warned: everything runs on one core
 static int omp_get_max_threads() { return 1; }
 static void omp_set_num_threads(int) {}
+[[maybe_unused]] static void choose_passive_openmp_wait(char**) {}
 #endif
 
 // ----------------------------------------------------------------------------
@@ -671,7 +687,7 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
 
     // 3. gradient sync, once per step: sum over replicas = mean over the global batch
     comm.allreduce_sum(m.grads.data(), m.grads.size());
-    float loss = (float)comm.allreduce_mean(loss_sum / plan.A);
+    float loss = (float)comm.step_loss_mean(loss_sum / plan.A);  // (and whether to stop after this step)
 
     // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica);
     //    a NaN or an infinity stops the run here, before it reaches the weights
@@ -710,9 +726,19 @@ struct CpuTrainer {
                  {"activations", activation_floats(mc, B, T) * 4.0}}};
     }
     // Linux hands out memory it does not have and kills the process when it is touched:
-    // what does not fit in this machine's memory is refused up front.
-    static double memory_available(const Config& cfg) {
-        return cfg.device_memory > 0 ? cfg.device_memory : (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE);
+    // what does not fit in the memory free now is refused up front.
+    static double memory_available(const Config& cfg) { return cfg.device_memory > 0 ? cfg.device_memory : free_ram(); }
+    // The kernel's estimate of what can be allocated without swapping (MemAvailable: free
+    // memory plus caches it can drop); the total RAM where /proc/meminfo does not say.
+    static double free_ram() {
+        if (FILE* f = fopen("/proc/meminfo", "r")) {
+            char line[256];
+            long long kib = -1;
+            while (kib < 0 && fgets(line, sizeof line, f)) sscanf(line, "MemAvailable: %lld kB", &kib);
+            fclose(f);
+            if (kib >= 0) return kib * 1024.0;
+        }
+        return (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE);
     }
     float* params() { return m.params.data(); }
     float* adam_m() { return m.adam_m.data(); }
@@ -736,5 +762,8 @@ struct CpuTrainer {
 };
 
 #ifndef TRAIN_NO_MAIN
-int main(int argc, char** argv) { return main_with_errors<CpuTrainer>(argc, argv); }
+int main(int argc, char** argv) {
+    choose_passive_openmp_wait(argv);
+    return main_with_errors<CpuTrainer>(argc, argv);
+}
 #endif

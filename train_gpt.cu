@@ -545,7 +545,7 @@ struct GpuTrainer {
         double sums[2];  // the loss sum and ‖g‖², in the step's one wait for the GPU
         CUDA_CHECK(cudaMemcpyAsync(sums, sums_buf.ptr, sizeof sums, cudaMemcpyDeviceToHost, gpu::ctx.stream));
         gpu::synchronize();
-        float loss = (float)comm.allreduce_mean(sums[0] / plan.A);
+        float loss = (float)comm.step_loss_mean(sums[0] / plan.A);  // (and whether to stop after this step)
         float norm = (float)std::sqrt(sums[1]);
         check_finite_step(loss, norm, t);
         float grad_scale = (grad_clip > 0 && norm > grad_clip) ? grad_clip / (norm + 1e-6f) : 1.0f;

@@ -1,7 +1,7 @@
 // cpu_cuda/settings.h: the runtime's switches, read once from the environment.
 //
 // Every fidelity check that costs little is on by default; the ones that cost a lot are
-// switched on by the tests that need them. The README's "No GPU?" section lists them all.
+// switched on by the tests that need them. docs/cpu-runtime.md lists them all.
 #pragma once
 #include <cstdint>
 #include <cstdio>

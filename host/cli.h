@@ -51,7 +51,8 @@ struct Config {
     unsigned long long sample_seed = 42;
     std::string prompt;  // empty = start from the end-of-text token (a newline for bytes)
     std::string out_dir = "out";
-    int ckpt_every = 0;  // 0 = only at the end of the run
+    int ckpt_every = 0;  // 0 = only at the end of the run (and by time, and on a signal)
+    float ckpt_minutes = 30;  // also a checkpoint once this many minutes have passed since the last; 0 = off
     int keep_checkpoints = 0;  // 0 = keep every checkpoint
     int resume = 0;
     int threads = 0;  // 0 = OpenMP's default (all cores)
@@ -120,11 +121,12 @@ inline std::vector<Option> option_table(Config& c) {
         {"sample-seed", 0, "u64", &c.sample_seed, "seed for sampling"},
         {"prompt", 0, "str", &c.prompt, "sample prompt (bytes, or token ids \"1,2,3\" with a tokenizer)"},
         {"out-dir", 'o', "str", &c.out_dir, "log and checkpoints go here; \"\" = none"},
-        {"ckpt-every", 0, "int", &c.ckpt_every, "checkpoint every N steps; 0 = at the end only"},
+        {"ckpt-every", 0, "int", &c.ckpt_every, "checkpoint every N steps; 0 = off (end, time, signal)"},
+        {"ckpt-minutes", 0, "float", &c.ckpt_minutes, "also checkpoint every N minutes; 0 = off"},
         {"keep-checkpoints", 0, "int", &c.keep_checkpoints, "keep the newest N checkpoints; 0 = all"},
         {"resume", 0, "bool", &c.resume, "continue from the latest checkpoint in --out-dir"},
-        {"threads", 0, "int", &c.threads, "CPU threads; 0 = all"},
-        {"dry-run", 0, "bool", &c.dry_run, "print the plan (batch, memory, FLOPs, time), then exit"},
+        {"threads", 0, "int", &c.threads, "CPU threads (waiting passively); 0 = all"},
+        {"dry-run", 0, "bool", &c.dry_run, "print the plan, then exit; --dry-run alone = 1"},
         {"replicas", 0, "int", &c.replicas, "R to plan for with --dry-run; 0 = the processes started"},
         {"device", 0, "str", &c.device, "for estimates and MFU: h100-sxm, h100-pcie, a100-sxm"},
         {"device-tflops", 0, "float", &c.device_tflops, "peak TFLOP/s per replica (overrides --device)"},
@@ -246,7 +248,14 @@ inline void validate_config(const Config& c) {
     require(c.val_tokens >= 1, "--val-tokens must be at least 1");
     require(c.eval_every == 0 || !c.hellaswag.empty(),
             strf("--eval-every %d does nothing without --hellaswag FILE, the evaluation it schedules", c.eval_every));
+    require(c.ckpt_minutes >= 0, strf("--ckpt-minutes must be >= 0 (0 = off), got %g", c.ckpt_minutes));
     require(c.comm_timeout >= 0, strf("--comm-timeout must be >= 0 seconds (0 = wait forever), got %g", c.comm_timeout));
+}
+
+// "--dry-run" last or followed by another option means --dry-run 1: the one option that may
+// go without its value (the launch scripts take it both ways too).
+inline bool dry_run_alone(int argc, char** argv, int i) {
+    return !strcmp(argv[i], "--dry-run") && (i + 1 >= argc || argv[i + 1][0] == '-');
 }
 
 // Parses argv into a Config. Returns false when --help was printed.
@@ -280,7 +289,9 @@ inline bool parse_command_line(int argc, char** argv, Config& c) {
                 if (o.shortname == arg[1]) found = &o;
         }
         if (!found) throw UsageError("unknown option '" + arg + "' (see --help)");
-        if (!has_inline_value) {
+        if (!has_inline_value && dry_run_alone(argc, argv, i)) {
+            value = "1";
+        } else if (!has_inline_value) {
             if (i + 1 >= argc) throw UsageError(strf("%s needs a value (see --help)", arg.c_str()));
             value = argv[++i];
         }

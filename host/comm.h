@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -173,6 +174,13 @@ struct Comm {
     std::shared_ptr<Collectives> backend;  // host memory; null: a single process
     std::shared_ptr<Collectives> buffers;  // the trainer's memory (GPU); null: same as backend
     std::shared_ptr<RollCall> roll_call;   // how a stuck collective learns who is missing (MPI); may be null
+    // A request to stop the run: this process's (a flag a signal handler sets, host/stop.h)
+    // and the replicas' agreement on it, learnt in the step's scalar all-reduce.
+    struct StopRequest {
+        const volatile std::sig_atomic_t* local = nullptr;  // null: nothing asks this process to stop
+        bool agreed = false;                                // some replica was asked, as of the last step
+    };
+    std::shared_ptr<StopRequest> stop = std::make_shared<StopRequest>();
 
     // A single process, or MPI when built with it and launched by mpirun / srun with PMI.
     static Comm init(int* argc, char*** argv);
@@ -198,6 +206,15 @@ struct Comm {
     }
     // Mean of one number over all replicas (the training loss).
     double allreduce_mean(double x) const { return allreduce_sum(x) / world; }
+    // The step's one scalar all-reduce: the mean training loss over the replicas and, in the
+    // same message, whether any of them has been asked to stop (a signal reaches one process
+    // only); every replica reads the same sum, so all stop after the same step (stop->agreed).
+    double step_loss_mean(double loss) const {
+        double v[2] = {loss, stop->local && *stop->local ? 1.0 : 0.0};
+        if (backend) backend->allreduce_sum(v, 2);
+        stop->agreed = v[1] > 0;
+        return v[0] / world;
+    }
     // Copies bytes from rank 0 to every rank.
     void broadcast(void* data, size_t bytes) const {
         if (backend) backend->broadcast(data, bytes);

@@ -63,7 +63,7 @@ struct DevicePreset {
     double tflops, link_gbps;
 };
 // The data sheets' dense BF16 figures and the per-GPU link within a node, one direction;
-// README "Planning a run" gives the sources.
+// docs/planning.md, "Planning a run", gives the sources.
 inline const DevicePreset DEVICE_PRESETS[] = {
     {"h100-sxm", 989, 3600},   // NVLink 4: 450 GB/s each way
     {"h100-pcie", 756, 512},   // PCIe 5 x16: 64 GB/s each way

@@ -89,6 +89,7 @@ inline void write_file_atomic(const std::string& path, const std::vector<std::pa
     sync_dir(parent_dir(path));
 }
 
+// Creates dir and the directories above it that are missing (out/r1 on a fresh checkout).
 inline void make_dir(const std::string& dir) {
     if (dir.empty()) return;
     struct stat st;
@@ -96,5 +97,8 @@ inline void make_dir(const std::string& dir) {
         if (!S_ISDIR(st.st_mode)) throw Error("--out-dir '" + dir + "' exists and is not a directory");
         return;
     }
-    if (mkdir(dir.c_str(), 0755) != 0) throw Error(strf("cannot create directory '%s': %s", dir.c_str(), strerror(errno)));
+    size_t slash = dir.find_last_of('/', dir.find_last_not_of('/'));
+    if (slash != std::string::npos && slash > 0) make_dir(dir.substr(0, slash));
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)  // (another replica may have made it)
+        throw Error(strf("cannot create directory '%s': %s", dir.c_str(), strerror(errno)));
 }

@@ -47,6 +47,7 @@
 #include "rng.h"
 #include "sample.h"
 #include "schedule.h"
+#include "stop.h"
 
 struct AdamWConfig {
     float beta1, beta2, eps, weight_decay;
@@ -337,30 +338,191 @@ inline std::string byte_level_warning(const DataLoader& data, const char* which,
                 with_commas(V).c_str());
 }
 
+// One training run, in the phases run_training() calls in turn: set up (options, shape,
+// batch plan, data), plan (the replicas agree, the plan in numbers), restore (model,
+// optimizer state, where to continue), loop (the optimizer steps, with evaluation and
+// checkpoints) and finish (the average speed, or where a stopped run saved).
 template <class Trainer>
-int run_training(int argc, char** argv, const Comm& comm) {
+class TrainingRun {
+public:
+    explicit TrainingRun(const Comm& comm) : comm(comm), main_rank(comm.rank == 0) {}
+
+    // ---- set up: options, model shape, batch plan, data, evaluation file, tokenizer.
+    // False after --help.
+    bool set_up(int argc, char** argv) {
+        if (!parse_command_line(argc, argv, cfg)) return false;
+        Trainer::check_options(cfg);
+        device = device_speed(cfg.device, cfg.device_tflops, cfg.link_gbps);
+        comm.set_watchdog({cfg.comm_timeout, {}});
+
+        // model shape: from a checkpoint, or from the options
+        mc = model_shape(cfg);
+        builtin = cfg.train_data.empty();
+        if (cfg.seq_len > mc.maxT)
+            throw Error(strf("--seq-len %d is longer than the model's maximum sequence length %d", cfg.seq_len, mc.maxT));
+        plan = plan_micro_batch<Trainer>(cfg, mc, comm);
+        if (cfg.train_tokens > 0) cfg.steps = steps_from_tokens(cfg.train_tokens, plan.global_tokens(), division);
+        read_data();
+        return true;
+    }
+
+    // ---- plan: every replica must agree on what it is about to do (every option, the
+    // model's shape, the batch split and the data); then the plan, in numbers. False for a
+    // dry run, which ends here.
+    bool agree_and_plan() {
+        std::vector<std::pair<std::string, std::string>> agreed;
+        for (const Option& o : option_table(cfg)) agreed.push_back({std::string("--") + o.name, option_value_string(o)});
+        for (const ShapeField& f : SHAPE_FIELDS) agreed.push_back({strf("the model's %s", f.name), std::to_string(mc.*f.value)});
+        agreed.push_back({"the accumulation steps", std::to_string(plan.A)});
+        if (train_data && val_data) {
+            agreed.push_back({"the training data", train_data->identity().describe()});
+            agreed.push_back({"the validation data", val_data->identity().describe()});
+        }
+        comm.check_agree(agreed);
+        std::vector<std::string> places = comm.allgather(strf("%s, pid %d", comm.host.c_str(), (int)getpid()));
+        comm.set_watchdog({cfg.comm_timeout, places});
+        if (comm.world > 1)
+            for (int r = 0; r < comm.world; r++) say(strf("rank %d on %s", r, places[r].c_str()));
+
+        say(strf("model: L=%d NH=%d C=%d maxT=%d V=%d Vp=%d, %s parameters", mc.L, mc.NH, mc.C, mc.maxT, mc.V, mc.Vp,
+                 with_commas(mc.num_params()).c_str()));
+        if (!division.empty()) say("steps from --train-tokens: " + division);
+        say(describe_plan(plan, cfg.steps));
+        if (cfg.val_every > 0 && val_data)
+            say(strf("validation: %s tokens, %s sequences of %d%s, split over the replicas", with_commas(val.tokens()).c_str(),
+                     with_commas(val.total).c_str(), plan.T, validation_rounding(val, cfg.val_tokens).c_str()));
+        if (!hellaswag.empty())
+            say(strf("HellaSwag: %s examples from '%s', %s%s", with_commas(hellaswag.size()).c_str(), cfg.hellaswag.c_str(),
+                     eval_every == INT_MAX ? "at the start and the end" : strf("every %d steps", eval_every).c_str(),
+                     comm.world > 1 ? ", split over the replicas" : ""));
+        say("memory per replica: " + Trainer::memory_use(mc, plan.B, plan.T, cfg).describe());
+        say(strf("%s; communication: %s, %d replica%s%s", Trainer::hardware(cfg, comm).c_str(), comm.backend_name(),
+                 comm.world, comm.world == 1 ? "" : "s",
+                 plan.R != comm.world ? strf(" (the plan is for --replicas %d)", plan.R).c_str() : ""));
+        for (const std::string& line : describe_costs(mc, plan, cfg.steps, device)) say(line);
+        if (cfg.dry_run) {
+            for (const std::string& line : accumulation_table(mc, plan, cfg.steps, device)) say(line);
+            return false;
+        }
+        return true;
+    }
+
+    // ---- restore: the model, its optimizer state, and where to continue from. False when
+    // the run in --out-dir is already complete.
+    bool restore() {
+        m = std::make_unique<Trainer>(mc, plan, cfg, comm);
+        if (!cfg.load.empty()) load_model_params(cfg.load, mc, m->params());
+        else init_params_gpt2(m->params(), mc, cfg.seed);
+
+        // -n 0 trains nothing and writes nothing: it evaluates the model and samples from it
+        writes = main_rank && !cfg.out_dir.empty() && cfg.steps > 0;
+        sample_rng = Rng(cfg.sample_seed);
+        int resume_step = cfg.out_dir.empty() ? -1 : latest_checkpoint(cfg.out_dir);
+        if (cfg.resume && resume_step >= 0) {
+            if (!resume_from(resume_step)) return false;
+        } else if (cfg.resume) {
+            say("no checkpoint to resume from in '" + cfg.out_dir + "': starting from step 0");
+        } else if (resume_step >= 0 && cfg.steps > 0) {
+            throw Error(strf("'%s' already holds checkpoints up to step %d; pass --resume 1 to continue that run, or "
+                             "choose another --out-dir",
+                             cfg.out_dir.c_str(), resume_step));
+        }
+
+        m->upload();  // parameters and optimizer state to where the trainer computes
+        open_log();
+        if (tokenizer.pieces.empty() && mc.V > 256 && cfg.sample_every > 0)
+            say("note: no --tokenizer given, samples print token ids above 255 as <id>");
+        return true;
+    }
+
+    // ---- loop: the optimizer steps, each followed by what is due after it (evaluation, a
+    // checkpoint). A signal (host/stop.h) ends the loop after the step it arrives in, with a
+    // checkpoint of that step.
+    void loop() {
+        if (start == 0) evaluate(0);  // the model as it starts (and all that -n 0 does)
+        // from here on there is training to lose (before, a signal ends the process as usual)
+        catch_stop_signals();
+        comm.stop->local = stop_request();
+        schedule = lr_schedule(cfg, cfg.steps);
+        opt = AdamWConfig{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay};
+        replica_flops = flops_per_step(mc, plan) / plan.R;
+        last_checkpoint_time = std::chrono::steady_clock::now();
+        for (int step = start + 1; step <= cfg.steps; step++) {
+            train_one_step(step);
+            evaluate(step);
+            bool saved = checkpoint_due(step);
+            if (saved) save_checkpoint(step);
+            if (comm.stop->agreed) {  // the same on every replica: all stop after this step
+                if (!saved) save_checkpoint(step);
+                stopped_at = step;
+                return;
+            }
+        }
+    }
+
+    // ---- finish: the average speed and, for a run stopped by a signal, where it saved and
+    // how to continue. Returns the exit status: 0, or 128 + the signal this process received.
+    int finish() {
+        if (timed_steps > 0) {
+            double seconds = total_ms / timed_steps / 1000.0;
+            int last = stopped_at ? stopped_at : cfg.steps;
+            say(strf("average: %.1f ms/step, %s tokens/s, per replica %s (steps %s..%s)", 1000.0 * seconds,
+                     with_commas((long long)(plan.global_tokens() / seconds)).c_str(),
+                     rate_text(replica_flops / seconds, ", ").c_str(), with_commas(start + 2).c_str(),
+                     with_commas(last).c_str()));
+        }
+        if (!stopped_at) return 0;
+        if (cfg.out_dir.empty())
+            say(strf("stopped by a signal after step %s of %s; nothing saved (no --out-dir)", with_commas(stopped_at).c_str(),
+                     with_commas(cfg.steps).c_str()));
+        else
+            say(strf("stopped by a signal after step %s of %s; saved %s and %s; to continue, run the same command "
+                     "with --resume 1",
+                     with_commas(stopped_at).c_str(), with_commas(cfg.steps).c_str(),
+                     model_path(cfg.out_dir, stopped_at).c_str(), state_path(cfg.out_dir, stopped_at).c_str()));
+        comm.barrier();  // no replica ends (and so ends the job) before rank 0 has saved
+        int sig = stop_signal_received();
+        return sig ? 128 + sig : 0;
+    }
+
+private:
+    const Comm& comm;
+    const bool main_rank;
     Config cfg;
-    if (!parse_command_line(argc, argv, cfg)) return 0;
-    Trainer::check_options(cfg);
-    const DeviceSpeed device = device_speed(cfg.device, cfg.device_tflops, cfg.link_gbps);
-    comm.set_watchdog({cfg.comm_timeout, {}});
-    const bool main_rank = comm.rank == 0;
-    auto say = [&](const std::string& s) {
+    DeviceSpeed device;
+    ModelConfig mc;
+    bool builtin = true;
+    BatchPlan plan;
+    std::string division;  // --train-tokens: the arithmetic of the steps, as printed
+    std::unique_ptr<DataLoader> train_data, val_data;  // null only in a dry run without the data
+    ValidationSet val;
+    std::vector<EvalExample> hellaswag;
+    int eval_every = INT_MAX;
+    Tokenizer tokenizer;
+    std::vector<int> prompt;
+    std::unique_ptr<Trainer> m;
+    bool writes = false;  // this rank writes the log and the checkpoints
+    int start = 0;        // the step the run continues from
+    Rng sample_rng;
+    RunLog log;
+    LrSchedule schedule{};
+    AdamWConfig opt{};
+    // speed: the step time's moving average (for the ETA), the sum over the timed steps, and
+    // the model FLOPs each replica does per step (host/cost.h), for the FLOP/s and the MFU
+    double ema_ms = 0, total_ms = 0, replica_flops = 0;
+    int timed_steps = 0;
+    const char* rate_unit = nullptr;
+    std::chrono::steady_clock::time_point last_checkpoint_time;
+    int stopped_at = 0;  // the step after which a signal stopped the run; 0 = not stopped
+
+    void say(const std::string& s) const {
         if (main_rank) printf("%s\n", s.c_str()), fflush(stdout);
-    };
+    }
 
-    // ---- model shape: from a checkpoint, or from the options
-    ModelConfig mc = model_shape(cfg);
-    bool builtin = cfg.train_data.empty();
-    if (cfg.seq_len > mc.maxT)
-        throw Error(strf("--seq-len %d is longer than the model's maximum sequence length %d", cfg.seq_len, mc.maxT));
-    BatchPlan plan = plan_micro_batch<Trainer>(cfg, mc, comm);
-    std::string division;
-    if (cfg.train_tokens > 0) cfg.steps = steps_from_tokens(cfg.train_tokens, plan.global_tokens(), division);
-
-    // ---- data, evaluation file, tokenizer. A dry run goes on without a file it cannot read,
-    // saying so: a plan is wanted before the data is downloaded. A real run stops.
-    auto read_unless_dry_run = [&](auto read) {
+    // A dry run goes on without a file it cannot read, saying so: a plan is wanted before
+    // the data is downloaded. A real run stops.
+    template <class Read>
+    void read_unless_dry_run(Read read) {
         try {
             read();
         } catch (const UsageError&) {
@@ -369,101 +531,56 @@ int run_training(int argc, char** argv, const Comm& comm) {
             if (!cfg.dry_run) throw;
             say(std::string("dry run, planning without it: ") + e.what());
         }
-    };
-    std::unique_ptr<DataLoader> train_data, val_data;  // null only in a dry run without the data
-    if (builtin) {
-        say(strf("data: built-in corpus (byte tokens); its entropy is %.4f nats/token, the loss of a perfect model",
-                 corpus::entropy_per_token()));
-        if (mc.V < 256) throw Error(strf("the built-in corpus needs a vocabulary of at least 256, the model has %d", mc.V));
-        train_data = std::make_unique<DataLoader>("<built-in corpus, train>", corpus::generate(4 << 20, 1), mc.V);
-        val_data = std::make_unique<DataLoader>("<built-in corpus, val>", corpus::generate(256 << 10, 2), mc.V);
-    } else {
-        if (cfg.val_data.empty()) throw UsageError("--train-data needs --val-data as well");
-        read_unless_dry_run([&] {
-            train_data = std::make_unique<DataLoader>(expand_glob(cfg.train_data), mc.V);
-            val_data = std::make_unique<DataLoader>(expand_glob(cfg.val_data), mc.V);
-            say(strf("data: %zu train shard(s), %s tokens; %zu val shard(s), %s tokens", train_data->num_shards(),
-                     with_commas(train_data->total_tokens()).c_str(), val_data->num_shards(),
-                     with_commas(val_data->total_tokens()).c_str()));
-        });
-    }
-    ValidationSet val;
-    if (train_data && val_data) {
-        for (const std::string& w : {byte_level_warning(*train_data, "training", mc.V),
-                                     byte_level_warning(*val_data, "validation", mc.V)})
-            if (!w.empty()) say(w);
-        train_data->configure(plan.B, plan.T, plan.A, plan.R, comm.rank, cfg.shuffle, cfg.seed);
-        if (cfg.val_every > 0) val = validation_set(*val_data, cfg.val_tokens, plan.T, comm.rank, comm.world);
-    }
-    std::vector<EvalExample> hellaswag;
-    if (!cfg.hellaswag.empty()) read_unless_dry_run([&] { hellaswag = read_eval_file(cfg.hellaswag, mc.V, plan.T); });
-    // HellaSwag with the validation loss unless --eval-every says otherwise; with neither, at the start and end
-    const int eval_every = cfg.eval_every > 0 ? cfg.eval_every : cfg.val_every > 0 ? cfg.val_every : INT_MAX;
-    Tokenizer tokenizer;
-    if (!cfg.tokenizer.empty()) read_unless_dry_run([&] { tokenizer = Tokenizer::load(cfg.tokenizer); });
-    if (!tokenizer.pieces.empty() && (long long)tokenizer.pieces.size() != mc.V)
-        throw Error(strf("'%s' holds %s tokens, but the model's vocabulary has V = %s: a tokenizer of another model "
-                         "would print the wrong text",
-                         cfg.tokenizer.c_str(), with_commas(tokenizer.pieces.size()).c_str(),
-                         with_commas(mc.V).c_str()));
-    std::vector<int> prompt = parse_prompt(cfg.prompt, tokenizer, mc.V);
-
-    // ---- every replica must agree on what it is about to do: every option, the model's
-    // shape, the batch split and the data
-    std::vector<std::pair<std::string, std::string>> agreed;
-    for (const Option& o : option_table(cfg)) agreed.push_back({std::string("--") + o.name, option_value_string(o)});
-    for (const ShapeField& f : SHAPE_FIELDS) agreed.push_back({strf("the model's %s", f.name), std::to_string(mc.*f.value)});
-    agreed.push_back({"the accumulation steps", std::to_string(plan.A)});
-    if (train_data && val_data) {
-        agreed.push_back({"the training data", train_data->identity().describe()});
-        agreed.push_back({"the validation data", val_data->identity().describe()});
-    }
-    comm.check_agree(agreed);
-    std::vector<std::string> places = comm.allgather(strf("%s, pid %d", comm.host.c_str(), (int)getpid()));
-    comm.set_watchdog({cfg.comm_timeout, places});
-    if (comm.world > 1)
-        for (int r = 0; r < comm.world; r++) say(strf("rank %d on %s", r, places[r].c_str()));
-
-    // ---- the plan, in numbers
-    say(strf("model: L=%d NH=%d C=%d maxT=%d V=%d Vp=%d, %s parameters", mc.L, mc.NH, mc.C, mc.maxT, mc.V, mc.Vp,
-             with_commas(mc.num_params()).c_str()));
-    if (!division.empty()) say("steps from --train-tokens: " + division);
-    say(describe_plan(plan, cfg.steps));
-    if (cfg.val_every > 0 && val_data)
-        say(strf("validation: %s tokens, %s sequences of %d%s, split over the replicas", with_commas(val.tokens()).c_str(),
-                 with_commas(val.total).c_str(), plan.T, validation_rounding(val, cfg.val_tokens).c_str()));
-    if (!hellaswag.empty())
-        say(strf("HellaSwag: %s examples from '%s', %s%s", with_commas(hellaswag.size()).c_str(), cfg.hellaswag.c_str(),
-                 eval_every == INT_MAX ? "at the start and the end" : strf("every %d steps", eval_every).c_str(),
-                 comm.world > 1 ? ", split over the replicas" : ""));
-    say("memory per replica: " + Trainer::memory_use(mc, plan.B, plan.T, cfg).describe());
-    say(strf("%s; communication: %s, %d replica%s%s", Trainer::hardware(cfg, comm).c_str(), comm.backend_name(),
-             comm.world, comm.world == 1 ? "" : "s",
-             plan.R != comm.world ? strf(" (the plan is for --replicas %d)", plan.R).c_str() : ""));
-    for (const std::string& line : describe_costs(mc, plan, cfg.steps, device)) say(line);
-    if (cfg.dry_run) {
-        for (const std::string& line : accumulation_table(mc, plan, cfg.steps, device)) say(line);
-        return 0;
     }
 
-    // ---- model, optimizer state, and where to continue from
-    Trainer m(mc, plan, cfg, comm);
-    if (!cfg.load.empty()) load_model_params(cfg.load, mc, m.params());
-    else init_params_gpt2(m.params(), mc, cfg.seed);
+    // The data, the evaluation file, the tokenizer and the prompt.
+    void read_data() {
+        if (builtin) {
+            say(strf("data: built-in corpus (byte tokens); its entropy is %.4f nats/token, the loss of a perfect model",
+                     corpus::entropy_per_token()));
+            if (mc.V < 256) throw Error(strf("the built-in corpus needs a vocabulary of at least 256, the model has %d", mc.V));
+            train_data = std::make_unique<DataLoader>("<built-in corpus, train>", corpus::generate(4 << 20, 1), mc.V);
+            val_data = std::make_unique<DataLoader>("<built-in corpus, val>", corpus::generate(256 << 10, 2), mc.V);
+        } else {
+            if (cfg.val_data.empty()) throw UsageError("--train-data needs --val-data as well");
+            read_unless_dry_run([&] {
+                train_data = std::make_unique<DataLoader>(expand_glob(cfg.train_data), mc.V);
+                val_data = std::make_unique<DataLoader>(expand_glob(cfg.val_data), mc.V);
+                say(strf("data: %zu train shard(s), %s tokens; %zu val shard(s), %s tokens", train_data->num_shards(),
+                         with_commas(train_data->total_tokens()).c_str(), val_data->num_shards(),
+                         with_commas(val_data->total_tokens()).c_str()));
+            });
+        }
+        if (train_data && val_data) {
+            if (!builtin)  // (the built-in corpus is byte tokens, and says so, whatever the vocabulary)
+                for (const std::string& w : {byte_level_warning(*train_data, "training", mc.V),
+                                             byte_level_warning(*val_data, "validation", mc.V)})
+                    if (!w.empty()) say(w);
+            train_data->configure(plan.B, plan.T, plan.A, plan.R, comm.rank, cfg.shuffle, cfg.seed);
+            if (cfg.val_every > 0) val = validation_set(*val_data, cfg.val_tokens, plan.T, comm.rank, comm.world);
+        }
+        if (!cfg.hellaswag.empty()) read_unless_dry_run([&] { hellaswag = read_eval_file(cfg.hellaswag, mc.V, plan.T); });
+        // HellaSwag with the validation loss unless --eval-every says otherwise; with neither, at the start and end
+        eval_every = cfg.eval_every > 0 ? cfg.eval_every : cfg.val_every > 0 ? cfg.val_every : INT_MAX;
+        if (!cfg.tokenizer.empty()) read_unless_dry_run([&] { tokenizer = Tokenizer::load(cfg.tokenizer); });
+        if (!tokenizer.pieces.empty() && (long long)tokenizer.pieces.size() != mc.V)
+            throw Error(strf("'%s' holds %s tokens, but the model's vocabulary has V = %s: a tokenizer of another model "
+                             "would print the wrong text",
+                             cfg.tokenizer.c_str(), with_commas(tokenizer.pieces.size()).c_str(),
+                             with_commas(mc.V).c_str()));
+        prompt = parse_prompt(cfg.prompt, tokenizer, mc.V);
+    }
 
-    // -n 0 trains nothing and writes nothing: it evaluates the model and samples from it
-    const bool writes = main_rank && !cfg.out_dir.empty() && cfg.steps > 0;
-    int start = 0;
-    Rng sample_rng(cfg.sample_seed);
-    int resume_step = cfg.out_dir.empty() ? -1 : latest_checkpoint(cfg.out_dir);
-    if (cfg.resume && resume_step >= 0) {
-        std::string model_file = model_path(cfg.out_dir, resume_step), state_file = state_path(cfg.out_dir, resume_step);
+    // Loads the checkpoint of `step` in --out-dir and checks that it fits this run. False
+    // when that run is complete.
+    bool resume_from(int step) {
+        std::string model_file = model_path(cfg.out_dir, step), state_file = state_path(cfg.out_dir, step);
         std::string differs = shape_difference(read_model_header(model_file), mc);
         if (!differs.empty())
             throw Error(strf("'%s' has another model shape than this run: %s (checkpoint against this run)",
                              model_file.c_str(), differs.c_str()));
-        load_model_params(model_file, mc, m.params());
-        TrainState st = load_state(state_file, m.adam_m(), m.adam_v(), mc.num_params());
+        load_model_params(model_file, mc, m->params());
+        TrainState st = load_state(state_file, m->adam_m(), m->adam_v(), mc.num_params());
         std::string note = check_state_fits(st, state_file, plan, *train_data,
                                             builtin ? "built-in corpus" : "'" + cfg.train_data + "'", cfg.steps);
         if (!note.empty()) say(note);
@@ -475,33 +592,33 @@ int run_training(int argc, char** argv, const Comm& comm) {
             say(strf("the run in '%s' is complete (step %d of --steps %d): nothing to do; raise --steps to train "
                      "further",
                      cfg.out_dir.c_str(), start, cfg.steps));
-            return 0;
+            return false;
         }
         note = check_schedule_fits(st, state_file, cfg);
         if (!note.empty()) say(note);
-    } else if (cfg.resume) {
-        say("no checkpoint to resume from in '" + cfg.out_dir + "': starting from step 0");
-    } else if (resume_step >= 0 && cfg.steps > 0) {
-        throw Error(strf("'%s' already holds checkpoints up to step %d; pass --resume 1 to continue that run, or "
-                         "choose another --out-dir",
-                         cfg.out_dir.c_str(), resume_step));
+        return true;
     }
 
-    m.upload();  // parameters and optimizer state to where the trainer computes
-
-    RunLog log;
-    if (writes) {
+    // The output directory, freed of an interrupted write's temporary files, and the log,
+    // appended to when resuming; one line says where the log and the checkpoints go.
+    void open_log() {
+        if (!writes) return;
         make_dir(cfg.out_dir);
         for (const std::string& name : remove_stale_temporaries(cfg.out_dir))
             say(strf("removed '%s/%s', left by an interrupted checkpoint write", cfg.out_dir.c_str(), name.c_str()));
         log.open(cfg.out_dir + "/log.jsonl", start > 0);
         log.write(strf("{\"type\":\"config\",\"L\":%d,\"NH\":%d,\"C\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"B\":%d,"
-                       "\"T\":%d,\"A\":%d,\"R\":%d,\"global_batch\":%lld,\"steps\":%d,\"start\":%d,\"lr\":%g}",
+                       "\"T\":%d,\"A\":%d,\"R\":%d,\"global_batch\":%lld,\"steps\":%d,\"start\":%d,\"lr\":%g%s}",
                        mc.L, mc.NH, mc.C, mc.V, mc.Vp, mc.maxT, plan.B, plan.T, plan.A, plan.R,
-                       plan.global_tokens(), cfg.steps, start, cfg.lr));
+                       plan.global_tokens(), cfg.steps, start, cfg.lr,
+                       builtin ? strf(",\"corpus_entropy\":%.6f", corpus::entropy_per_token()).c_str() : ""));
+        std::string when = "at the end";
+        if (cfg.ckpt_every > 0) when += strf(", every %d steps", cfg.ckpt_every);
+        if (cfg.ckpt_minutes > 0) when += strf(", every %g minutes", cfg.ckpt_minutes);
+        say(strf("output: log %s/log.jsonl; checkpoints %s/model_NNNNNNNN.bin and state_NNNNNNNN.bin, %s, and on "
+                 "Ctrl-C or SIGTERM",
+                 cfg.out_dir.c_str(), cfg.out_dir.c_str(), when.c_str()));
     }
-    if (tokenizer.pieces.empty() && mc.V > 256 && cfg.sample_every > 0)
-        say("note: no --tokenizer given, samples print token ids above 255 as <id>");
 
     // A NaN or an infinity stops the run with a line that says where it came from. The
     // weights were finite when the run started (init, or checked when loaded) and the
@@ -510,9 +627,9 @@ int run_training(int argc, char** argv, const Comm& comm) {
     // forward pass itself overflowed: after updates, training diverged; before any, the
     // loaded weights are to blame, not --lr. Every rank sees the same loss and gradient
     // norm (both are reduced over the replicas), so rank 0 reports and the others stop quietly.
-    auto stop_non_finite = [&](const std::string& what, bool after_updates) {
-        m.download();
-        NonFinite bad = find_non_finite(m.params(), mc);
+    [[noreturn]] void stop_non_finite(const std::string& what, bool after_updates) {
+        m->download();
+        NonFinite bad = find_non_finite(m->params(), mc);
         std::string msg =
             bad.count > 0 ? strf("%s: this run's updates made the weights non-finite, they hold %s; lower --lr?",
                                  what.c_str(), bad.describe().c_str())
@@ -521,85 +638,87 @@ int run_training(int argc, char** argv, const Comm& comm) {
                 : what + "; the weights and the data were finite: training diverged, lower --lr?";
         if (main_rank) throw Error(msg);
         throw ReportedByAnotherRank(msg);
-    };
+    }
 
     // What is due after `step` optimizer steps (0: before the first): the validation loss,
     // HellaSwag and a sample, on one line each kind; all before that step's checkpoint, so a
     // run resumed from it continues with exactly what an uninterrupted run does next.
-    auto due = [&](int every, int step) { return every > 0 && (step % every == 0 || step == cfg.steps); };
-    auto evaluate = [&](int step) {
+    bool due(int every, int step) const { return every > 0 && (step % every == 0 || step == cfg.steps); }
+    void evaluate(int step) {
         long long tokens_seen = (long long)step * plan.global_tokens();
         std::string line;
         if (due(cfg.val_every, step)) {
-            double loss = validation_loss(m, val, plan.B, comm);
+            double loss = validation_loss(*m, val, plan.B, comm);
             if (!std::isfinite(loss))
                 stop_non_finite(strf("the validation loss is %s at step %d", number(loss).c_str(), step), step > start);
             line += strf(" | val loss %.4f", loss);
             if (writes) log.val(step, tokens_seen, loss);
         }
         if (!hellaswag.empty() && due(eval_every, step)) {
-            HellaSwagResult h = hellaswag_accuracy(m, hellaswag, plan.B, plan.T, comm);
+            HellaSwagResult h = hellaswag_accuracy(*m, hellaswag, plan.B, plan.T, comm);
             line += strf(" | HellaSwag acc_norm %.4f, acc %.4f", h.acc_norm, h.acc);
             if (writes) log.hellaswag(step, tokens_seen, h.acc_norm, h.acc, h.examples);
         }
         if (!line.empty()) say("step " + with_commas(step) + line);
         // a sample at every --sample-every steps after the first, and at the end (-n 0: at once)
         if (due(cfg.sample_every, step) && (step > 0 || cfg.steps == 0) && main_rank) {
-            std::vector<int> out = generate(m, mc, plan.T, prompt, cfg.sample_len, cfg.temperature, cfg.top_k, sample_rng);
+            std::vector<int> out = generate(*m, mc, plan.T, prompt, cfg.sample_len, cfg.temperature, cfg.top_k, sample_rng);
             std::string shown = decode(tokenizer, out, 0, prompt.size()), text = decode(tokenizer, out, prompt.size(), out.size());
             say(strf("---- sample at step %s, its prompt in brackets ----\n[%s]%s\n----------------",
                      with_commas(step).c_str(), terminal_text(shown, false).c_str(), terminal_text(text).c_str()));
             if (writes) log.sample(step, shown, text);
         }
-    };
+    }
 
-    LrSchedule schedule = lr_schedule(cfg, cfg.steps);
-    AdamWConfig opt{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay};
+    // A checkpoint after `step`: at the end, every --ckpt-every steps, and once --ckpt-minutes
+    // have passed since the last one (rank 0 alone writes, so its clock alone decides).
+    bool checkpoint_due(int step) const {
+        double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint_time).count() / 60;
+        return step == cfg.steps || (cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0) ||
+               (cfg.ckpt_minutes > 0 && minutes >= cfg.ckpt_minutes);
+    }
+
     // Writes the state, then the model (host/checkpoint.h): a crash between the two leaves an
     // incomplete pair, which --resume skips. Neither is written when either would hold a
     // non-finite value.
-    auto save_checkpoint = [&](int step) {
+    void save_checkpoint(int step) {
         if (!writes) return;
-        m.download();
-        NonFinite bad = find_non_finite(m.params(), mc);
+        m->download();
+        NonFinite bad = find_non_finite(m->params(), mc);
         if (bad.count > 0)
             throw Error(strf("not writing the checkpoint of step %d: this run's updates made the weights non-finite, "
                              "they hold %s; lower --lr?",
                              step, bad.describe().c_str()));
-        if (size_t bad_moments = count_bad_moments(m.adam_m(), m.adam_v(), mc.num_params()))
+        if (size_t bad_moments = count_bad_moments(m->adam_m(), m->adam_v(), mc.num_params()))
             throw Error(strf("not writing the checkpoint of step %d: this run's updates made %s of AdamW's moments "
                              "non-finite; lower --lr?",
                              step, with_commas((long long)bad_moments).c_str()));
         TrainState st{step, train_data->position(), sample_rng.state, plan.global_tokens(), train_data->identity(),
                       cfg.steps};
-        save_checkpoint_pair(cfg.out_dir, step, st, m.adam_m(), m.adam_v(), mc, m.params());
+        save_checkpoint_pair(cfg.out_dir, step, st, m->adam_m(), m->adam_v(), mc, m->params());
         std::string removed;
         for (int old : prune_checkpoints(cfg.out_dir, cfg.keep_checkpoints))
             removed += (removed.empty() ? " (removed step " : ", ") + std::to_string(old);
         say(strf("checkpoint: %s%s", model_path(cfg.out_dir, step).c_str(), removed.empty() ? "" : (removed + ")").c_str()));
-    };
+        last_checkpoint_time = std::chrono::steady_clock::now();
+    }
 
-    // ---- the loop over optimizer steps
-    if (start == 0) evaluate(0);  // the model as it starts (and all that -n 0 does)
-    double ema_ms = 0, total_ms = 0;
-    int timed_steps = 0;
-    // the model FLOPs each replica does per step (host/cost.h), for the achieved FLOP/s and,
-    // given the device's peak, the MFU; shown in TFLOP/s once a step reaches 1 TFLOP/s
-    const double replica_flops = flops_per_step(mc, plan) / plan.R;
-    auto mfu = [&](double flops_per_s) { return device.tflops > 0 ? flops_per_s / (device.tflops * 1e12) : -1.0; };
-    const char* rate_unit = nullptr;
-    auto rate_text = [&](double flops_per_s, const char* mfu_separator) {
+    // Given the device's peak, the MFU; shown in TFLOP/s once a step reaches 1 TFLOP/s.
+    double mfu(double flops_per_s) const { return device.tflops > 0 ? flops_per_s / (device.tflops * 1e12) : -1.0; }
+    std::string rate_text(double flops_per_s, const char* mfu_separator) {
         if (!rate_unit) rate_unit = flops_per_s >= 1e12 ? "TFLOP/s" : "GFLOP/s";
         std::string s = strf("%.3g %s", flops_per_s / (rate_unit[0] == 'T' ? 1e12 : 1e9), rate_unit);
         if (mfu(flops_per_s) >= 0) s += strf("%sMFU %.1f%%", mfu_separator, 100 * mfu(flops_per_s));
         return s;
-    };
-    for (int step = start + 1; step <= cfg.steps; step++) {
+    }
+
+    // The trainer's step, timed, and its line on the console and in the log.
+    void train_one_step(int step) {
         auto t0 = std::chrono::steady_clock::now();
         float lr = schedule.at(step - 1);
         StepResult r;
         try {
-            r = m.step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step);
+            r = m->step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step);
             check_finite_step(r.loss, r.grad_norm, step);  // for a trainer that did not check before its update
         } catch (const NonFiniteStep& e) {
             stop_non_finite(e.what(), step > start + 1);
@@ -615,17 +734,17 @@ int run_training(int argc, char** argv, const Comm& comm) {
         if (writes)
             log.train(step, cfg.steps, (long long)step * plan.global_tokens(), r.loss, lr, r.grad_norm, ms, tps,
                       flops_per_s, mfu(flops_per_s));
-        evaluate(step);
-        if ((cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0) || step == cfg.steps) save_checkpoint(step);
     }
-    if (timed_steps > 0) {
-        double seconds = total_ms / timed_steps / 1000.0;
-        say(strf("average: %.1f ms/step, %s tokens/s, per replica %s (steps %s..%s)", 1000.0 * seconds,
-                 with_commas((long long)(plan.global_tokens() / seconds)).c_str(),
-                 rate_text(replica_flops / seconds, ", ").c_str(), with_commas(start + 2).c_str(),
-                 with_commas(cfg.steps).c_str()));
-    }
-    return 0;
+};
+
+template <class Trainer>
+int run_training(int argc, char** argv, const Comm& comm) {
+    TrainingRun<Trainer> run(comm);
+    if (!run.set_up(argc, argv)) return 0;  // --help
+    if (!run.agree_and_plan()) return 0;    // a dry run ends with the plan
+    if (!run.restore()) return 0;           // the run in --out-dir is complete
+    run.loop();
+    return run.finish();
 }
 
 // main() of both trainers: runs the training and turns every error into one line on

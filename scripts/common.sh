@@ -47,12 +47,33 @@ steps_from_tokens() {
     echo "steps from --train-tokens: $(commas "$tokens") tokens / $(commas "$per_step") tokens per step = $(commas "$STEPS") steps$rest"
 }
 
+# --dry-run, spelt as the trainers spell it: "--dry-run 1", "--dry-run 0", "--dry-run=1", or
+# "--dry-run" alone (last, or before another option: = 1). It prints the batch arithmetic, the command and the trainer's plan
+# for all the replicas, and launches nothing. take_dry_run ARG NEXT sets DRY_RUN, and is true
+# when NEXT was its value. In an option loop:
+#   --dry-run|--dry-run=*) if take_dry_run "$1" "${2:-}"; then shift; fi; shift ;;
+take_dry_run() {
+    case "$1" in
+        --dry-run=0 | --dry-run=1) DRY_RUN=${1#--dry-run=}; return 1 ;;
+        --dry-run=*) die "--dry-run expects 0 or 1, got '${1#--dry-run=}'" ;;
+    esac
+    if [ -z "${2:-}" ] || [[ $2 == -* ]]; then DRY_RUN=1; return 1; fi
+    [ "$2" = 0 ] || [ "$2" = 1 ] || die "--dry-run expects 0 or 1, got '$2'"
+    DRY_RUN=$2
+    return 0
+}
+
 # trainer_plan R BIN ARGS...: for a launcher's --dry-run, the trainer's own plan for R
 # replicas (memory, FLOPs, communication, and time with --device), printed by one process:
 # BIN ARGS --dry-run 1 --replicas R. Stops with the trainer's status if it rejects the run.
+# Without ./train_gpt, ./train_gpt_cpu (the same source on the CPU runtime) plans instead.
 trainer_plan() {
     local R=$1 bin=$2
     shift 2
+    if [ ! -x "$bin" ] && [ "$bin" = ./train_gpt ] && [ -x ./train_gpt_cpu ]; then
+        echo "plan: ./train_gpt is not built; ./train_gpt_cpu (the same source on the CPU runtime) plans instead"
+        bin=./train_gpt_cpu
+    fi
     if [ ! -x "$bin" ]; then
         echo "plan: $bin is not built, so only the batch arithmetic above (build it for memory, FLOPs and time)"
         return 0

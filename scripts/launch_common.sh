@@ -21,6 +21,8 @@ batch_from_args() {
         name=${TRAINER_ARGS[$i]}
         if [[ $name == --*=* ]]; then
             value=${name#*=} name=${name%%=*}
+        elif [ "$name" = --dry-run ] && [[ ${TRAINER_ARGS[$((i + 1))]:--} == -* ]]; then
+            value=1  # --dry-run alone, the one option that may go without its value
         else
             value=${TRAINER_ARGS[$((i + 1))]:-} i=$((i + 1))  # every trainer option takes a value
         fi
@@ -55,13 +57,4 @@ launch() {
     fi
     [ -x "$TRAIN_BIN" ] || die "$TRAIN_BIN not found or not executable; build it first: make train_gpt (or set TRAIN_BIN)"
     exec "$@"
-}
-
-# --dry-run (optionally followed by 0 or 1) belongs to the launcher: it prints the batch
-# arithmetic, the command and the trainer's plan for all the replicas, and launches nothing.
-# Usage in a launcher's option loop:  --dry-run) take_dry_run "${2:-}" && shift; shift ;;
-take_dry_run() {
-    if [ "$1" = 0 ] || [ "$1" = 1 ]; then DRY_RUN=$1; return 0; fi
-    DRY_RUN=1
-    return 1
 }

@@ -4,12 +4,16 @@
   loss (train, and validation as markers) | learning rate
   gradient norm                           | throughput (tokens/s)
 
-all against tokens seen.  Several logs are overlaid, one colour per run.
+all against tokens seen.  Several logs are overlaid, one colour and line style per
+run, so that runs whose curves coincide stay visible.  A run on the built-in corpus
+(its "config" record holds "corpus_entropy") gets that entropy as a dashed line on the
+loss panel: the loss of a perfect model.
 
-  python3 scripts/plot.py out/run1/log.jsonl out/run2/log.jsonl -o compare.png --smooth 20
+  python3 scripts/plot.py out/run1/log.jsonl out/run2/log.jsonl -o out/compare.png --smooth 20
 
-Only "train" and "val" records are used; other record types ("config",
-"sample", ...) and unknown fields are ignored, so the log format can grow.
+Without -o the PNG goes next to the first log (its directory's training.png).
+Only "train", "val" and "config" records are used; other record types ("sample", ...)
+and unknown fields are ignored, so the log format can grow.
 """
 import argparse
 import json
@@ -39,6 +43,20 @@ def read_log(path):
             elif kind == "val" and "tokens" in rec and "val_loss" in rec:
                 val.append(rec)
     return latest_per_step(train), latest_per_step(val)
+
+
+def corpus_entropy(path):
+    """The built-in corpus's entropy in nats/token from the log's config record, or None."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and rec.get("type") == "config" and \
+                    isinstance(rec.get("corpus_entropy"), (int, float)):
+                return rec["corpus_entropy"]
+    return None
 
 
 def latest_per_step(records):
@@ -73,7 +91,7 @@ def series(records, key):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("logs", nargs="+", help="trainer JSONL log files")
-    ap.add_argument("-o", "--output", default="training.png", help="PNG to write (default training.png)")
+    ap.add_argument("-o", "--output", help="PNG to write (default: training.png next to the first log)")
     ap.add_argument("--labels", help="comma-separated run names (default: each log's directory name)")
     ap.add_argument("--smooth", type=int, default=1, metavar="N",
                     help="moving average over N steps for train loss, grad norm and tokens/s")
@@ -91,7 +109,8 @@ def main(argv=None):
         train, val = read_log(path)
         if not train:
             sys.exit("error: %s has no train records (lines with \"type\": \"train\")" % path)
-        runs.append((label, train, val))
+        runs.append((label, train, val, corpus_entropy(path)))
+    output = args.output or os.path.join(os.path.dirname(args.logs[0]), "training.png")
 
     import matplotlib
     matplotlib.use("Agg")  # files only; no display is needed or wanted
@@ -100,19 +119,30 @@ def main(argv=None):
     fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
     ax_loss, ax_lr, ax_gn, ax_tps = axes.flat
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, (label, train, val) in enumerate(runs):
-        c = colors[i % len(colors)]
+    styles = ["-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2))]  # solid, dashed, dotted, dash-dot
+    markers = ["o", "s", "^", "D", "v", "x"]
+    entropies = set()
+    for i, (label, train, val, entropy) in enumerate(runs):
+        # colour, line style and marker all change from run to run, and later runs are drawn
+        # thinner: runs that train identically (the replica splits) show as interleaved dashes
+        style = dict(color=colors[i % len(colors)], ls=styles[i % len(styles)], lw=max(0.8, 1.6 - 0.3 * i))
         x, y = series(train, "loss")
-        ax_loss.plot(x, smooth(y, args.smooth), color=c, lw=1.2, label=label + " train")
+        ax_loss.plot(x, smooth(y, args.smooth), label=label + " train", **style)
         x, y = series(val, "val_loss")
         if x:
-            ax_loss.plot(x, y, color=c, ls="--", marker="o", ms=4, label=label + " val")
+            ax_loss.plot(x, y, marker=markers[i % len(markers)], ms=6 - min(i, 3), mfc="none",
+                         label=label + " val", **style)
         x, y = series(train, "lr")
-        ax_lr.plot(x, y, color=c, label=label)
+        ax_lr.plot(x, y, label=label, **style)
         x, y = series(train, "grad_norm")
-        ax_gn.plot(x, smooth(y, args.smooth), color=c, lw=1, label=label)
+        ax_gn.plot(x, smooth(y, args.smooth), label=label, **style)
         x, y = series(train, "tokens_per_s")
-        ax_tps.plot(x, smooth(y, args.smooth), color=c, lw=1, label=label)
+        ax_tps.plot(x, smooth(y, args.smooth), label=label, **style)
+        if entropy is not None:
+            entropies.add(round(entropy, 4))
+    for e in sorted(entropies):
+        ax_loss.axhline(e, color="0.4", ls="--", lw=1,
+                        label="built-in corpus entropy %.3f (a perfect model's loss)" % e)
 
     from matplotlib.ticker import EngFormatter, FuncFormatter, LogFormatter
     suffix = " (moving average %d)" % args.smooth if args.smooth > 1 else ""
@@ -135,8 +165,8 @@ def main(argv=None):
     ax_gn.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
     ax_gn.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(1.2, 0.5)))
     fig.tight_layout()
-    fig.savefig(args.output, dpi=110)
-    print("wrote %s (%d run%s)" % (args.output, len(runs), "" if len(runs) == 1 else "s"))
+    fig.savefig(output, dpi=110)
+    print("wrote %s (%d run%s)" % (output, len(runs), "" if len(runs) == 1 else "s"))
     return 0
 
 

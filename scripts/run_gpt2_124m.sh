@@ -5,7 +5,7 @@
 # trainer derives the steps (--train-tokens), 10B / 524,288 = 19,073.
 #
 #   scripts/run_gpt2_124m.sh [--gpus N] [--hosts FILE] [--micro-batch B|auto] [--device-memory SIZE]
-#                            [--tokens N] [--steps N] [--data DIR] [--out DIR] [--dry-run]
+#                            [--tokens N] [--steps N] [--data DIR] [--out DIR] [--dry-run [0|1]]
 #                            [-- TRAINER ARGS...]
 #
 #   --gpus N       replicas (GPUs) in total; N > 1 launches through mpirun -np N
@@ -54,7 +54,7 @@ while [ $# -gt 0 ]; do
         --steps) STEPS=${2:?--steps needs a number}; shift 2 ;;
         --data) DATA_DIR=${2:?--data needs a directory}; shift 2 ;;
         --out) OUT_DIR=${2:?--out needs a directory}; shift 2 ;;
-        --dry-run) DRY_RUN=1; shift ;;
+        --dry-run|--dry-run=*) if take_dry_run "$1" "${2:-}"; then shift; fi; shift ;;
         -h|--help) usage 0 ;;
         --) shift; EXTRA=("$@"); break ;;
         *) echo "error: unknown option $1" >&2; usage 2 ;;
@@ -76,12 +76,12 @@ if [ "$MICRO_BATCH" = auto ]; then
     [ $((TOTAL_BATCH % (SEQ_LEN * GPUS))) -eq 0 ] ||
         die "$(commas $TOTAL_BATCH) tokens per step do not split into ${SEQ_LEN}-token sequences over $GPUS GPUs"
     echo "micro-batch: the largest B×$SEQ_LEN that fits in a GPU's memory and splits $(commas $TOTAL_BATCH) tokens over $GPUS GPU(s), chosen by the trainer (-b auto)"
-    if [ "$DRY_RUN" -eq 1 ] && [ -z "$DEVICE_MEMORY" ] && ! gpu_visible; then
-        DEVICE_MEMORY=80GB
-        echo "no GPU visible: the dry run plans for 80GB per GPU (--device-memory SIZE for another)"
-    fi
 else
     batch_line "$MICRO_BATCH" "$SEQ_LEN" "$TOTAL_BATCH" "$GPUS" "$STEPS"
+fi
+if [ "$DRY_RUN" -eq 1 ] && [ -z "$DEVICE_MEMORY" ] && ! gpu_visible; then
+    DEVICE_MEMORY=80GB
+    echo "no GPU visible: the dry run plans for 80GB per GPU (--device-memory SIZE for another)"
 fi
 
 # --val-tokens 10,485,760: llm.c's 20 validation batches of 64×1024 on each of 8 GPUs

@@ -3,7 +3,7 @@
 # hostfile. Every machine needs the same ./train_gpt (built with MPI) and the data at the
 # same paths; rank 0 writes the checkpoints.
 #
-#   scripts/run_multinode.sh --hostfile FILE --gpus-per-node G [--dry-run] [TRAINER OPTIONS...]
+#   scripts/run_multinode.sh --hostfile FILE --gpus-per-node G [--dry-run [0|1]] [TRAINER OPTIONS...]
 #
 #   --hostfile FILE      one machine per line (Open MPI's format: "node1 slots=8"; # comments)
 #   --gpus-per-node G    processes (GPUs) on each machine
@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --hostfile) HOSTFILE=${2:?--hostfile needs a file}; shift 2 ;;
         --gpus-per-node) PER_NODE=${2:?--gpus-per-node needs a number}; shift 2 ;;
-        --dry-run) if take_dry_run "${2:-}"; then shift; fi; shift ;;
+        --dry-run|--dry-run=*) if take_dry_run "$1" "${2:-}"; then shift; fi; shift ;;
         -h|--help) usage 0 ;;
         --) shift; TRAINER_ARGS+=("$@"); break ;;
         *) TRAINER_ARGS+=("$1"); shift ;;

@@ -2,7 +2,7 @@
 # Trains on the GPUs of one machine: one process per GPU, started by mpirun. Each process
 # takes the GPU of its local rank; gradients are summed with NCCL once per step.
 #
-#   scripts/run_node.sh [--gpus N] [--dry-run] [TRAINER OPTIONS...]
+#   scripts/run_node.sh [--gpus N] [--dry-run [0|1]] [TRAINER OPTIONS...]
 #
 #   --gpus N    processes (GPUs) to use; default: every GPU nvidia-smi lists
 #   --dry-run   print the batch arithmetic, the command and the trainer's plan; launch nothing
@@ -21,7 +21,7 @@ GPUS=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --gpus) GPUS=${2:?--gpus needs a number}; shift 2 ;;
-        --dry-run) if take_dry_run "${2:-}"; then shift; fi; shift ;;
+        --dry-run|--dry-run=*) if take_dry_run "$1" "${2:-}"; then shift; fi; shift ;;
         -h|--help) usage 0 ;;
         --) shift; TRAINER_ARGS+=("$@"); break ;;
         *) TRAINER_ARGS+=("$1"); shift ;;

@@ -9,7 +9,7 @@
 #       needs train_gpt built with MPI and a Slurm with PMIx.
 #
 #   scripts/run_slurm.sh [--nodes N] [--gpus-per-node G] [--mpi] [--init-file PATH]
-#                        [--dry-run] [TRAINER OPTIONS...]
+#                        [--dry-run [0|1]] [TRAINER OPTIONS...]
 #
 #   --nodes N           machines (default: the allocation's, SLURM_JOB_NUM_NODES, else 1)
 #   --gpus-per-node G   processes per machine (default: SLURM_GPUS_ON_NODE, else 8)
@@ -37,7 +37,7 @@ while [ $# -gt 0 ]; do
         --gpus-per-node) PER_NODE=${2:?--gpus-per-node needs a number}; shift 2 ;;
         --mpi) USE_MPI=1; shift ;;
         --init-file) INIT_FILE=${2:?--init-file needs a path}; shift 2 ;;
-        --dry-run) if take_dry_run "${2:-}"; then shift; fi; shift ;;
+        --dry-run|--dry-run=*) if take_dry_run "$1" "${2:-}"; then shift; fi; shift ;;
         -h|--help) usage 0 ;;
         --) shift; TRAINER_ARGS+=("$@"); break ;;
         *) TRAINER_ARGS+=("$1"); shift ;;

@@ -5,9 +5,9 @@
 #       layers, 12 heads, 768 channels) from scratch; it overfits within a few passes over
 #       the data, which the validation loss shows;
 #   CPU (otherwise): ./train's small default model (4 layers, 4 heads, 128 channels), the
-#       run whose validation losses README.md quotes: 300 steps of 1,024 tokens, minutes.
+#       run whose validation losses docs/reproduce.md quotes: 300 steps of 1,024 tokens, minutes.
 #
-#   scripts/run_tinyshakespeare.sh [--cpu | --gpu] [--dry-run] [-- TRAINER ARGS...]
+#   scripts/run_tinyshakespeare.sh [--cpu | --gpu] [--dry-run [0|1]] [-- TRAINER ARGS...]
 #
 #   --cpu, --gpu  choose instead of detecting
 #   --dry-run     print the batch arithmetic, the command and the trainer's plan; launch nothing
@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --cpu) DEVICE=cpu; shift ;;
         --gpu) DEVICE=gpu; shift ;;
-        --dry-run) DRY_RUN=1; shift ;;
+        --dry-run|--dry-run=*) if take_dry_run "$1" "${2:-}"; then shift; fi; shift ;;
         -h|--help) usage 0 ;;
         --) shift; EXTRA=("$@"); break ;;
         *) echo "error: unknown option $1" >&2; usage 2 ;;

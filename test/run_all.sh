@@ -48,6 +48,7 @@ fi
 
 suite "data tools, recipes and plots" python3 test/test_data_tools.py
 suite "plot of a real run" bash test/test_plot_run.sh
+suite "the README's commands (docs/commands.txt)" bash test/test_readme_commands.sh
 
 # ---- hardening: bad inputs, crash safety, sanitizers, fuzzing (see README, "Hardening")
 hardening_start=$SECONDS

@@ -55,7 +55,7 @@ cp "$M" "$D/model_bf16.bin" && put32 "$D/model_bf16.bin" 1 5
 cp "$D/model_header_only.bin" "$D/model_wrap.bin" && put32 "$D/model_wrap.bin" 4 $((1 << 30)) &&
     put32 "$D/model_wrap.bin" 6 $((1 << 30)) && put32 "$D/model_wrap.bin" 5 1
 # within every limit, but 211 TB of parameters in a 1 KB file: the size it needs, from the
-# tensor list in README.md (wte, wpe, 12·L·C² of matrices, 13·L·C of vectors, lnf)
+# tensor list in docs/formats.md (wte, wpe, 12·L·C² of matrices, 13·L·C of vectors, lnf)
 cp "$D/model_header_only.bin" "$D/model_huge.bin" && put32 "$D/model_huge.bin" 4 1024 &&
     put32 "$D/model_huge.bin" 6 65536 && put32 "$D/model_huge.bin" 5 1
 huge_params=$((256 * 65536 + 32 * 65536 + 12 * 1024 * 65536 * 65536 + 13 * 1024 * 65536 + 2 * 65536))

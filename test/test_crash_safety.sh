@@ -113,5 +113,110 @@ if g++ -shared -fPIC -O1 -o "$work/disk_full.so" test/disk_full.cpp -ldl; then
         fail "a failed rename: exit $rc, stderr: $err; $(ls "$work/rename" | tr '\n' ' ')"
 else fail "could not build test/disk_full.cpp"; fi
 
+# ---- signals: SIGTERM at a random step makes the trainer finish that step, save it and exit
+# 143; the run resumed from that checkpoint (--resume 1) goes on exactly as a run never
+# stopped: the same losses, gradient norms, validation losses and samples at every step
+# (the log without its timings), and the same final model and state byte for byte. One
+# process of ./train and of train_gpt_cpu, and two replicas (MPI ./train; train_gpt_cpu
+# started as srun would) with the signal sent to rank 1 only.
+trajectory() {  # the log's records without their timings, one per line
+    python3 -c "import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r['type'] != 'config':
+        print({k: v for k, v in r.items() if k not in ('ms', 'tokens_per_s', 'flops_per_s', 'mfu')})" "$1/log.jsonl"
+}
+# Starters: KIND DIR ARGS... starts the run in the background; sets pids (to wait for), out
+# (rank 0's output) and victim (the process the signal goes to, rank 1 where there are two).
+start_train() { local dir=$2; shift 2; $TRAIN "$@" -o "$dir" >"$dir.out" 2>&1 & pids=($!) out=$dir.out victim=$!; }
+start_gpt() { local dir=$2; shift 2; ./train_gpt_cpu "$@" -o "$dir" >"$dir.out" 2>&1 & pids=($!) out=$dir.out victim=$!; }
+start_mpi2() {  # rank 1's pid from the line "rank 1 on HOST, pid N", once it is printed
+    local dir=$2; shift 2
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np 2 \
+        $TRAIN "$@" -o "$dir" >"$dir.out" 2>&1 &
+    pids=($!) out=$dir.out victim=""
+}
+start_slurm2() {  # two processes as srun starts them: ranks from Slurm's variables, no MPI
+    local dir=$2 r; shift 2
+    rm -f "$dir.ncclid"
+    pids=()
+    for r in 0 1; do
+        env -u OMPI_COMM_WORLD_SIZE SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r SLURM_JOB_ID=$$ SLURM_STEP_ID=0 \
+            ./train_gpt_cpu "$@" -o "$dir" --nccl-init-file "$dir.ncclid" >"$dir.$r.out" 2>&1 &
+        pids+=($!)
+    done
+    out=$dir.0.out victim=${pids[1]}
+}
+wait_pids() {  # the status of the first process that failed, else 0; kills them all after 300 s
+    local deadline=$((SECONDS + 300)) pid rc=0 r
+    for pid in "${pids[@]}"; do
+        while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.05; done
+        kill -0 "$pid" 2>/dev/null && { echo "   still running after 300 s: killed"; kill -9 "${pids[@]}" 2>/dev/null; }
+        wait "$pid"; r=$?
+        [ $rc -eq 0 ] && rc=$r
+    done
+    return $rc
+}
+signal_case() {  # NAME STARTER
+    local name=$1 start=$2 dir=$work/sig_$1 steps=60 rc
+    local tiny="--layers 2 --heads 2 --channels 32 --max-seq-len 64 -b 4 -t 32 --val-every 7 --val-tokens 256
+                --sample-every 9 --sample-len 8 --threads 1 -n $steps"
+    $start x "$dir.straight" $tiny; wait_pids || { tail -3 "$out"; fail "$name: the run without a signal"; return; }
+    local k=$((RANDOM % 25 + 3))  # the step whose line triggers the signal
+    $start x "$dir" $tiny
+    while kill -0 "${pids[0]}" 2>/dev/null && ! grep -q "^step *$k/" "$out" 2>/dev/null; do sleep 0.02; done
+    [ -z "$victim" ] && victim=$(sed -n 's/^rank 1 on .*, pid \([0-9]*\)$/\1/p' "$out")
+    [ -n "$victim" ] && kill -TERM "$victim" 2>/dev/null
+    wait_pids; rc=$?
+    local at=$(sed -n 's/^stopped by a signal after step \([0-9]*\) of .*--resume 1$/\1/p' "$out")
+    if [ -z "$at" ] || [ "$at" -lt "$k" ] || [ "$at" -ge "$steps" ]; then
+        tail -4 "$out"; fail "$name: SIGTERM at step $k did not stop the run with a line saying how to resume"; return
+    fi
+    local model=$(printf '%s/model_%08d.bin' "$dir" "$at") state=$(printf '%s/state_%08d.bin' "$dir" "$at")
+    # the exit status: 143 (128 + SIGTERM) from the process that got the signal (mpirun passes on a non-zero one)
+    if [ -f "$model" ] && [ -f "$state" ] && { [ $rc -eq 143 ] || [ $start = start_mpi2 -a $rc -ne 0 ]; }; then
+        pass "$name: SIGTERM at step $k: stopped after step $at with its checkpoint, exit status $rc"
+    else fail "$name: after SIGTERM at step $k: exit $rc, checkpoint of step $at missing"; return; fi
+    $start x "$dir" $tiny --resume 1; wait_pids || { tail -3 "$out"; fail "$name: the resumed run"; return; }
+    local last=$(printf 'model_%08d.bin' $steps) last_state=$(printf 'state_%08d.bin' $steps)
+    if cmp -s <(trajectory "$dir.straight") <(trajectory "$dir") && cmp -s "$dir.straight/$last" "$dir/$last" &&
+       cmp -s "$dir.straight/$last_state" "$dir/$last_state"; then
+        pass "$name: resumed from step $at, the same trajectory and final checkpoint as the run never stopped, byte for byte"
+    else
+        diff <(trajectory "$dir.straight") <(trajectory "$dir") | head -4
+        fail "$name: the run resumed after the signal differs from the run never stopped"
+    fi
+}
+signal_case train start_train
+if command -v mpirun >/dev/null && ldd "$TRAIN" 2>/dev/null | grep -q libmpi; then signal_case "mpi-2-replicas" start_mpi2
+else echo "SKIP two MPI replicas: $TRAIN was built without MPI or mpirun is missing"; fi
+if [ -x ./train_gpt_cpu ]; then
+    signal_case train_gpt_cpu start_gpt
+    signal_case "train_gpt_cpu-2-replicas" start_slurm2
+else echo "SKIP train_gpt_cpu, one process and two replicas: not built (make train_gpt_cpu)"; fi
+
+# A second signal while the stop's checkpoint is being written ends the run at once; the
+# write it cut short is a .tmp file, so the checkpoint before it stays whole: resumed from
+# it, the run ends with the straight run's final model and state byte for byte.
+sig2=$work/sig2
+$RUN --ckpt-every 4 --keep-checkpoints 0 -o "$sig2" >"$sig2.out" 2>&1 &
+pid=$!
+k=$((RANDOM % 16 + 6))
+while kill -0 $pid 2>/dev/null && ! grep -q "^step *$k/" "$sig2.out" 2>/dev/null; do sleep 0.01; done
+kill -TERM $pid 2>/dev/null
+while kill -0 $pid 2>/dev/null; do  # the second signal as soon as a checkpoint file is being written
+    tmps=("$sig2"/*.tmp)
+    [ ${#tmps[@]} -gt 0 ] && { kill -TERM $pid; break; }
+done
+wait $pid; rc=$?
+tmps=("$sig2"/*.tmp)
+if [ $rc -eq 143 ] && grep -q "second signal: exiting at once" "$sig2.out" && [ ${#tmps[@]} -gt 0 ]; then
+    pass "a second SIGTERM during the checkpoint write (step $k) exits at once, leaving the write as ${tmps[0]##*/}"
+else tail -3 "$sig2.out"; fail "second SIGTERM: exit $rc, ${#tmps[@]} .tmp files"; fi
+if $RUN -o "$sig2" >"$sig2.resume.out" 2>&1 && cmp -s "$work/straight/$last" "$sig2/$last" &&
+   cmp -s "$work/straight/$last_state" "$sig2/$last_state"; then
+    pass "after the second signal, $(grep -o 'resumed from step [0-9]*' "$sig2.resume.out") ends with the straight run's checkpoint byte for byte"
+else tail -3 "$sig2.resume.out"; fail "the run resumed after a second signal differs from the straight run"; fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

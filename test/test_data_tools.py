@@ -16,6 +16,7 @@ import io
 import json
 import os
 import random
+import shutil
 import struct
 import subprocess
 import sys
@@ -390,10 +391,57 @@ def launchers_dry_run_prints_the_trainers_plan():
 
 
 @check
+def dry_run_is_spelt_alike_in_the_trainer_and_every_script():
+    """--dry-run 1, --dry-run=1 and --dry-run alone plan and launch nothing, in ./train and in every
+    script; --dry-run 0 launches (here: fails for want of the trainer or a GPU); anything else is refused."""
+    env = built_train()
+    scripts = (["scripts/run_1gpu.sh"], ["scripts/run_node.sh", "--gpus", "2"],
+               ["scripts/run_gpt2_124m.sh"], ["scripts/run_tinyshakespeare.sh", "--cpu"])
+    for spelling in (["--dry-run"], ["--dry-run", "1"], ["--dry-run=1"]):
+        p = sh(["./train"] + spelling + ["-n", "5"])
+        assert p.returncode == 0 and "<- this run" in p.stdout, "%s: %s" % (spelling, p.stdout + p.stderr)
+        p = sh(["./train", "-n", "5"] + spelling)  # last on the line
+        assert p.returncode == 0 and "<- this run" in p.stdout, "%s last: %s" % (spelling, p.stdout + p.stderr)
+        for script in scripts:
+            p = sh(["bash"] + script + spelling, env=dict(env, PATH=fake_nvidia_smi(False)))
+            assert p.returncode == 0, "%s %s: exit %d: %s" % (script, spelling, p.returncode, p.stdout + p.stderr)
+            assert "command: " in p.stdout and "<- this run" in p.stdout, "%s %s: %s" % (script, spelling, p.stdout)
+    none = {"TRAIN_BIN": os.path.join(TMP.name, "no_such_trainer"), "PATH": fake_nvidia_smi(False)}
+    for script, why in ((["scripts/run_1gpu.sh"], "not found or not executable"),
+                        (["scripts/run_gpt2_124m.sh"], "no GPU visible")):
+        p = sh(["bash"] + script + ["--dry-run", "0"], env=none)
+        assert p.returncode == 2 and why in p.stderr, "%s --dry-run 0 should launch: %s" % (script, p.stdout + p.stderr)
+    p = sh(["./train", "--dry-run", "2"])
+    assert p.returncode == 2 and "--dry-run expects 0 or 1, got '2'" in p.stderr, p.stderr
+    for script in scripts:
+        p = sh(["bash"] + script + ["--dry-run", "2"], env=env)
+        assert p.returncode == 2 and "--dry-run expects 0 or 1, got '2'" in p.stderr, "%s: %s" % (script, p.stderr)
+
+
+@check
+def dry_run_without_train_gpt_plans_with_train_gpt_cpu():
+    """A checkout where only train_gpt_cpu is built: the launchers' dry run plans with it, and says so."""
+    if not os.access(os.path.join(ROOT, "train_gpt_cpu"), os.X_OK):
+        raise Skip("./train_gpt_cpu is not built")
+    clone = os.path.join(TMP.name, "checkout_without_train_gpt")
+    shutil.copytree(os.path.join(ROOT, "scripts"), os.path.join(clone, "scripts"))
+    os.symlink(os.path.join(ROOT, "train_gpt_cpu"), os.path.join(clone, "train_gpt_cpu"))
+    env = {"PATH": fake_nvidia_smi(False)}
+    for script in (["run_1gpu.sh", "-n", "5"], ["run_gpt2_124m.sh", "--gpus", "8"]):
+        p = subprocess.run(["bash", os.path.join(clone, "scripts", script[0]), "--dry-run"] + script[1:],
+                           capture_output=True, text=True, timeout=120,
+                           env={k: v for k, v in dict(os.environ, **env).items() if k != "TRAIN_BIN"})
+        assert p.returncode == 0, "%s: exit %d: %s" % (script[0], p.returncode, p.stdout + p.stderr)
+        assert "./train_gpt is not built; ./train_gpt_cpu (the same source on the CPU runtime) plans instead" \
+            in p.stdout, p.stdout
+        assert "plan (./train_gpt_cpu ... --dry-run 1" in p.stdout and "<- this run" in p.stdout, p.stdout
+
+
+@check
 def recipe_tinyshakespeare_dry_run():
     p = sh(["bash", "scripts/run_tinyshakespeare.sh", "--cpu", "--dry-run"])
     assert p.returncode == 0, p.stderr
-    # the small default model of the README's table: 16×64 tokens, 300 steps, the GPT-2 vocabulary
+    # the small default model of docs/reproduce.md's table: 16×64 tokens, 300 steps, the GPT-2 vocabulary
     assert "micro-batch 16×64 = 1,024 tokens × 1 accumulation × 1 replica = 1,024 tokens per step; " \
            "300 steps = 307,200 tokens" in p.stdout, p.stdout
     assert "command: ./train " in p.stdout and "--channels" not in p.stdout, p.stdout
@@ -537,6 +585,34 @@ def plot_writes_png():
         head = f.read(8)
     assert head == b"\x89PNG\r\n\x1a\n", "not a PNG: %r" % head
     assert os.path.getsize(png) > 10 * 1024, "PNG only %d bytes" % os.path.getsize(png)
+
+
+@check
+def plot_marks_the_corpus_entropy_and_writes_next_to_the_log():
+    """The trainer's config record on the built-in corpus carries its entropy (the line the plot
+    draws); with shards it does not. Without -o the PNG goes next to the first log, not into the
+    current directory."""
+    spec = importlib.util.spec_from_file_location("plot", os.path.join(ROOT, "scripts", "plot.py"))
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    if not os.path.exists(os.path.join(ROOT, "train")):
+        raise Skip("./train is not built")
+    run = os.path.join(TMP.name, "entropy_run")
+    p = sh(["./train", "--layers", "1", "--heads", "1", "--channels", "8", "--max-seq-len", "8", "-b", "2",
+            "-t", "8", "-n", "2", "--val-every", "0", "--sample-every", "0", "--threads", "1", "-o", run])
+    assert p.returncode == 0, p.stdout + p.stderr
+    printed = float(p.stdout.split("its entropy is ")[1].split()[0])  # the data line, 4 decimals
+    entropy = plot.corpus_entropy(os.path.join(run, "log.jsonl"))
+    assert entropy is not None and abs(entropy - printed) <= 0.5e-4, (entropy, printed)
+    shards_log = os.path.join(TMP.name, "shards_log.jsonl")
+    with open(shards_log, "w") as f:
+        f.write(json.dumps({"type": "config", "V": 50257}) + "\n")
+    assert plot.corpus_entropy(shards_log) is None
+    if importlib.util.find_spec("matplotlib") is None:
+        raise Skip("matplotlib not importable")
+    p = sh([sys.executable, "scripts/plot.py", os.path.join(run, "log.jsonl")])
+    assert p.returncode == 0 and os.path.isfile(os.path.join(run, "training.png")), p.stdout + p.stderr
+    assert not os.path.exists(os.path.join(ROOT, "training.png")), "a PNG was written into the checkout"
 
 
 @check
