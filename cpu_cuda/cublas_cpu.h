@@ -3,7 +3,8 @@
 //
 // Semantics are cuBLAS's documented ones: column-major matrices, op(X) = X or Xᵀ (C means T
 // for real types), D = alpha·op(A)·op(B) + beta·C, the documented argument checks and status
-// codes, and beta == 0 never reads C. Every product accumulates in float32. Inputs in bf16
+// codes, beta == 0 never reads C, and a cuBLASLt algorithm refuses buffers less aligned than
+// the preference it was chosen under (check_alignment). Every product accumulates in float32. Inputs in bf16
 // or fp16 are widened exactly; with TF32 (or fast bf16/fp16) math the float32 inputs are
 // first rounded to that format, which is all a tensor core's arithmetic is modelled by. The
 // output is rounded to its type once, after alpha, beta and the epilogue.
@@ -114,10 +115,14 @@ inline void store_floats(cudaDataType t, const float* src, int64_t n, void* dst)
     }
 }
 
-// GELU in the tanh form cuBLASLt uses, and its derivative for the backward epilogues.
+// GELU in the tanh form cuBLASLt uses, 0.5·x·(1 + tanh(u)) with u = √(2/π)·(x + 0.044715·x³), and
+// its derivative for the backward epilogues. cuBLASLt does not say how its epilogue evaluates
+// it, and on a GPU its bits differ from a kernel's tanhf. So the epilogue here takes the equal
+// form x·σ(2u) = x / (1 + e^(−2u)), rounded differently from the tanh form: code that counts
+// on the epilogue and its own GELU kernel agreeing bit for bit fails here as on a GPU.
 constexpr float GELU_SCALE = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float GELU_CUBE = 0.044715f;
-inline float gelu(float x) { return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + GELU_CUBE * x * x * x))); }
+inline float gelu(float x) { return x / (1.0f + expf(-2.0f * GELU_SCALE * (x + GELU_CUBE * x * x * x))); }
 inline float gelu_grad(float x) {
     float t = tanhf(GELU_SCALE * (x + GELU_CUBE * x * x * x));
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * x * x);
@@ -960,6 +965,47 @@ inline cublasStatus_t plan_matmul(const LtMatmulDesc& d, const LtLayout& a, cons
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// An algorithm from the heuristic carries the buffer alignments it was chosen for: the
+// preference's CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES (256 unless set). cuBLASLt
+// documents that a successful heuristic does not guarantee the algorithm runs ("will fail if
+// e.g. buffers are not correctly aligned"), and that a smaller preference excludes the
+// algorithms that need more: an algorithm chosen under the default of 256 may need all 256.
+// So cublasLtMatmul refuses, with CUBLAS_STATUS_NOT_SUPPORTED ("doesn't support configured
+// operation"), a pointer less aligned than its preference.
+constexpr uint64_t ALGO_TAG = 0x63707563'75646131ull;  // "cpucuda1": data[0] of our algorithms
+inline void store_alignments(cublasLtMatmulAlgo_t* algo, const uint32_t alignment[4]) {
+    *algo = cublasLtMatmulAlgo_t{};
+    algo->data[0] = ALGO_TAG;
+    for (int i = 0; i < 4; i++) algo->data[1 + i] = alignment[i];
+}
+// How aligned p is, up to 256 bytes. A GPU's allocations start on 256-byte boundaries; the
+// runtime's start on 16 (so that they end flush against their guard page), so inside an
+// allocation the offset from its start is what counts, as if the start were a GPU's.
+inline uint32_t alignment_of(const void* p) {
+    const Allocation* a = memory().find(p);
+    uintptr_t at = a ? (uintptr_t)((const char*)p - a->ptr) : (uintptr_t)p;
+    uint32_t alignment = 256;
+    while (alignment > 1 && at % alignment != 0) alignment /= 2;
+    return alignment;
+}
+// NOT_SUPPORTED, with a line naming the operand, when a pointer is less aligned than the
+// algorithm was chosen for. Without an algorithm (null) cuBLASLt chooses one for the call
+// itself, knowing the pointers: nothing to check.
+inline cublasStatus_t check_alignment(const cublasLtMatmulAlgo_t* algo, const void* const ptr[4]) {
+    if (!algo || algo->data[0] != ALGO_TAG) return CUBLAS_STATUS_SUCCESS;
+    for (int i = 0; i < 4; i++) {
+        uint32_t need = (uint32_t)algo->data[1 + i], have = alignment_of(ptr[i]);
+        if (ptr[i] && have < need) {
+            fprintf(stderr,
+                    "cpu_cuda: cublasLtMatmul: matrix %c is %u-byte aligned; its algorithm was chosen for %u "
+                    "(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%c_BYTES)\n",
+                    "ABCD"[i], have, need, "ABCD"[i]);
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        }
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 }  // namespace blas
 }  // namespace cpu_cuda
 
@@ -1099,6 +1145,7 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cu
                                         embedded<LtLayout>(Ddesc), &g);
     if (status != CUBLAS_STATUS_SUCCESS) return status;
     results[0] = cublasLtMatmulHeuristicResult_t{};
+    store_alignments(&results[0].algo, embedded<LtPreference>(pref).min_alignment);
     results[0].workspaceSize = 0;
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
@@ -1112,7 +1159,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
                                      const void* A, cublasLtMatrixLayout_t Adesc, const void* B,
                                      cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C,
                                      cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
-                                     const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+                                     const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t) {
     using namespace cpu_cuda::blas;
     cpu_cuda::DeviceAccess access;
     const char* call = "cublasLtMatmul";
@@ -1124,6 +1171,9 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
     cublasStatus_t status = plan_matmul(d, embedded<LtLayout>(Adesc), embedded<LtLayout>(Bdesc), cl, dl, &g);
     if (status != CUBLAS_STATUS_SUCCESS) return status;
     if (C == D && (cl.ld != dl.ld || cl.batch_stride != dl.batch_stride)) return CUBLAS_STATUS_INVALID_VALUE;
+    const void* operands[4] = {A, B, C, D};
+    status = check_alignment(algo, operands);
+    if (status != CUBLAS_STATUS_SUCCESS) return status;
     Epilogue& e = g.ep;
     if (((e.bias || e.writes_bias()) && !d.bias) || ((e.aux_out || e.reads_aux()) && !d.aux))
         return CUBLAS_STATUS_INVALID_VALUE;
