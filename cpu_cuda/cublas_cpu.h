@@ -978,15 +978,20 @@ inline void store_alignments(cublasLtMatmulAlgo_t* algo, const uint32_t alignmen
     algo->data[0] = ALGO_TAG;
     for (int i = 0; i < 4; i++) algo->data[1 + i] = alignment[i];
 }
-// How aligned p is, up to 256 bytes. A GPU's allocations start on 256-byte boundaries; the
-// runtime's start on 16 (so that they end flush against their guard page), so inside an
-// allocation the offset from its start is what counts, as if the start were a GPU's.
+// How aligned p is, up to 256 bytes. A GPU's allocations start on 256-byte boundaries, so
+// there a pointer's address and its offset into its allocation are equally aligned. The
+// runtime's start on 16 (so that they end flush against their guard page), and the two can
+// differ: the caller can measure the address, and the offset is what the address would be on
+// a GPU. A pointer passes when either is aligned enough.
 inline uint32_t alignment_of(const void* p) {
+    auto power_of_two = [](uintptr_t x) {
+        uint32_t alignment = 256;
+        while (alignment > 1 && x % alignment != 0) alignment /= 2;
+        return alignment;
+    };
+    uint32_t address = power_of_two((uintptr_t)p);
     const Allocation* a = memory().find(p);
-    uintptr_t at = a ? (uintptr_t)((const char*)p - a->ptr) : (uintptr_t)p;
-    uint32_t alignment = 256;
-    while (alignment > 1 && at % alignment != 0) alignment /= 2;
-    return alignment;
+    return a ? std::max(address, power_of_two((uintptr_t)((const char*)p - a->ptr))) : address;
 }
 // NOT_SUPPORTED, with a line naming the operand, when a pointer is less aligned than the
 // algorithm was chosen for. Without an algorithm (null) cuBLASLt chooses one for the call

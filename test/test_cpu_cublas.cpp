@@ -695,15 +695,17 @@ TEST_CASE("cublasLtMatmul: bf16 in and out with a bf16 bias; in place; batched; 
 // cuBLASLt's rule (cublasLt.h): the heuristic's answer "doesn't fully guarantee algo will run
 // (will fail if e.g. buffers are not correctly aligned)"; CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*
 // default to 256 bytes, and a smaller value admits only algorithms that work at that alignment.
-// A slice of a 256-byte aligned buffer at 16 bytes (8 bf16) in: refused under the default,
-// run under a preference of 16, with the same result as from an aligned copy.
+// A slice of a buffer at 16 bytes (8 bf16) in: refused under the default, run under a
+// preference of 16, with the same result as from an aligned copy. (The shifted buffers are a
+// multiple of 256 bytes long, so that the runtime starts them on 256 bytes, as a GPU would.)
 TEST_CASE("cublasLtMatmul: an algorithm refuses buffers less aligned than its preference (default 256)") {
     const int64_t m = 24, n = 16, k = 40, shift = 8;  // 8 bf16: 16 bytes
     std::vector<float> A = grid_floats((size_t)(m * k)), B = grid_floats((size_t)(k * n));
     std::vector<float> A_shifted(shift, 0.0f);
     A_shifted.insert(A_shifted.end(), A.begin(), A.end());
+    A_shifted.resize(1024, 0.0f);  // 2048 bytes
     Dev<__nv_bfloat16> dA(to_bf16(A)), dA_shifted(to_bf16(A_shifted)), dB(to_bf16(B));
-    Dev<__nv_bfloat16> dD((size_t)(m * n + shift));
+    Dev<__nv_bfloat16> dD(512);  // 1024 bytes, for m·n + shift
     const __nv_bfloat16* A16 = dA_shifted.p + shift;  // A again, 16 bytes past a 256-byte boundary
     const float one = 1.0f, zero = 0.0f;
     LtMatmul mm(N, N, CUDA_R_16BF, CUDA_R_16BF, m, n, k, m, k, m, m);
