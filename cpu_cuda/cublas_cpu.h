@@ -23,7 +23,8 @@
 //
 // cuBLAS's own blocking and split-K orders are not reproduced, so results match a GPU to
 // float32 rounding, not bit for bit. Calls run at once on the calling thread's behalf, so
-// streams, workspaces and algorithm choices are accepted and have no effect.
+// streams, workspaces and algorithm choices are accepted and have no effect on the result
+// (a cuBLASLt algorithm carries only the alignments it was chosen for).
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
