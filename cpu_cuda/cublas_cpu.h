@@ -116,14 +116,12 @@ inline void store_floats(cudaDataType t, const float* src, int64_t n, void* dst)
     }
 }
 
-// GELU in the tanh form cuBLASLt uses, 0.5·x·(1 + tanh(u)) with u = √(2/π)·(x + 0.044715·x³), and
-// its derivative for the backward epilogues. cuBLASLt does not say how its epilogue evaluates
-// it, and on a GPU its bits differ from a kernel's tanhf. So the epilogue here takes the equal
-// form x·σ(2u) = x / (1 + e^(−2u)), rounded differently from the tanh form: code that counts
-// on the epilogue and its own GELU kernel agreeing bit for bit fails here as on a GPU.
+// GELU in the tanh form cuBLASLt uses, and its derivative for the backward epilogues.
+// (cuBLASLt does not say how its epilogue evaluates it: on a GPU its bits need not be those
+// of a GELU kernel's.)
 constexpr float GELU_SCALE = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float GELU_CUBE = 0.044715f;
-inline float gelu(float x) { return x / (1.0f + expf(-2.0f * GELU_SCALE * (x + GELU_CUBE * x * x * x))); }
+inline float gelu(float x) { return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + GELU_CUBE * x * x * x))); }
 inline float gelu_grad(float x) {
     float t = tanhf(GELU_SCALE * (x + GELU_CUBE * x * x * x));
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * x * x);

@@ -579,10 +579,10 @@ TEST_CASE("off 256-byte boundaries (C=40, B·T odd), with and without --recomput
 }
 
 // --recompute 1: the backward redoes GELU from its kept input; it must get the bits the
-// forward used, or the gradient is not that of the forward's loss. On a GPU cuBLASLt's GELU
-// epilogue and gelu_forward round differently (the CPU runtime's epilogue too, on purpose),
-// and in bf16 the epilogue applies GELU before its input is rounded. One layer (L=1), so that
-// the forward's GELU output is still in the one-layer buffer when the backward overwrites it.
+// forward used, or the gradient is not that of the forward's loss. cuBLASLt's GELU epilogue
+// need not round as gelu_forward does on a GPU, and in bf16 it applies GELU to the float32
+// sum where gelu_forward reads the rounded input. One layer (L=1), so that the forward's GELU
+// output is still in the one-layer buffer when the backward overwrites it.
 TEST_CASE("--recompute 1: the backward's recomputed GELU output is the forward's, bit for bit") {
     ModelConfig c = tiny_config();
     c.L = 1;
