@@ -423,14 +423,16 @@ struct GpuTrainer {
             float* ln2_rstd = a.ln2_rstd + l * BT;  floatX* fch = a.fch + l * BT * 4 * C;
             floatX* fch_gelu = a.fch_gelu + (recompute ? 0 : l) * BT * 4 * C;
             floatX* residual3 = a.residual3 + l * BT * C;
-            // x + attention(ln1(x)), then x + mlp(ln2(x)); GELU is applied as fc's product is written
+            // x + attention(ln1(x)), then x + mlp(ln2(x)); GELU is applied as fc's product is written,
+            // or with --recompute 1 by the kernel that the backward redoes it with
             gpu::layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, p.ln1w + l * C, p.ln1b + l * C, BT, C);
             gpu::matmul_forward(qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, BT, C, 3 * C);
             attention_forward(atty, att_stats, qkv, B, T);
             gpu::matmul_forward(s.proj, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, BT, C, C);
             gpu::residual_forward(residual2, residual, s.proj, BT * C);
             gpu::layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, p.ln2w + l * C, p.ln2b + l * C, BT, C);
-            gpu::matmul_forward(fch_gelu, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, BT, C, 4 * C, fch);
+            gpu::matmul_gelu_forward(fch_gelu, fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, BT, C,
+                                     4 * C, recompute);
             gpu::matmul_forward(s.proj, fch_gelu, p.fcprojw + (size_t)l * C * 4 * C, p.fcprojb + l * C, BT, 4 * C, C);
             gpu::residual_forward(residual3, residual2, s.proj, BT * C);
         }
@@ -492,7 +494,7 @@ struct GpuTrainer {
             const floatX* ln2 = a.ln2 + l * BT * C;        const float* ln2_mean = a.ln2_mean + l * BT;
             const float* ln2_rstd = a.ln2_rstd + l * BT;   const floatX* fch = a.fch + l * BT * 4 * C;
             floatX* fch_gelu = a.fch_gelu + (recompute ? 0 : l) * BT * 4 * C;
-            if (recompute) gpu::gelu_forward(fch_gelu, fch, BT * 4 * C);
+            if (recompute) gpu::gelu_forward(fch_gelu, fch, BT * 4 * C);  // as the forward did: the same bits
             // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
             gpu::matmul_backward(d.dfch, g.fcprojw + (size_t)l * C * 4 * C, g.fcprojb + l * C, work, d.dresidual,
                                  fch_gelu, p.fcprojw + (size_t)l * C * 4 * C, BT, 4 * C, C);

@@ -3,7 +3,8 @@
 //
 // Semantics are cuBLAS's documented ones: column-major matrices, op(X) = X or Xᵀ (C means T
 // for real types), D = alpha·op(A)·op(B) + beta·C, the documented argument checks and status
-// codes, and beta == 0 never reads C. Every product accumulates in float32. Inputs in bf16
+// codes, beta == 0 never reads C, and a cuBLASLt algorithm refuses buffers less aligned than
+// the preference it was chosen under (check_alignment). Every product accumulates in float32. Inputs in bf16
 // or fp16 are widened exactly; with TF32 (or fast bf16/fp16) math the float32 inputs are
 // first rounded to that format, which is all a tensor core's arithmetic is modelled by. The
 // output is rounded to its type once, after alpha, beta and the epilogue.
@@ -22,7 +23,8 @@
 //
 // cuBLAS's own blocking and split-K orders are not reproduced, so results match a GPU to
 // float32 rounding, not bit for bit. Calls run at once on the calling thread's behalf, so
-// streams, workspaces and algorithm choices are accepted and have no effect.
+// streams, workspaces and algorithm choices are accepted and have no effect on the result
+// (a cuBLASLt algorithm carries only the alignments it was chosen for).
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -115,6 +117,8 @@ inline void store_floats(cudaDataType t, const float* src, int64_t n, void* dst)
 }
 
 // GELU in the tanh form cuBLASLt uses, and its derivative for the backward epilogues.
+// (cuBLASLt does not say how its epilogue evaluates it: on a GPU its bits need not be those
+// of a GELU kernel's.)
 constexpr float GELU_SCALE = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float GELU_CUBE = 0.044715f;
 inline float gelu(float x) { return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + GELU_CUBE * x * x * x))); }
@@ -960,6 +964,52 @@ inline cublasStatus_t plan_matmul(const LtMatmulDesc& d, const LtLayout& a, cons
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// An algorithm from the heuristic carries the buffer alignments it was chosen for: the
+// preference's CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES (256 unless set). cuBLASLt
+// documents that a successful heuristic does not guarantee the algorithm runs ("will fail if
+// e.g. buffers are not correctly aligned"), and that a smaller preference excludes the
+// algorithms that need more: an algorithm chosen under the default of 256 may need all 256.
+// So cublasLtMatmul refuses, with CUBLAS_STATUS_NOT_SUPPORTED ("doesn't support configured
+// operation"), a pointer less aligned than its preference.
+constexpr uint64_t ALGO_TAG = 0x63707563'75646131ull;  // "cpucuda1": data[0] of our algorithms
+inline void store_alignments(cublasLtMatmulAlgo_t* algo, const uint32_t alignment[4]) {
+    *algo = cublasLtMatmulAlgo_t{};
+    algo->data[0] = ALGO_TAG;
+    for (int i = 0; i < 4; i++) algo->data[1 + i] = alignment[i];
+}
+// How aligned p is, up to 256 bytes. A GPU's allocations start on 256-byte boundaries, so
+// there a pointer's address and its offset into its allocation are equally aligned. The
+// runtime's start on 16 (so that they end flush against their guard page), and the two can
+// differ: the caller can measure the address, and the offset is what the address would be on
+// a GPU. A pointer passes when either is aligned enough.
+inline uint32_t alignment_of(const void* p) {
+    auto power_of_two = [](uintptr_t x) {
+        uint32_t alignment = 256;
+        while (alignment > 1 && x % alignment != 0) alignment /= 2;
+        return alignment;
+    };
+    uint32_t address = power_of_two((uintptr_t)p);
+    const Allocation* a = memory().find(p);
+    return a ? std::max(address, power_of_two((uintptr_t)((const char*)p - a->ptr))) : address;
+}
+// NOT_SUPPORTED, with a line naming the operand, when a pointer is less aligned than the
+// algorithm was chosen for. Without an algorithm (null) cuBLASLt chooses one for the call
+// itself, knowing the pointers: nothing to check.
+inline cublasStatus_t check_alignment(const cublasLtMatmulAlgo_t* algo, const void* const ptr[4]) {
+    if (!algo || algo->data[0] != ALGO_TAG) return CUBLAS_STATUS_SUCCESS;
+    for (int i = 0; i < 4; i++) {
+        uint32_t need = (uint32_t)algo->data[1 + i], have = alignment_of(ptr[i]);
+        if (ptr[i] && have < need) {
+            fprintf(stderr,
+                    "cpu_cuda: cublasLtMatmul: matrix %c is %u-byte aligned; its algorithm was chosen for %u "
+                    "(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%c_BYTES)\n",
+                    "ABCD"[i], have, need, "ABCD"[i]);
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        }
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 }  // namespace blas
 }  // namespace cpu_cuda
 
@@ -1099,6 +1149,7 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cu
                                         embedded<LtLayout>(Ddesc), &g);
     if (status != CUBLAS_STATUS_SUCCESS) return status;
     results[0] = cublasLtMatmulHeuristicResult_t{};
+    store_alignments(&results[0].algo, embedded<LtPreference>(pref).min_alignment);
     results[0].workspaceSize = 0;
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
@@ -1112,7 +1163,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
                                      const void* A, cublasLtMatrixLayout_t Adesc, const void* B,
                                      cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C,
                                      cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
-                                     const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+                                     const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t) {
     using namespace cpu_cuda::blas;
     cpu_cuda::DeviceAccess access;
     const char* call = "cublasLtMatmul";
@@ -1124,6 +1175,9 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
     cublasStatus_t status = plan_matmul(d, embedded<LtLayout>(Adesc), embedded<LtLayout>(Bdesc), cl, dl, &g);
     if (status != CUBLAS_STATUS_SUCCESS) return status;
     if (C == D && (cl.ld != dl.ld || cl.batch_stride != dl.batch_stride)) return CUBLAS_STATUS_INVALID_VALUE;
+    const void* operands[4] = {A, B, C, D};
+    status = check_alignment(algo, operands);
+    if (status != CUBLAS_STATUS_SUCCESS) return status;
     Epilogue& e = g.ep;
     if (((e.bias || e.writes_bias()) && !d.bias) || ((e.aux_out || e.reads_aux()) && !d.aux))
         return CUBLAS_STATUS_INVALID_VALUE;

@@ -6,6 +6,10 @@
 // side, and it ends flush against the guard after it (up to 16 bytes of alignment), so a
 // kernel that runs off the end faults at once. Fresh memory is filled with 0xFF bytes,
 // which read as NaN in float32 and bf16: a read of something never written shows up.
+//
+// cudaMemGetInfo counts every byte allocated. With CPU_CUDA_DRIVER_PAGES=1 it counts as a
+// GPU's driver does instead (DriverPages), so that code which measures memory through it can
+// be tried against a GPU's answers.
 #pragma once
 #include <sys/mman.h>
 #include <unistd.h>
@@ -23,6 +27,33 @@
 namespace cpu_cuda {
 
 constexpr size_t ALIGNMENT = 16;  // of every allocation: float4 and 128-bit loads need it
+
+// Device memory as a GPU's driver charges it: in pages of 2 MiB. An allocation of at least
+// LARGE bytes gets pages of its own, its size rounded up; smaller ones are carved out of
+// shared pages, which stay charged once taken (the driver keeps its pools; the context holds
+// the first from the start), so a small cudaMalloc often costs nothing. (The thresholds are
+// the usual ones; drivers differ.)
+class DriverPages {
+  public:
+    static constexpr size_t PAGE = 2 << 20, LARGE = 1 << 20, SMALL_ALIGNMENT = 512;
+    void add(size_t bytes) {
+        if (bytes >= LARGE) {
+            large_ += round_up(bytes, PAGE);
+        } else {
+            small_ += round_up(bytes, SMALL_ALIGNMENT);
+            small_pages_ = std::max(small_pages_, round_up(small_, PAGE));
+        }
+    }
+    void remove(size_t bytes) {
+        if (bytes >= LARGE) large_ -= round_up(bytes, PAGE);
+        else small_ -= round_up(bytes, SMALL_ALIGNMENT);
+    }
+    size_t charged() const { return large_ + small_pages_; }
+
+  private:
+    static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+    size_t large_ = 0, small_ = 0, small_pages_ = PAGE;
+};
 
 struct Allocation {
     char* ptr;        // what cudaMalloc returned
@@ -52,7 +83,7 @@ class Memory {
         char* ptr = map + page + data_pages - body;
         if (settings().poison) memset(ptr, 0xFF, body);
         allocations_[(uintptr_t)ptr] = {ptr, bytes, map, map_bytes, device};
-        if (device) in_use_ += bytes, peak_ = std::max(peak_, in_use_);
+        if (device) in_use_ += bytes, peak_ = std::max(peak_, in_use_), pages_.add(bytes);
         return ptr;
     }
     // False when p is not the start of a live allocation of that kind.
@@ -60,7 +91,7 @@ class Memory {
         std::lock_guard<std::mutex> lock(mutex_);
         auto it = allocations_.find((uintptr_t)p);
         if (it == allocations_.end() || it->second.device != device) return false;
-        if (device) in_use_ -= it->second.bytes;
+        if (device) in_use_ -= it->second.bytes, pages_.remove(it->second.bytes);
         munmap(it->second.map, it->second.map_bytes);
         allocations_.erase(it);
         return true;
@@ -116,6 +147,11 @@ class Memory {
         return out;
     }
     size_t in_use() const { return in_use_; }
+    // What cudaMemGetInfo reports in use: the bytes, or with CPU_CUDA_DRIVER_PAGES=1 the pages.
+    size_t reported_in_use() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return settings().driver_pages ? pages_.charged() : in_use_;
+    }
     size_t peak() const { return peak_; }
     uint64_t capacity() const {
         if (settings().memory) return settings().memory;
@@ -140,6 +176,7 @@ class Memory {
     mutable std::mutex mutex_;
     std::map<uintptr_t, Allocation> allocations_;  // by start address
     size_t in_use_ = 0, peak_ = 0;
+    DriverPages pages_;
     bool open_ = true;
 };
 

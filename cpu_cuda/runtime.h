@@ -239,7 +239,7 @@ inline cudaError_t cudaFreeHost(void* p) {
 inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
     if (!free_bytes || !total) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *total = cpu_cuda::memory().capacity();
-    *free_bytes = *total - cpu_cuda::memory().in_use();
+    *free_bytes = *total - std::min<size_t>(*total, cpu_cuda::memory().reported_in_use());
     return cudaSuccess;
 }
 

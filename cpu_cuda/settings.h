@@ -26,6 +26,7 @@ struct Settings {
     bool protect_host = false;    // CPU_CUDA_PROTECT=1: device memory is PROT_NONE outside runtime calls
     bool racecheck = false;       // CPU_CUDA_RACECHECK=1: every launch under every schedule, compared
     bool check_pointers = true;   // CPU_CUDA_CHECK_POINTERS=0: kernel pointer arguments not checked
+    bool driver_pages = false;    // CPU_CUDA_DRIVER_PAGES=1: cudaMemGetInfo counts 2 MiB pages, as a GPU's driver
     Schedule schedule;            // CPU_CUDA_SCHEDULE=forward|reverse|shuffle[:seed]|warp|warp-reverse[,blocks-reversed]
     int threads = 0;              // CPU_CUDA_THREADS: OS threads that run blocks; 0 = all cores
     int devices = 8;              // CPU_CUDA_DEVICES: how many GPUs the runtime reports
@@ -101,6 +102,7 @@ inline Settings read_settings() {
     flag("CPU_CUDA_PROTECT", s.protect_host);
     flag("CPU_CUDA_RACECHECK", s.racecheck);
     flag("CPU_CUDA_CHECK_POINTERS", s.check_pointers);
+    flag("CPU_CUDA_DRIVER_PAGES", s.driver_pages);
     if (const char* v = getenv("CPU_CUDA_SCHEDULE")) s.schedule = parse_schedule(v);
     auto count = [](const char* name, int lo, int hi, int& value) {
         if (const char* v = getenv(name)) {

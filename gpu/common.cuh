@@ -68,6 +68,9 @@ struct Context {
     cublasLtHandle_t blaslt = nullptr;
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // float32 sums; _FAST_TF32 with --tf32 1
     void* workspace = nullptr;        // cuBLASLt's scratch
+    // The most elements a matrix given to cuBLAS may hold: its products index with 32-bit
+    // integers, so larger ones (the logits at B=128, T=1024) go in chunks of rows. Tests lower it.
+    size_t max_matrix_elements = ((size_t)1 << 31) - 1;
 };
 inline Context ctx;
 constexpr size_t BLASLT_WORKSPACE = 32 << 20;  // what cuBLASLt may use for its faster algorithms

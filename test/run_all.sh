@@ -92,6 +92,9 @@ if [ -x ./test/test_cpu_cuda ]; then
     suite "fused attention, bf16, race detector on" env CPU_CUDA_RACECHECK=1 ./test/test_flash_attention_cpu
     suite "GPU tests on the CPU runtime, bf16 build" ./test/test_gpu_cpu
     suite "GPU tests on the CPU runtime, fp32 build (the exact tier)" ./test/test_gpu_cpu_fp32
+    # the memory estimate against cudaMemGetInfo as a GPU's driver answers it (2 MiB pages)
+    suite "GPU memory test on the CPU runtime, counting a driver's pages" env CPU_CUDA_DRIVER_PAGES=1 \
+        ./test/test_gpu_cpu --test-case="memory: *"
     # every launch under five schedules, compared: a race shows up as a difference. (Not the
     # end-to-end cases: they start train_gpt_cpu, whose kernels the other cases launch too.)
     suite "GPU tests on the CPU runtime, bf16 build, race detector on" env CPU_CUDA_RACECHECK=1 ./test/test_gpu_cpu \

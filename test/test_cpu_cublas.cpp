@@ -692,6 +692,56 @@ TEST_CASE("cublasLtMatmul: bf16 in and out with a bf16 bias; in place; batched; 
     }
 }
 
+// cuBLASLt's rule (cublasLt.h): the heuristic's answer "doesn't fully guarantee algo will run
+// (will fail if e.g. buffers are not correctly aligned)"; CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*
+// default to 256 bytes, and a smaller value admits only algorithms that work at that alignment.
+// A slice of a buffer at 16 bytes (8 bf16) in: refused under the default, run under a
+// preference of 16, with the same result as from an aligned copy. (The shifted buffers are a
+// multiple of 256 bytes long, so that the runtime starts them on 256 bytes, as a GPU would.)
+TEST_CASE("cublasLtMatmul: an algorithm refuses buffers less aligned than its preference (default 256)") {
+    const int64_t m = 24, n = 16, k = 40, shift = 8;  // 8 bf16: 16 bytes
+    std::vector<float> A = grid_floats((size_t)(m * k)), B = grid_floats((size_t)(k * n));
+    std::vector<float> A_shifted(shift, 0.0f);
+    A_shifted.insert(A_shifted.end(), A.begin(), A.end());
+    A_shifted.resize(1024, 0.0f);  // 2048 bytes
+    Dev<__nv_bfloat16> dA(to_bf16(A)), dA_shifted(to_bf16(A_shifted)), dB(to_bf16(B));
+    Dev<__nv_bfloat16> dD(512);  // 1024 bytes, for m·n + shift
+    const __nv_bfloat16* A16 = dA_shifted.p + shift;  // A again, 16 bytes past a 256-byte boundary
+    const float one = 1.0f, zero = 0.0f;
+    LtMatmul mm(N, N, CUDA_R_16BF, CUDA_R_16BF, m, n, k, m, k, m, m);
+    auto algo_for = [&](uint32_t alignment_a) {
+        cublasLtMatmulPreference_t pref = nullptr;
+        REQUIRE(cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS);
+        if (alignment_a)
+            REQUIRE(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                         &alignment_a, sizeof alignment_a) == CUBLAS_STATUS_SUCCESS);
+        cublasLtMatmulHeuristicResult_t result;
+        int count = 0;
+        REQUIRE(cublasLtMatmulAlgoGetHeuristic(mm.lt, mm.op, mm.a, mm.b, mm.c, mm.d, pref, 1, &result, &count) ==
+                CUBLAS_STATUS_SUCCESS);
+        REQUIRE(count == 1);
+        cublasLtMatmulPreferenceDestroy(pref);
+        return result.algo;
+    };
+    auto run = [&](const cublasLtMatmulAlgo_t* algo, const void* a, void* d) {
+        return cublasLtMatmul(mm.lt, mm.op, &one, a, mm.a, dB.p, mm.b, &zero, d, mm.c, d, mm.d, algo, nullptr, 0,
+                              nullptr);
+    };
+    cublasLtMatmulAlgo_t by_default = algo_for(0), at_16 = algo_for(16);
+    REQUIRE(run(&by_default, dA.p, dD.p) == CUBLAS_STATUS_SUCCESS);  // every buffer at its allocation's start
+    std::vector<__nv_bfloat16> aligned = dD.host();
+    std::string err = capture_stderr([&] { CHECK(run(&by_default, A16, dD.p) == CUBLAS_STATUS_NOT_SUPPORTED); });
+    CHECK(err.find("matrix A is 16-byte aligned; its algorithm was chosen for 256") != std::string::npos);
+    err = capture_stderr([&] { CHECK(run(&at_16, dA.p, dD.p + shift) == CUBLAS_STATUS_NOT_SUPPORTED); });
+    CHECK(err.find("matrix C is 16-byte aligned") != std::string::npos);  // C (= D) still wants 256
+    dD.fill_nan();
+    REQUIRE(run(&at_16, A16, dD.p) == CUBLAS_STATUS_SUCCESS);
+    CHECK(memcmp(dD.host().data(), aligned.data(), (size_t)(m * n) * sizeof(__nv_bfloat16)) == 0);
+    dD.fill_nan();  // without an algorithm, cuBLASLt picks one for these very pointers
+    REQUIRE(run(nullptr, A16, dD.p + shift) == CUBLAS_STATUS_SUCCESS);
+    CHECK(memcmp(dD.host().data() + shift, aligned.data(), (size_t)(m * n) * sizeof(__nv_bfloat16)) == 0);
+}
+
 TEST_CASE("cuBLASLt descriptor and argument checks") {
     const int64_t m = 16, n = 8, k = 8;
     Dev<float> dA((size_t)(m * k)), dB((size_t)(k * n)), dC((size_t)(m * n)), dD((size_t)(m * n));

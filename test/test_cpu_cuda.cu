@@ -695,6 +695,34 @@ TEST_CASE("memory info counts every byte allocated, and the capacity is enforced
     CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
 }
 
+// A GPU's driver charges 2 MiB pages: a large allocation rounded up to whole pages, a small
+// one carved out of a shared page, which stays charged (so a small cudaMalloc may cost nothing).
+TEST_CASE("CPU_CUDA_DRIVER_PAGES=1: memory info counts pages as a GPU's driver does") {
+    const size_t page = 2 << 20;
+    cpu_cuda::settings().driver_pages = true;
+    size_t free0 = 0, free1 = 0, free2 = 0, total = 0;
+    cudaMemGetInfo(&free0, &total);
+    void *large, *small[2];
+    REQUIRE(cudaMalloc(&large, 3 * (1 << 20) + 1) == cudaSuccess);
+    cudaMemGetInfo(&free1, &total);
+    CHECK(free0 - free1 == 2 * page);  // 3 MiB + 1 byte: two whole pages
+    REQUIRE(cudaMalloc(&small[0], 1000) == cudaSuccess);
+    REQUIRE(cudaMalloc(&small[1], 1) == cudaSuccess);
+    cudaMemGetInfo(&free2, &total);
+    CHECK(((free1 - free2) == 0 || (free1 - free2) == page));  // a new shared page at most
+    cudaFree(small[0]), cudaFree(small[1]);
+    cudaMemGetInfo(&free1, &total);
+    CHECK(free1 == free2);  // the shared page stays charged
+    void* again;
+    REQUIRE(cudaMalloc(&again, 1) == cudaSuccess);  // out of the page already charged
+    cudaMemGetInfo(&free2, &total);
+    CHECK(free2 == free1);
+    cudaFree(again), cudaFree(large);
+    cudaMemGetInfo(&free2, &total);
+    CHECK(free2 - free1 == 2 * page);  // the large allocation's pages are given back
+    cpu_cuda::settings().driver_pages = false;
+}
+
 // ----------------------------------------------------------------------------
 // Faults that end the process: reported with the kernel, block and thread
 
