@@ -381,6 +381,15 @@ class Communicator {
         }
         return report(code, where(call), what);
     }
+    // Fails a call for the communicator's recorded failure; silently when it is this rank's
+    // own ncclCommAbort, which ends its queued collectives (the caller knows why).
+    ncclResult_t fail_for(const char* call, uint64_t failure) {
+        if (Failure(failure >> 32) != Failure::aborted || (int)(uint32_t)failure != rank_)
+            return fail(call, code_of(failure), explain(failure));
+        std::lock_guard<std::mutex> lock(state_mutex_);
+        if (error_ == ncclSuccess) error_ = code_of(failure), failure_ = explain(failure);
+        return error_;
+    }
     ncclResult_t refuse(const char* call) {
         std::lock_guard<std::mutex> lock(state_mutex_);
         return report(error_, where(call), "the communicator has failed: " + failure_);
@@ -417,8 +426,8 @@ class Communicator {
 
     // Runs a collective whose arguments have been checked, in rounds of at most a slot.
     ncclResult_t run(const char* call, const Call& c, const char* send, char* recv) {
-        if (error()) return refuse(call);  // a collective queued before this one failed
-        if (uint64_t f = header().failure.load()) return fail(call, code_of(f), explain(f));
+        if (ncclResult_t e = error()) return e;  // a collective queued before it failed, and said so
+        if (uint64_t f = header().failure.load()) return fail_for(call, f);
         const size_t size = type_info(c.datatype)->bytes;
         // A reduce-scatter puts a piece of every rank's block in its slot.
         const size_t per_round = SLOT_BYTES / (c.kind == Kind::reduce_scatter ? nranks_ : 1) / size;
@@ -613,7 +622,7 @@ class Communicator {
             // Read before the checks: an arrival after them changes it, and the futex then
             // returns at once instead of sleeping through it.
             const uint32_t seen = h.wake.load();
-            if (uint64_t f = h.failure.load()) return fail(call, code_of(f), explain(f));
+            if (uint64_t f = h.failure.load()) return fail_for(call, f);
             if (all_arrived()) return ncclSuccess;
             if (abandoned_) return fail(call, ncclRemoteError, "ncclCommAbort or ncclCommDestroy ended the initialisation");
             if (spin < SPINS + YIELDS) {
