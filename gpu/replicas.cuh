@@ -63,7 +63,7 @@ inline bool nccl_settled(ncclComm_t comm) {
     ncclResult_t state;
     NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
     if (state == ncclInProgress) return false;
-    NCCL_CHECK(state);
+    check_nccl(state, "the communicator (ncclCommGetAsyncError)", __FILE__, __LINE__);
     return true;
 }
 
