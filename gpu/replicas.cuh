@@ -152,8 +152,9 @@ struct NcclCollectives : Collectives {
     // and nothing else may be enqueued until it is (under the watchdog: it may be waiting to
     // connect to a peer).
     void enqueued(ncclResult_t r, const char* op, size_t bytes) {
-        if (r == ncclInProgress) watch(op, bytes, [&] { return nccl_settled(nccl->comm); });
-        else check_nccl(r, op, __FILE__, __LINE__);
+        if (r != ncclInProgress) return check_nccl(r, op, __FILE__, __LINE__);
+        if (!nccl_settled(nccl->comm))  // (the watchdog counts it as a collective only when it must wait)
+            watch(op, bytes, [&] { return nccl_settled(nccl->comm); });
     }
     // Waits until the stream has done the collective just enqueued (and what came before).
     void wait(const char* op, size_t bytes) {
