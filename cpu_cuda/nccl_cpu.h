@@ -51,8 +51,8 @@
 //
 // Limits: ncclGroupStart/ncclGroupEnd only nest: the calls inside a group are queued in
 // order. A group whose calls must progress together (one thread driving several ranks on
-// one stream) cannot complete and fails at the timeout. Not provided: Send/Recv, AlltoAll, Gather, Scatter,
-// CommSplit, user-defined reduction ops, and the fp8 types (ncclInvalidArgument).
+// one stream) cannot complete and fails at the timeout. Not provided: Send/Recv, AlltoAll,
+// Gather, Scatter, CommSplit, user-defined reduction ops, and the fp8 types (ncclInvalidArgument).
 #pragma once
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -390,6 +390,11 @@ class Communicator {
         if (error_ == ncclSuccess) error_ = code_of(failure), failure_ = explain(failure);
         return error_;
     }
+    ncclResult_t abandon() {
+        std::lock_guard<std::mutex> lock(state_mutex_);
+        if (error_ == ncclSuccess) error_ = ncclRemoteError, failure_ = "ncclCommAbort or ncclCommDestroy ended its initialisation";
+        return error_;
+    }
     ncclResult_t refuse(const char* call) {
         std::lock_guard<std::mutex> lock(state_mutex_);
         return report(error_, where(call), "the communicator has failed: " + failure_);
@@ -416,11 +421,11 @@ class Communicator {
             joining_ = false;
         });
     }
-    // ncclCommAbort or ncclCommDestroy during a non-blocking join: it stops waiting.
+    // ncclCommAbort or ncclCommDestroy during a non-blocking join: it stops waiting (within
+    // LIVENESS_PERIOD_S, when it next looks), without a message: the caller knows why.
     void stop_joining() {
         if (!joiner_.joinable()) return;
         abandoned_ = true;
-        if (base_) futex_wake_all(header().wake);
         joiner_.join();
     }
 
@@ -555,7 +560,7 @@ class Communicator {
             }
             if (st.st_nlink == 0)
                 return fail(call, ncclRemoteError, "the rank that created the shared segment failed");
-            if (abandoned_) return fail(call, ncclRemoteError, "ncclCommAbort or ncclCommDestroy ended the initialisation");
+            if (abandoned_) return abandon();
             if (now_s() > deadline)
                 return fail(call, ncclRemoteError, "the rank that created the shared segment did not set it up in time");
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -624,7 +629,7 @@ class Communicator {
             const uint32_t seen = h.wake.load();
             if (uint64_t f = h.failure.load()) return fail_for(call, f);
             if (all_arrived()) return ncclSuccess;
-            if (abandoned_) return fail(call, ncclRemoteError, "ncclCommAbort or ncclCommDestroy ended the initialisation");
+            if (abandoned_) return abandon();
             if (spin < SPINS + YIELDS) {
                 if (spin < SPINS) pause_briefly();
                 else sched_yield();  // a peer waiting for this core's time runs now
