@@ -328,14 +328,16 @@ struct GpuTrainer {
             }
             gpu::init_device(comm.local_rank % count);
             if (comm.world > 1) {
+                const double comm_timeout = gpu::scan_comm_timeout(*argc, *argv);
                 ncclUniqueId id;
                 if (via_file) {
-                    id = gpu::nccl_id_rendezvous(init_file, comm.rank, comm.world);
+                    id = gpu::nccl_id_rendezvous(init_file, comm.rank, comm.world, comm_timeout);
                 } else {
                     if (comm.rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
                     comm.broadcast(&id, sizeof id);
                 }
-                auto nccl = std::make_shared<gpu::NcclComm>(id, comm.world, comm.rank);
+                auto nccl = std::make_shared<gpu::NcclComm>(id, comm.world, comm.rank, comm_timeout,
+                                                             comm.roll_call.get());
                 comm.buffers = std::make_shared<gpu::NcclCollectives>(nccl, comm.rank, comm.world, false,
                                                                       comm.roll_call.get());
                 if (via_file) {

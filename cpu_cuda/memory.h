@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "settings.h"
+#include "streams.h"
 
 namespace cpu_cuda {
 
@@ -185,16 +186,27 @@ inline Memory& memory() {
     return m;
 }
 
-// Opens device memory to the runtime for the scope of one API call (CPU_CUDA_PROTECT=1);
-// nested scopes (a cuBLAS call that launches work) open it once.
+// Entered by every runtime call that touches device memory. First, a call from the host
+// waits for the work queued on streams (streams.h), which runs before it in stream order.
+// Then, with CPU_CUDA_PROTECT=1, it opens device memory to the runtime for the call's
+// duration; nested scopes (a cuBLAS call that launches work) and the stream workers'
+// scopes open it once between them: protection is the process's, so the count is too.
 struct DeviceAccess {
-    static inline thread_local int depth = 0;
-    bool active;
-    DeviceAccess() : active(settings().protect_host && depth++ == 0) {
-        if (active) memory().set_access(true);
+    static std::mutex& mutex() {
+        static std::mutex m;
+        return m;
+    }
+    static inline int depth = 0;
+    DeviceAccess() {
+        settle();
+        if (!settings().protect_host) return;
+        std::lock_guard<std::mutex> lock(mutex());
+        if (depth++ == 0) memory().set_access(true);
     }
     ~DeviceAccess() {
-        if (settings().protect_host && --depth == 0) memory().set_access(false);
+        if (!settings().protect_host) return;
+        std::lock_guard<std::mutex> lock(mutex());
+        if (--depth == 0) memory().set_access(false);
     }
     DeviceAccess(const DeviceAccess&) = delete;
     DeviceAccess& operator=(const DeviceAccess&) = delete;

@@ -42,11 +42,17 @@
 // ncclInvalidUsage for ranks that disagree, ncclRemoteError when a peer is gone, aborted,
 // timed out or never came, ncclSystemError when the OS refuses.
 //
-// Limits: streams are synchronous, so a collective has completed when its call returns, and
-// ncclGroupStart/ncclGroupEnd only nest: the calls inside a group run at once, in order. A
-// group whose calls must progress together (one thread initialising several ranks) cannot
-// complete and fails at the timeout. Not provided: Send/Recv, AlltoAll, Gather, Scatter,
-// CommSplit, user-defined reduction ops, and the fp8 types (ncclInvalidArgument).
+// Asynchrony, as on a GPU: a collective's call checks its arguments and queues it on its
+// stream (streams.h); the stream's worker thread runs it, after the stream's earlier work,
+// and cudaStreamQuery answers cudaErrorNotReady until it is done. A failure then shows in
+// ncclCommGetAsyncError (and every later call on the communicator). A non-blocking
+// communicator (ncclConfig_t's blocking = 0) joins on a thread of its own: its init answers
+// ncclInProgress, and so does ncclCommGetAsyncError until every rank has joined.
+//
+// Limits: ncclGroupStart/ncclGroupEnd only nest: the calls inside a group are queued in
+// order. A group whose calls must progress together (one thread driving several ranks on
+// one stream) cannot complete and fails at the timeout. Not provided: Send/Recv, AlltoAll,
+// Gather, Scatter, CommSplit, user-defined reduction ops, and the fp8 types (ncclInvalidArgument).
 #pragma once
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -95,7 +101,20 @@ inline double now_s() {
 // ----------------------------------------------------------------------------
 // Messages: one line on stderr per failed call, kept for ncclGetLastError.
 
-inline thread_local std::string last_message;
+// The process's last message, as NCCL keeps it: a collective fails on its stream's worker
+// thread (streams.h), and the host asks.
+inline std::mutex& message_mutex() {
+    static std::mutex m;
+    return m;
+}
+inline std::string& last_message_text() {
+    static std::string s;
+    return s;
+}
+inline void set_last_message(const std::string& text) {
+    std::lock_guard<std::mutex> lock(message_mutex());
+    last_message_text() = text;
+}
 
 __attribute__((format(printf, 1, 2))) inline std::string format(const char* fmt, ...) {
     va_list args, again;
@@ -110,8 +129,8 @@ __attribute__((format(printf, 1, 2))) inline std::string format(const char* fmt,
 }
 
 inline ncclResult_t report(ncclResult_t code, const std::string& where, const std::string& what) {
-    last_message = where + ": " + what;
-    fprintf(stderr, "cpu_cuda: %s\n", last_message.c_str());
+    set_last_message(where + ": " + what);
+    fprintf(stderr, "cpu_cuda: %s: %s\n", where.c_str(), what.c_str());
     return code;
 }
 
@@ -336,6 +355,7 @@ class Communicator {
   public:
     Communicator(int rank, int nranks, int device) : rank_(rank), nranks_(nranks), device_(device), layout_(nranks) {}
     ~Communicator() {
+        stop_joining();
         if (base_) munmap(base_, layout_.bytes);
         if (fd_ >= 0) close(fd_);  // drops this rank's lock: the others now see it gone
     }
@@ -345,15 +365,40 @@ class Communicator {
     int rank() const { return rank_; }
     int nranks() const { return nranks_; }
     int device() const { return device_; }
-    ncclResult_t error() const { return error_; }
+    ncclResult_t error() const {
+        std::lock_guard<std::mutex> lock(state_mutex_);
+        return error_;
+    }
+    bool blocking() const { return blocking_; }
+    bool joining() const { return joining_.load(); }
     std::string where(const char* call) const { return format("%s (rank %d of %d)", call, rank_, nranks_); }
 
     // Fails a call: one line on stderr, and the communicator stays failed.
     ncclResult_t fail(const char* call, ncclResult_t code, const std::string& what) {
-        if (error_ == ncclSuccess) error_ = code, failure_ = what;
+        {
+            std::lock_guard<std::mutex> lock(state_mutex_);
+            if (error_ == ncclSuccess) error_ = code, failure_ = what;
+        }
         return report(code, where(call), what);
     }
-    ncclResult_t refuse(const char* call) { return report(error_, where(call), "the communicator has failed: " + failure_); }
+    // Fails a call for the communicator's recorded failure; silently when it is this rank's
+    // own ncclCommAbort, which ends its queued collectives (the caller knows why).
+    ncclResult_t fail_for(const char* call, uint64_t failure) {
+        if (Failure(failure >> 32) != Failure::aborted || (int)(uint32_t)failure != rank_)
+            return fail(call, code_of(failure), explain(failure));
+        std::lock_guard<std::mutex> lock(state_mutex_);
+        if (error_ == ncclSuccess) error_ = code_of(failure), failure_ = explain(failure);
+        return error_;
+    }
+    ncclResult_t abandon() {
+        std::lock_guard<std::mutex> lock(state_mutex_);
+        if (error_ == ncclSuccess) error_ = ncclRemoteError, failure_ = "ncclCommAbort or ncclCommDestroy ended its initialisation";
+        return error_;
+    }
+    ncclResult_t refuse(const char* call) {
+        std::lock_guard<std::mutex> lock(state_mutex_);
+        return report(error_, where(call), "the communicator has failed: " + failure_);
+    }
 
     // ncclCommInitRank: joins the segment the id names, and waits for every rank to join.
     ncclResult_t join(const Id& id) {
@@ -362,12 +407,32 @@ class Communicator {
         if (r == ncclSuccess) r = take_rank();
         if (r == ncclSuccess) r = barrier(call);
         shm_unlink(id.shm_name);  // everyone has joined, or the communicator failed: either way no one comes now
+        joined_ = r == ncclSuccess;
         return r;
+    }
+    // The non-blocking form (ncclConfig_t's blocking = 0): joins on a thread of its own, and
+    // ncclCommGetAsyncError answers ncclInProgress until it is done. Its collectives answer
+    // ncclInProgress too (NCCL allows it), so a caller must handle that code.
+    void join_in_background(const Id& id) {
+        blocking_ = false;
+        joining_ = true;
+        joiner_ = std::thread([this, id] {
+            join(id);
+            joining_ = false;
+        });
+    }
+    // ncclCommAbort or ncclCommDestroy during a non-blocking join: it stops waiting (within
+    // LIVENESS_PERIOD_S, when it next looks), without a message: the caller knows why.
+    void stop_joining() {
+        if (!joiner_.joinable()) return;
+        abandoned_ = true;
+        joiner_.join();
     }
 
     // Runs a collective whose arguments have been checked, in rounds of at most a slot.
     ncclResult_t run(const char* call, const Call& c, const char* send, char* recv) {
-        if (uint64_t f = header().failure.load()) return fail(call, code_of(f), explain(f));
+        if (ncclResult_t e = error()) return e;  // a collective queued before it failed, and said so
+        if (uint64_t f = header().failure.load()) return fail_for(call, f);
         const size_t size = type_info(c.datatype)->bytes;
         // A reduce-scatter puts a piece of every rank's block in its slot.
         const size_t per_round = SLOT_BYTES / (c.kind == Kind::reduce_scatter ? nranks_ : 1) / size;
@@ -427,15 +492,22 @@ class Communicator {
 
     // ncclCommGetAsyncError: this rank's failure, or one another rank recorded.
     ncclResult_t async_error() {
+        if (joining_) return ncclInProgress;
+        if (!joined_) return error();
         uint64_t f = header().failure.load();
+        std::lock_guard<std::mutex> lock(state_mutex_);
         if (error_ == ncclSuccess && f) error_ = code_of(f), failure_ = explain(f);
         return error_;
     }
 
-    // ncclCommDestroy and ncclCommAbort; the destructor then lets go of the segment.
-    void leave(bool abort) {
-        if (abort) record(Failure::aborted, rank_);
-        peer(rank_).left.store(1);
+    // ncclCommAbort: fails the other ranks, and this rank's queued collectives, at once.
+    void abort_all() {
+        if (joined_) record(Failure::aborted, rank_);
+    }
+    // ncclCommDestroy and ncclCommAbort, once the stream's work is done; the destructor then
+    // lets go of the segment.
+    void leave() {
+        if (joined_) peer(rank_).left.store(1);
     }
 
   private:
@@ -488,6 +560,7 @@ class Communicator {
             }
             if (st.st_nlink == 0)
                 return fail(call, ncclRemoteError, "the rank that created the shared segment failed");
+            if (abandoned_) return abandon();
             if (now_s() > deadline)
                 return fail(call, ncclRemoteError, "the rank that created the shared segment did not set it up in time");
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -554,8 +627,9 @@ class Communicator {
             // Read before the checks: an arrival after them changes it, and the futex then
             // returns at once instead of sleeping through it.
             const uint32_t seen = h.wake.load();
-            if (uint64_t f = h.failure.load()) return fail(call, code_of(f), explain(f));
+            if (uint64_t f = h.failure.load()) return fail_for(call, f);
             if (all_arrived()) return ncclSuccess;
+            if (abandoned_) return abandon();
             if (spin < SPINS + YIELDS) {
                 if (spin < SPINS) pause_briefly();
                 else sched_yield();  // a peer waiting for this core's time runs now
@@ -644,8 +718,13 @@ class Communicator {
     int fd_ = -1;
     char* base_ = nullptr;
     uint64_t arrived_ = 0;             // barriers this rank has reached
+    mutable std::mutex state_mutex_;    // error_ and failure_: the stream's worker fails calls too
     ncclResult_t error_ = ncclSuccess;  // the first failure, for good (NCCL's semantics)
     std::string failure_;
+    bool joined_ = false;               // join() succeeded: the segment is this communicator's
+    bool blocking_ = true;
+    std::atomic<bool> joining_{false}, abandoned_{false};  // a non-blocking join under way; told to stop
+    std::thread joiner_;
 };
 
 }  // namespace nccl
@@ -684,7 +763,10 @@ inline ncclResult_t leave(ncclComm* comm, bool abort, const char* call) {
         std::lock_guard<std::mutex> lock(comms_mutex());
         live_comms().erase(comm);
     }
-    comm->leave(abort);
+    comm->stop_joining();
+    if (abort) comm->abort_all();
+    settle();  // collectives still queued on a stream finish (or fail, aborted) first
+    comm->leave();
     delete comm;
     return ncclSuccess;
 }
@@ -718,6 +800,9 @@ inline ncclResult_t collective(const char* call, const Call& c, const void* send
     if (!valid_stream(stream)) return report(ncclInvalidArgument, where, "stream is not a live cudaStream_t");
     if (c.count > SIZE_MAX / type->bytes / (size_t)nranks)
         return report(ncclInvalidArgument, where, format("count %llu is too large", (unsigned long long)c.count));
+    if (comm->joining())
+        return report(ncclInvalidUsage, where, "the communicator is still being initialised: wait until "
+                                               "ncclCommGetAsyncError no longer answers ncclInProgress");
     if (comm->error()) return comm->refuse(call);
     if (c.count == 0) return ncclSuccess;  // as in NCCL: nothing moves, no peer is involved
 
@@ -731,13 +816,12 @@ inline ncclResult_t collective(const char* call, const Call& c, const void* send
     const size_t recv_at = c.kind == Kind::reduce_scatter ? bytes * rank : 0;
     const bool send_used = c.kind != Kind::broadcast || rank == c.root;
     const bool recv_used = c.kind != Kind::reduce || rank == c.root;
-    DeviceAccess access;
     if (send_used && !check_range(sendbuff, send_bytes, where.c_str(), "sendbuff")) {
-        last_message = where + ": sendbuff is not device memory of the size the call needs";
+        set_last_message(where + ": sendbuff is not device memory of the size the call needs");
         return ncclInvalidArgument;
     }
     if (recv_used && !check_range(recvbuff, recv_bytes, where.c_str(), "recvbuff")) {
-        last_message = where + ": recvbuff is not device memory of the size the call needs";
+        set_last_message(where + ": recvbuff is not device memory of the size the call needs");
         return ncclInvalidArgument;
     }
     const uintptr_t s = (uintptr_t)sendbuff, r = (uintptr_t)recvbuff;
@@ -748,7 +832,13 @@ inline ncclResult_t collective(const char* call, const Call& c, const void* send
         return report(ncclInvalidArgument, where,
                       format("sendbuff %p and recvbuff %p overlap without being in place (%s)", sendbuff, recvbuff, form));
     }
-    return comm->run(call, c, (const char*)sendbuff, (char*)recvbuff);
+    // The collective runs on the stream's worker, after the stream's earlier work; a failure
+    // then shows in ncclCommGetAsyncError, as on a GPU.
+    stream_queue(stream).enqueue([=] {
+        DeviceAccess access;
+        comm->run(call, c, (const char*)sendbuff, (char*)recvbuff);
+    });
+    return comm->blocking() ? ncclSuccess : ncclInProgress;
 }
 
 }  // namespace nccl
@@ -776,7 +866,13 @@ inline const char* ncclGetErrorString(ncclResult_t result) {
         default: return "unknown result code";
     }
 }
-inline const char* ncclGetLastError(ncclComm_t) { return cpu_cuda::nccl::last_message.c_str(); }
+inline const char* ncclGetLastError(ncclComm_t) {
+    using namespace cpu_cuda::nccl;
+    static thread_local std::string copy;  // valid until this thread's next call
+    std::lock_guard<std::mutex> lock(message_mutex());
+    copy = last_message_text();
+    return copy.c_str();
+}
 
 inline ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
     using namespace cpu_cuda::nccl;
@@ -792,8 +888,9 @@ inline ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
     return ncclSuccess;
 }
 
-inline ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-    using namespace cpu_cuda::nccl;
+namespace cpu_cuda {
+namespace nccl {
+inline ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, bool blocking) {
     const char* call = "ncclCommInitRank";
     if (!comm) return report(ncclInvalidArgument, call, "comm is NULL");
     *comm = nullptr;
@@ -809,29 +906,43 @@ inline ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId 
         return report(ncclInvalidUsage, call, format("the id was made on host '%s' and this is '%s': the CPU runtime "
                                                      "connects the ranks of one machine only", id.host, host));
     auto c = std::make_unique<ncclComm>(rank, nranks, cpu_cuda::current_device);
-    if (ncclResult_t r = c->join(id)) return r;
+    if (blocking) {
+        if (ncclResult_t r = c->join(id)) return r;
+    } else {
+        c->join_in_background(id);  // the handle is live at once: ncclCommGetAsyncError, ncclCommAbort
+    }
     std::lock_guard<std::mutex> lock(comms_mutex());
     live_comms().insert(c.get());
     *comm = c.release();
-    return ncclSuccess;
+    return blocking ? ncclSuccess : ncclInProgress;
+}
+}  // namespace nccl
+}  // namespace cpu_cuda
+
+inline ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+    return cpu_cuda::nccl::init_rank(comm, nranks, commId, rank, true);
 }
 
+// config->blocking = 0 makes a non-blocking communicator (NCCL_CONFIG_UNDEF_INT, the
+// initializer's, means blocking, NCCL's default); its other fields mean nothing here.
 inline ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                            ncclConfig_t* config) {
-    // Every communicator here is blocking: a non-blocking one may complete its init at once.
     if (config && config->magic != 0xcafebeef)
         return cpu_cuda::nccl::report(ncclInvalidArgument, "ncclCommInitRankConfig",
                                       "config was not initialised with NCCL_CONFIG_INITIALIZER");
-    return ncclCommInitRank(comm, nranks, commId, rank);
+    if (config && config->blocking != 0 && config->blocking != 1 && config->blocking != NCCL_CONFIG_UNDEF_INT)
+        return cpu_cuda::nccl::report(ncclInvalidArgument, "ncclCommInitRankConfig",
+                                      cpu_cuda::nccl::format("config->blocking is %d, not 0 or 1", config->blocking));
+    return cpu_cuda::nccl::init_rank(comm, nranks, commId, rank, !config || config->blocking != 0);
 }
 
 inline ncclResult_t ncclCommDestroy(ncclComm_t comm) { return cpu_cuda::nccl::leave(comm, false, "ncclCommDestroy"); }
 inline ncclResult_t ncclCommAbort(ncclComm_t comm) { return cpu_cuda::nccl::leave(comm, true, "ncclCommAbort"); }
 
 inline ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-    // Every operation completed within its own call: nothing is left to flush.
     if (ncclResult_t r = cpu_cuda::nccl::usable(comm, "ncclCommFinalize")) return r;
-    return comm->error();
+    cpu_cuda::settle();  // the collectives still queued on streams
+    return comm->async_error();
 }
 
 inline ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {

@@ -1,11 +1,13 @@
 // cpu_cuda/runtime.h: the CUDA runtime API the project calls, on the CPU. The functions
 // are the toolkit's own declarations (cuda_runtime_api.h), defined here.
 //
-// Streams run their work at once and in order, so every call is synchronous and events are
-// host timestamps. Launches and copies are checked as a GPU would check them, and more:
+// Streams run their work in order. Kernels, memsets and most copies run at once, within
+// their call; collectives, and what is enqueued behind one, run on the stream's worker
+// (streams.h), so cudaStreamQuery can answer "not ready". Events are host timestamps. Launches and copies are checked as a GPU would check them, and more:
 // copies and memsets must stay inside one allocation (a GPU might silently corrupt memory
 // instead), and the error codes are CUDA's.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +17,7 @@
 #include "exec.h"
 #include "memory.h"
 #include "settings.h"
+#include "streams.h"
 
 // The toolkit declares these handle types but leaves them opaque: the runtime defines them.
 struct CUstream_st {
@@ -23,6 +26,7 @@ struct CUstream_st {
 struct CUevent_st {
     double ms;  // host time of the last record, in ms
     bool recorded;
+    std::atomic<int> pending{0};  // records queued behind a stream's work, not yet done
 };
 
 namespace cpu_cuda {
@@ -70,10 +74,15 @@ inline cudaDeviceProp device_properties(int device) {
     return p;
 }
 
-inline cudaError_t copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, const char* call) {
+// cudaMemcpy, and cudaMemcpyAsync on `stream`. An asynchronous copy between device and
+// pinned memory (cudaMallocHost) on a stream with queued work is queued behind it (streams.h).
+// Any other copy waits for the queued work and runs before it returns: as CUDA documents
+// (API synchronization behavior), a copy from device memory to pageable host memory returns
+// only once it is complete, so it waits for the stream's earlier work, a collective included.
+inline cudaError_t copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, const char* call,
+                        bool async = false, cudaStream_t stream = nullptr) {
     if (count == 0) return cudaSuccess;
     if (!dst || !src) return set_error(cudaErrorInvalidValue);
-    DeviceAccess access;
     if (kind == cudaMemcpyDefault)
         kind = memory().find(src) ? (memory().find(dst) ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
                                   : (memory().find(dst) ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
@@ -83,6 +92,15 @@ inline cudaError_t copy(void* dst, const void* src, size_t count, cudaMemcpyKind
     if ((src_device && !check_range(src, count, call, "source")) ||
         (dst_device && !check_range(dst, count, call, "destination")))
         return set_error(cudaErrorInvalidValue);
+    const bool pageable = !memory().find(src, count) || !memory().find(dst, count);
+    if (async && !pageable && stream_busy(stream)) {
+        stream_queue(stream).enqueue([=] {
+            DeviceAccess access;
+            memmove(dst, src, count);
+        });
+        return cudaSuccess;
+    }
+    DeviceAccess access;
     memmove(dst, src, count);
     return cudaSuccess;
 }
@@ -196,7 +214,10 @@ inline cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
     snprintf(id, (size_t)len, "0000:%02x:00.0", device + 1);
     return cudaSuccess;
 }
-inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }  // work is done when a call returns
+inline cudaError_t cudaDeviceSynchronize() {  // what streams have queued (streams.h); the rest is done
+    cpu_cuda::settle();
+    return cudaSuccess;
+}
 inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
 inline cudaError_t cudaRuntimeGetVersion(int* v) {
     if (!v) return cpu_cuda::set_error(cudaErrorInvalidValue);
@@ -219,6 +240,7 @@ inline cudaError_t cudaMalloc(void** p, size_t bytes) {
 }
 inline cudaError_t cudaFree(void* p) {
     if (!p) return cudaSuccess;
+    cpu_cuda::settle();  // as CUDA's cudaFree: queued work may still use it
     if (cpu_cuda::memory().release(p, true)) return cudaSuccess;
     fprintf(stderr, "cpu_cuda: cudaFree(%p): not the start of a live device allocation (%s)\n", p,
             cpu_cuda::memory().describe(p).c_str());
@@ -232,6 +254,7 @@ inline cudaError_t cudaMallocHost(void** p, size_t bytes) {
 inline cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) { return cudaMallocHost(p, bytes); }
 inline cudaError_t cudaFreeHost(void* p) {
     if (!p) return cudaSuccess;
+    cpu_cuda::settle();
     if (cpu_cuda::memory().release(p, false)) return cudaSuccess;
     fprintf(stderr, "cpu_cuda: cudaFreeHost(%p): not pinned host memory from cudaMallocHost\n", p);
     return cpu_cuda::set_error(cudaErrorInvalidValue);
@@ -249,7 +272,7 @@ inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemc
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                                    cudaStream_t stream) {
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
-    return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpyAsync");
+    return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpyAsync", true, stream);
 }
 inline cudaError_t cudaMemset(void* p, int value, size_t count) {
     return cpu_cuda::fill(p, value, count, "cudaMemset");
@@ -271,15 +294,22 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags
 }
 inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (cpu_cuda::valid_stream(s)) cpu_cuda::stream_queue(s).drain();
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
     if (!cpu_cuda::live_handles().erase(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     delete s;
     return cudaSuccess;
 }
+// Only queued work (streams.h) can still be running when a call has returned.
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    return cpu_cuda::valid_stream(s) ? cudaSuccess : cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    cpu_cuda::stream_queue(s).drain();
+    return cudaSuccess;
 }
-inline cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
+inline cudaError_t cudaStreamQuery(cudaStream_t s) {
+    if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    return cpu_cuda::stream_busy(s) ? cudaErrorNotReady : cudaSuccess;  // (not an error: not recorded)
+}
 
 inline bool cpu_cuda_valid_event(cudaEvent_t e) {
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
@@ -287,13 +317,14 @@ inline bool cpu_cuda_valid_event(cudaEvent_t e) {
 }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
     if (!e) return cpu_cuda::set_error(cudaErrorInvalidValue);
-    *e = new CUevent_st{0.0, false};
+    *e = new CUevent_st{0.0, false, {}};
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
     cpu_cuda::live_handles().insert(*e);
     return cudaSuccess;
 }
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    if (cpu_cuda_valid_event(e) && e->pending) cpu_cuda::settle();  // its record is still queued
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
     if (!cpu_cuda::live_handles().erase(e)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     delete e;
@@ -302,22 +333,39 @@ inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!cpu_cuda_valid_event(e) || !cpu_cuda::valid_stream(s))
         return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (cpu_cuda::stream_busy(s)) {  // the event completes when the stream's queued work has
+        e->pending++;
+        cpu_cuda::stream_queue(s).enqueue([e] {
+            e->ms = cpu_cuda::now_ms(), e->recorded = true;
+            e->pending--;
+        });
+        return cudaSuccess;
+    }
     e->ms = cpu_cuda::now_ms(), e->recorded = true;
     return cudaSuccess;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    return cpu_cuda_valid_event(e) ? cudaSuccess : cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (!cpu_cuda_valid_event(e)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (e->pending) cpu_cuda::settle();
+    return cudaSuccess;
 }
-inline cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
+inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+    if (!cpu_cuda_valid_event(e)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    return e->pending ? cudaErrorNotReady : cudaSuccess;
+}
+// The stream's later work runs after the event's: the host waits for it here (more than CUDA
+// waits, never less).
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
     if (!cpu_cuda::valid_stream(s) || !cpu_cuda_valid_event(e))
         return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (e->pending) cpu_cuda::settle();
     return cudaSuccess;
 }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
     if (!ms) return cpu_cuda::set_error(cudaErrorInvalidValue);
     if (!cpu_cuda_valid_event(start) || !cpu_cuda_valid_event(end))
         return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (start->pending || end->pending) return cudaErrorNotReady;
     if (!start->recorded || !end->recorded) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     *ms = (float)(end->ms - start->ms);
     return cudaSuccess;

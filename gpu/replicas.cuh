@@ -1,9 +1,11 @@
 // gpu/replicas.cuh: start-up of the replicas, one process per GPU, and the collectives
 // over NCCL that the communication object (host/comm.h) plugs in.
 #pragma once
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -46,29 +48,85 @@ inline bool wants_help(int argc, char** argv) {
     return false;
 }
 
+// --comm-timeout, read before the command line is parsed: connect() waits for NCCL's
+// start-up under it. A value the parser will refuse counts as the default here.
+inline double scan_comm_timeout(int argc, char** argv) {
+    std::string v = scan_option(argc, argv, "comm-timeout");
+    char* end = nullptr;
+    double t = strtod(v.c_str(), &end);
+    return !v.empty() && *end == 0 && t >= 0 ? t : WatchdogSettings{}.timeout_s;
+}
+
+// Whether a non-blocking communicator's last call has finished (NCCL answers ncclInProgress
+// until it has); throws when it failed, or when another rank's failure reached this one.
+inline bool nccl_settled(ncclComm_t comm) {
+    ncclResult_t state;
+    NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclInProgress) return false;
+    check_nccl(state, "the communicator (ncclCommGetAsyncError)", __FILE__, __LINE__);
+    return true;
+}
+
 // The replicas' NCCL communicator, shared by the two Collectives below and ended with them.
+// It is non-blocking (ncclConfig_t's blocking = 0), so that no NCCL call can hang the host:
+// its start-up, like every collective, is waited for under the watchdog, and a rank that
+// never arrives (it died, or it took an old id) ends the job at --comm-timeout.
 struct NcclComm {
     ncclComm_t comm = nullptr;
-    NcclComm(const ncclUniqueId& id, int world, int rank) {
-        NCCL_CHECK(ncclCommInitRank(&comm, world, id, rank));
+    NcclComm(const ncclUniqueId& id, int world, int rank, double timeout_s, RollCall* roll_call) {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        ncclResult_t r = ncclCommInitRankConfig(&comm, world, id, rank, &config);
+        if (r != ncclInProgress) NCCL_CHECK(r);
+        Watchdog watchdog(rank, world, roll_call);
+        watchdog.settings.timeout_s = timeout_s;
+        try {
+            watchdog.wait("NCCL start-up", 0, [&] { return nccl_settled(comm); });
+        } catch (...) {
+            if (comm) ncclCommAbort(comm);
+            comm = nullptr;
+            throw;
+        }
     }
     ~NcclComm() {
         if (comm) ncclCommDestroy(comm);  // at teardown an error is not worth reporting
     }
 };
 
+// Pinned host memory (cudaMallocHost), freed with its owner: a copy from the device into
+// it is asynchronous, where one into ordinary (pageable) memory returns only once complete.
+struct PinnedBuffer {
+    char* ptr = nullptr;
+    size_t bytes = 0;
+    PinnedBuffer() = default;
+    PinnedBuffer(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+    ~PinnedBuffer() {
+        if (ptr) cudaFreeHost(ptr);
+    }
+    char* at_least(size_t n) {
+        if (bytes >= n) return ptr;
+        if (ptr) CUDA_CHECK(cudaFreeHost(ptr)), ptr = nullptr, bytes = 0;
+        CUDA_CHECK(cudaMallocHost((void**)&ptr, n));
+        bytes = n;
+        return ptr;
+    }
+};
+
 // Collectives over NCCL on the context's stream. With `host_memory` the data is host memory,
-// staged through a device buffer: host/run.h's few small collectives (loss means,
-// agreement checks) in jobs without MPI. Without it the data is GPU memory: the gradient
-// sync (Comm::buffers), which NCCL sums where it lies. Every collective is waited for
-// through the watchdog (--comm-timeout, host/comm.h): a replica that never arrives ends the
-// job with a line naming it (when MPI can ask the others where they wait), instead of
-// hanging it.
+// staged through pinned host memory and a device buffer: host/run.h's few small collectives
+// (loss means, agreement checks) in jobs without MPI. Without it the data is GPU memory: the
+// gradient sync (Comm::buffers), which NCCL sums where it lies. Every collective is waited
+// for through the watchdog (--comm-timeout, host/comm.h): a replica that never arrives ends
+// the job with a line naming it (when MPI can ask the others where they wait), instead of
+// hanging it. Nothing before that wait may block: the results come back to pinned memory
+// (a copy to pageable memory would wait for the collective inside cudaMemcpyAsync).
 struct NcclCollectives : Collectives {
     std::shared_ptr<NcclComm> nccl;
     int world;
     bool host_memory;
     DeviceBuffer<char> staging;
+    PinnedBuffer pinned;
     Watchdog watchdog;
     NcclCollectives(std::shared_ptr<NcclComm> nccl, int rank, int world, bool host_memory, RollCall* roll_call)
         : nccl(std::move(nccl)), world(world), host_memory(host_memory), watchdog(rank, world, roll_call) {}
@@ -76,58 +134,89 @@ struct NcclCollectives : Collectives {
         if (staging.count < bytes) staging.alloc(bytes, "NCCL's staging buffer");
         return staging.ptr;
     }
+    // The watchdog's wait; when it ends the job, the communicator is aborted first, which
+    // ends the collective in flight: otherwise the stream never completes, and the first
+    // call that waits for it (cudaFree, cudaFreeHost, in the destructors on the way out)
+    // hangs the process.
+    template <class Done>
+    void watch(const char* op, size_t bytes, Done&& done) {
+        try {
+            watchdog.wait(op, bytes, done);
+        } catch (...) {
+            if (nccl->comm) ncclCommAbort(nccl->comm);
+            nccl->comm = nullptr;
+            throw;
+        }
+    }
+    // A call on a non-blocking communicator may answer ncclInProgress: it is being enqueued,
+    // and nothing else may be enqueued until it is (under the watchdog: it may be waiting to
+    // connect to a peer).
+    void enqueued(ncclResult_t r, const char* op, size_t bytes) {
+        if (r != ncclInProgress) return check_nccl(r, op, __FILE__, __LINE__);
+        if (!nccl_settled(nccl->comm))  // (the watchdog counts it as a collective only when it must wait)
+            watch(op, bytes, [&] { return nccl_settled(nccl->comm); });
+    }
     // Waits until the stream has done the collective just enqueued (and what came before).
     void wait(const char* op, size_t bytes) {
-        watchdog.wait(op, bytes, [&] {
-            ncclResult_t failed;
-            NCCL_CHECK(ncclCommGetAsyncError(nccl->comm, &failed));
-            NCCL_CHECK(failed);
+        watch(op, bytes, [&] {
+            if (!nccl_settled(nccl->comm)) return false;
             cudaError_t e = cudaStreamQuery(ctx.stream);
             if (e == cudaErrorNotReady) return false;
             CUDA_CHECK(e);
             return true;
         });
     }
-    // Runs op on device memory holding `bytes` of data (in place), staging host data.
+    // Runs op (an NCCL call) on device memory holding `bytes` of data, in place; host data
+    // goes through the pinned and device staging buffers.
     template <class Op>
     void in_place(const char* what, void* data, size_t bytes, Op op) {
-        char* d = host_memory ? device_space(bytes) : (char*)data;
-        if (host_memory) CUDA_CHECK(cudaMemcpyAsync(d, data, bytes, cudaMemcpyHostToDevice, ctx.stream));
-        op(d);
-        if (host_memory) CUDA_CHECK(cudaMemcpyAsync(data, d, bytes, cudaMemcpyDeviceToHost, ctx.stream));
+        if (!host_memory) {
+            enqueued(op((char*)data), what, bytes);
+            wait(what, bytes);
+            return;
+        }
+        char *d = device_space(bytes), *h = pinned.at_least(bytes);
+        memcpy(h, data, bytes);
+        CUDA_CHECK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, ctx.stream));
+        enqueued(op(d), what, bytes);
+        CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, ctx.stream));
         wait(what, bytes);
+        memcpy(data, h, bytes);
     }
     void allreduce_sum(float* data, size_t n) override {
         in_place("all-reduce", data, n * sizeof(float), [&](char* d) {
-            NCCL_CHECK(ncclAllReduce(d, d, n, ncclFloat, ncclSum, nccl->comm, ctx.stream));
+            return ncclAllReduce(d, d, n, ncclFloat, ncclSum, nccl->comm, ctx.stream);
         });
     }
     void allreduce_sum(double* data, size_t n) override {
         in_place("all-reduce", data, n * sizeof(double), [&](char* d) {
-            NCCL_CHECK(ncclAllReduce(d, d, n, ncclDouble, ncclSum, nccl->comm, ctx.stream));
+            return ncclAllReduce(d, d, n, ncclDouble, ncclSum, nccl->comm, ctx.stream);
         });
     }
     void broadcast(void* data, size_t bytes) override {
         in_place("broadcast", data, bytes, [&](char* d) {
-            NCCL_CHECK(ncclBroadcast(d, d, bytes, ncclChar, 0, nccl->comm, ctx.stream));
+            return ncclBroadcast(d, d, bytes, ncclChar, 0, nccl->comm, ctx.stream);
         });
     }
     void allgather(const void* mine, size_t bytes, void* all) override {
         if (!host_memory) {
-            NCCL_CHECK(ncclAllGather(mine, all, bytes, ncclChar, nccl->comm, ctx.stream));
+            enqueued(ncclAllGather(mine, all, bytes, ncclChar, nccl->comm, ctx.stream), "all-gather", bytes);
             wait("all-gather", bytes);
             return;
         }
         char* d = device_space(bytes * (world + 1));  // [everyone's (world × bytes)] [mine]
         char* send = d + bytes * world;
-        CUDA_CHECK(cudaMemcpyAsync(send, mine, bytes, cudaMemcpyHostToDevice, ctx.stream));
-        NCCL_CHECK(ncclAllGather(send, d, bytes, ncclChar, nccl->comm, ctx.stream));
-        CUDA_CHECK(cudaMemcpyAsync(all, d, bytes * world, cudaMemcpyDeviceToHost, ctx.stream));
+        char* h = pinned.at_least(bytes * world);
+        memcpy(h, mine, bytes);
+        CUDA_CHECK(cudaMemcpyAsync(send, h, bytes, cudaMemcpyHostToDevice, ctx.stream));
+        enqueued(ncclAllGather(send, d, bytes, ncclChar, nccl->comm, ctx.stream), "all-gather", bytes);
+        CUDA_CHECK(cudaMemcpyAsync(h, d, bytes * world, cudaMemcpyDeviceToHost, ctx.stream));
         wait("all-gather", bytes);
+        memcpy(all, h, bytes * world);
     }
     void barrier() override {  // a one-element all-reduce: it returns once every rank has joined
         char* d = device_space(sizeof(double));
-        NCCL_CHECK(ncclAllReduce(d, d, 1, ncclDouble, ncclSum, nccl->comm, ctx.stream));
+        enqueued(ncclAllReduce(d, d, 1, ncclDouble, ncclSum, nccl->comm, ctx.stream), "barrier", 0);
         wait("barrier", 0);
     }
     [[noreturn]] void abort(int code) override {
@@ -158,8 +247,15 @@ inline bool from_hex(const std::string& s, void* data, size_t bytes) {
 // atomically (a temporary file, then a rename); the others poll until it appears. The
 // file names the Slurm job and step it belongs to, so a file left by an earlier run (or
 // an earlier srun of the same job) is never taken for this one's.
+//
+// A job that died before rank 0 removed the file leaves it behind, and a later job with the
+// same job and step (a requeued job) finds it: its rank 0 overwrites it, but a rank that
+// comes first must not take the dead job's id. The file's age tells: rank 0 writes it as it
+// starts, and waits for the others at most timeout_s (--comm-timeout) in NCCL's start-up, so
+// a file written more than timeout_s before this rank got here belongs to a rank 0 that has
+// given up. Such a file is ignored while rank 0 may still replace it, then named in the error.
 constexpr int RENDEZVOUS_TIMEOUT_S = 600;
-inline ncclUniqueId nccl_id_rendezvous(const std::string& path, int rank, int world) {
+inline ncclUniqueId nccl_id_rendezvous(const std::string& path, int rank, int world, double timeout_s) {
     auto env = [](const char* name) {
         const char* v = getenv(name);
         return std::string(v ? v : "none");
@@ -172,13 +268,23 @@ inline ncclUniqueId nccl_id_rendezvous(const std::string& path, int rank, int wo
         write_file_atomic(path, {{text.data(), text.size()}});
         return id;
     }
+    const double arrived = (double)time(nullptr);  // the ranks of one launch get here within seconds
+    const double oldest = timeout_s > 0 ? timeout_s : RENDEZVOUS_TIMEOUT_S;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(RENDEZVOUS_TIMEOUT_S);
     for (;;) {
         std::ifstream f(path);
         std::string magic, file_tag, hex;
+        struct stat st;
         if (f && std::getline(f, magic) && std::getline(f, file_tag) && std::getline(f, hex) &&
-            magic == "nccl-id v1" && file_tag == tag && from_hex(hex, &id, sizeof id))
-            return id;
+            magic == "nccl-id v1" && file_tag == tag && from_hex(hex, &id, sizeof id) && stat(path.c_str(), &st) == 0) {
+            double age = arrived - (double)st.st_mtime;  // how long before this rank came it was written
+            if (age <= oldest) return id;
+            if ((double)time(nullptr) - arrived > oldest)
+                throw Error(strf("'%s' holds NCCL's id for %s, but was written %.0f s before rank %d started, by a "
+                                 "job that is gone (its rank 0 waits at most %g s), and rank 0 has not replaced it: "
+                                 "delete it, and check that rank 0 started",
+                                 path.c_str(), tag.c_str(), age, rank, oldest));
+        }
         if (std::chrono::steady_clock::now() > deadline)
             throw Error(strf("rank %d waited %d s for rank 0 to write NCCL's id (%s) into '%s': is that path on a "
                              "filesystem every node shares, and did rank 0 start?",

@@ -118,6 +118,17 @@ struct Rank {
     ncclUniqueId id;
 };
 
+// What a collective enqueued on the default stream came to: its call's result, or once the
+// stream has done it, the communicator's (a collective runs after its call has returned, as
+// on a GPU, so a peer's failure shows there).
+ncclResult_t completed(ncclResult_t enqueued, ncclComm_t comm) {
+    if (enqueued != ncclSuccess) return enqueued;
+    EXPECT(cudaStreamSynchronize(nullptr) == cudaSuccess);
+    ncclResult_t async = ncclInternalError;
+    EXPECT(ncclCommGetAsyncError(comm, &async) == ncclSuccess);
+    return async;
+}
+
 ncclComm_t join(const Rank& me) {
     ncclComm_t comm = nullptr;
     EXPECT_RESULT(ncclCommInitRank(&comm, me.nranks, me.id, me.rank), ncclSuccess);
@@ -545,11 +556,11 @@ TEST_CASE("hundreds of collectives in a row") {
 // What the survivors of a lost rank do: the next all-reduce fails, and so does every call after it.
 void survive(ncclComm_t comm, const char* lost) {
     float* d = device_alloc<float>(16);
-    EXPECT_RESULT(ncclAllReduce(d, d, 16, ncclFloat, ncclSum, comm, nullptr), ncclRemoteError);
+    EXPECT_RESULT(completed(ncclAllReduce(d, d, 16, ncclFloat, ncclSum, comm, nullptr), comm), ncclRemoteError);
     ncclResult_t async = ncclSuccess;
     EXPECT_RESULT(ncclCommGetAsyncError(comm, &async), ncclSuccess);
     EXPECT(async == ncclRemoteError);
-    EXPECT_RESULT(ncclAllReduce(d, d, 16, ncclFloat, ncclSum, comm, nullptr), ncclRemoteError);
+    EXPECT_RESULT(ncclAllReduce(d, d, 16, ncclFloat, ncclSum, comm, nullptr), ncclRemoteError);  // failed for good
     EXPECT(contains(ncclGetLastError(comm), lost));
     EXPECT_RESULT(ncclCommDestroy(comm), ncclSuccess);
 }
@@ -655,7 +666,7 @@ TEST_CASE("a collective whose peer does not come fails after CPU_CUDA_NCCL_TIMEO
         float* d = device_alloc<float>(4);
         if (me.rank == 1) sleep_s(1.5);  // alive, but late
         const double start = now_s();
-        EXPECT_RESULT(ncclAllReduce(d, d, 4, ncclFloat, ncclSum, comm, nullptr), ncclRemoteError);
+        EXPECT_RESULT(completed(ncclAllReduce(d, d, 4, ncclFloat, ncclSum, comm, nullptr), comm), ncclRemoteError);
         const double waited = now_s() - start;
         EXPECT(me.rank == 0 ? waited > 0.9 && waited < 2 : waited < 0.5);
         ncclResult_t async = ncclSuccess;
@@ -668,11 +679,135 @@ TEST_CASE("a collective whose peer does not come fails after CPU_CUDA_NCCL_TIMEO
     CHECK(contains(outcomes[1].err, "ncclAllReduce (rank 1 of 2): rank 0 gave up after 1 s"));
 }
 
+// ----------------------------------------------------------------------------
+// Asynchrony, as on a GPU: what a host that waits under its own timeout relies on
+
+TEST_CASE("a collective runs after its call returns: the stream answers not ready until every rank has come") {
+    // Rank 1 comes 0.5 s late. Rank 0's calls return at once (< 0.2 s: far below 0.5 s, far
+    // above a call's cost); what waits for the collective takes >= 0.4 s (0.5 s less the
+    // launch skew of the two processes, < 0.1 s).
+    check_passed(run_ranks(2, [](const Rank& me) {
+        ncclComm_t comm = join(me);
+        const int n = 1000;
+        float* d = device_copy(make<float>(n, [&](size_t i) { return (me.rank + 1) * (double)i; }));
+        float* pinned = nullptr;
+        EXPECT(cudaMallocHost((void**)&pinned, n * sizeof(float)) == cudaSuccess);
+        std::vector<float> pageable(n, -1.0f);
+        cudaEvent_t done;
+        EXPECT(cudaEventCreate(&done) == cudaSuccess);
+        if (me.rank == 1) sleep_s(0.5);
+        const double start = now_s();
+        EXPECT_RESULT(ncclAllReduce(d, d, n, ncclFloat, ncclSum, comm, nullptr), ncclSuccess);
+        if (me.rank == 0) {
+            EXPECT(now_s() - start < 0.2);
+            EXPECT(cudaStreamQuery(nullptr) == cudaErrorNotReady);
+            EXPECT(cudaGetLastError() == cudaSuccess);  // "not ready" is an answer, not an error
+            // device -> pinned: queued behind the collective, as CUDA's copy is asynchronous
+            EXPECT(cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, nullptr) == cudaSuccess);
+            EXPECT(cudaEventRecord(done, nullptr) == cudaSuccess);
+            EXPECT(now_s() - start < 0.2);
+            EXPECT(cudaStreamQuery(nullptr) == cudaErrorNotReady);
+            EXPECT(cudaEventQuery(done) == cudaErrorNotReady);
+            ncclResult_t async = ncclInternalError;
+            EXPECT_RESULT(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+            EXPECT(async == ncclSuccess);  // in flight is not failed
+        }
+        // device -> pageable: CUDA returns only once the copy is complete, so after the collective
+        EXPECT(cudaMemcpyAsync(pageable.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost, nullptr) == cudaSuccess);
+        if (me.rank == 0) EXPECT(now_s() - start >= 0.4);
+        expect_values("pageable", pageable, [](size_t i) { return 3.0 * i; });
+        EXPECT(cudaStreamSynchronize(nullptr) == cudaSuccess);
+        EXPECT(cudaStreamQuery(nullptr) == cudaSuccess);
+        EXPECT(cudaEventQuery(done) == cudaSuccess);
+        if (me.rank == 0) expect_values("pinned", std::vector<float>(pinned, pinned + n), [](size_t i) { return 3.0 * i; });
+        EXPECT(cudaEventDestroy(done) == cudaSuccess);
+        EXPECT(cudaFreeHost(pinned) == cudaSuccess);
+        EXPECT_RESULT(ncclCommDestroy(comm), ncclSuccess);
+    }));
+}
+
+TEST_CASE("a collective on a stream of its own runs in that stream's order") {
+    // Two collectives and a copy queued on one stream: they run in order (the copy sees the
+    // second sum), and the default stream's copies wait for them.
+    check_passed(run_ranks(2, [](const Rank& me) {
+        ncclComm_t comm = join(me);
+        cudaStream_t stream;
+        EXPECT(cudaStreamCreate(&stream) == cudaSuccess);
+        float* d = device_copy(std::vector<float>(64, 1.0f + me.rank));  // 1 and 2
+        float* pinned = nullptr;
+        EXPECT(cudaMallocHost((void**)&pinned, 64 * sizeof(float)) == cudaSuccess);
+        if (me.rank == 1) sleep_s(0.2);
+        EXPECT_RESULT(ncclAllReduce(d, d, 64, ncclFloat, ncclSum, comm, stream), ncclSuccess);  // 3
+        EXPECT_RESULT(ncclAllReduce(d, d, 64, ncclFloat, ncclProd, comm, stream), ncclSuccess);  // 9
+        EXPECT(cudaMemcpyAsync(pinned, d, 64 * sizeof(float), cudaMemcpyDeviceToHost, stream) == cudaSuccess);
+        EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+        expect_values("pinned", std::vector<float>(pinned, pinned + 64), [](size_t) { return 9.0; });
+        EXPECT(cudaFreeHost(pinned) == cudaSuccess);
+        EXPECT(cudaStreamDestroy(stream) == cudaSuccess);
+        EXPECT_RESULT(ncclCommDestroy(comm), ncclSuccess);
+    }));
+}
+
+// A non-blocking communicator (ncclConfig_t's blocking = 0): the init and the collectives may
+// answer ncclInProgress, and ncclCommGetAsyncError says when they are done.
+ncclResult_t poll_async(ncclComm_t comm, double seconds) {
+    ncclResult_t async = ncclInProgress;
+    for (const double end = now_s() + seconds; now_s() < end; sleep_s(0.005)) {
+        EXPECT_RESULT(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+        if (async != ncclInProgress) break;
+    }
+    return async;
+}
+
+TEST_CASE("non-blocking init: ncclInProgress until every rank has joined") {
+    check_passed(run_ranks(2, [](const Rank& me) {
+        if (me.rank == 1) sleep_s(0.5);
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        ncclComm_t comm = nullptr;
+        const double start = now_s();
+        EXPECT_RESULT(ncclCommInitRankConfig(&comm, me.nranks, me.id, me.rank, &config), ncclInProgress);
+        EXPECT(comm != nullptr && now_s() - start < 0.2);  // returned at once
+        float* d = device_copy(std::vector<float>(8, 1.0f));
+        if (me.rank == 0) {  // rank 1 is not there yet
+            ncclResult_t async = ncclSuccess;
+            EXPECT_RESULT(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+            EXPECT(async == ncclInProgress);
+            EXPECT_RESULT(ncclAllReduce(d, d, 8, ncclFloat, ncclSum, comm, nullptr), ncclInvalidUsage);
+        }
+        EXPECT(poll_async(comm, 5) == ncclSuccess);
+        if (me.rank == 0) EXPECT(now_s() - start >= 0.4);
+        ncclResult_t r = ncclAllReduce(d, d, 8, ncclFloat, ncclSum, comm, nullptr);
+        EXPECT(r == ncclSuccess || r == ncclInProgress);
+        EXPECT(poll_async(comm, 5) == ncclSuccess);
+        expect_values("sum", host_copy(d, 8), [](size_t) { return 2.0; });
+        EXPECT_RESULT(ncclCommDestroy(comm), ncclSuccess);
+    }));
+}
+
+TEST_CASE("non-blocking init: a rank that never comes leaves it in progress, and ncclCommAbort ends it at once") {
+    // Rank 2 never starts. CPU_CUDA_NCCL_TIMEOUT is 20 s: the ranks' own bound (1 s of
+    // polling) must end the wait, not the runtime's.
+    auto outcomes = run_ranks(3, [](const Rank& me) {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        ncclComm_t comm = nullptr;
+        EXPECT_RESULT(ncclCommInitRankConfig(&comm, me.nranks, me.id, me.rank, &config), ncclInProgress);
+        EXPECT(poll_async(comm, 1.0) == ncclInProgress);
+        const double start = now_s();
+        EXPECT_RESULT(ncclCommAbort(comm), ncclSuccess);
+        EXPECT(now_s() - start < 0.5);  // the init polls for an abort every 0.1 s
+    }, {{0, 1}});
+    check_passed(outcomes);
+    for (const Outcome& o : outcomes) CHECK(o.seconds < 5);
+}
+
 TEST_CASE("ranks that call different collectives fail with ncclInvalidUsage") {
     auto outcomes = run_ranks(2, [](const Rank& me) {
         ncclComm_t comm = join(me);
         float* d = device_alloc<float>(9);
-        EXPECT_RESULT(ncclAllReduce(d, d, 8 + me.rank, ncclFloat, ncclSum, comm, nullptr), ncclInvalidUsage);
+        EXPECT_RESULT(completed(ncclAllReduce(d, d, 8 + me.rank, ncclFloat, ncclSum, comm, nullptr), comm),
+                      ncclInvalidUsage);
         EXPECT_RESULT(ncclBroadcast(d, d, 1, ncclFloat, 0, comm, nullptr), ncclInvalidUsage);  // failed for good
         EXPECT_RESULT(ncclCommDestroy(comm), ncclSuccess);
     });

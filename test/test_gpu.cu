@@ -909,6 +909,59 @@ TEST_CASE("train_gpt: a small run trains, and bad input gives one clear error li
 }
 
 // ----------------------------------------------------------------------------
+// Replicas: NCCL's collectives under the watchdog (gpu/replicas.cuh)
+
+#ifdef CPU_CUDA  // two ranks forked from this process: the CPU runtime's NCCL connects them
+TEST_CASE("replicas: a collective of host memory whose peer froze ends at --comm-timeout") {
+    // Host memory goes through the device and back. A copy back into pageable memory would
+    // wait for the collective inside cudaMemcpyAsync (CUDA's rule, which the runtime keeps),
+    // out of the watchdog's reach, until rank 1 comes back 20 s later; the watchdog (1 s,
+    // no roll call) must end it within 5 s (1 s + room for a loaded machine).
+    ncclUniqueId id;
+    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    fflush(nullptr);
+    auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
+    pid_t pids[2];
+    for (int rank = 0; rank < 2; rank++) {
+        pids[rank] = fork();
+        REQUIRE(pids[rank] >= 0);
+        if (pids[rank] > 0) continue;
+        int code = 4;  // an exception other than the watchdog's
+        try {
+            auto nccl = std::make_shared<gpu::NcclComm>(id, 2, rank, 10.0, nullptr);
+            gpu::NcclCollectives host(nccl, rank, 2, true, nullptr);
+            host.set_watchdog({1.0, {}});
+            if (rank == 1) sleep(20);  // frozen
+            double x = 1;
+            auto start = std::chrono::steady_clock::now();
+            try {
+                host.allreduce_sum(&x, 1);
+                code = rank == 1 ? 0 : 2;
+            } catch (const Error& e) {
+                const double waited = seconds_since(start);
+                fprintf(stderr, "rank %d after %.1f s: %s\n", rank, waited, e.what());
+                code = rank == 0 && waited < 5 && strstr(e.what(), "within --comm-timeout 1 s") ? 0 : 3;
+            }
+        } catch (const std::exception& e) {
+            fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        }
+        fflush(nullptr);
+        _exit(code);
+    }
+    int status = 0;
+    bool ended = false;
+    for (auto start = std::chrono::steady_clock::now(); !ended && seconds_since(start) < 30; usleep(10000))
+        ended = waitpid(pids[0], &status, WNOHANG) == pids[0];
+    kill(pids[0], SIGKILL), kill(pids[1], SIGKILL);
+    waitpid(pids[0], nullptr, 0), waitpid(pids[1], nullptr, 0);
+    CHECK_MESSAGE((ended && WIFEXITED(status) && WEXITSTATUS(status) == 0),
+                  "rank 0: 2 = the all-reduce completed, 3 = it failed late or otherwise, 4 = another error");
+}
+#endif
+
+// ----------------------------------------------------------------------------
 // Evaluation: HellaSwag and sample-only runs
 
 TEST_CASE("HellaSwag: every example's scores and choices match the PyTorch reference") {

@@ -54,6 +54,12 @@ wait_all() {  # SECONDS PID...
     done
     return $rc
 }
+slurm_rank() {  # R RANK DIR ARGS...: starts rank RANK of R alone, in the background; its pid in $pid
+    local R=$1 r=$2 dir=$3; shift 3
+    env -u OMPI_COMM_WORLD_SIZE SLURM_PROCID=$r SLURM_NTASKS=$R SLURM_LOCALID=$r SLURM_JOB_ID=$$ \
+        SLURM_STEP_ID=0 $TINY "$@" -o "$dir" --nccl-init-file "$dir.ncclid" >"$dir.$r.out" 2>&1 &
+    pid=$!
+}
 slurm_split() {  # B A R DIR
     slurm_start "$3" "$4" -b "$1" -n $STEPS
     wait_all 300 "${pids[@]}" || { tail -3 "$4".*.out; return 1; }
@@ -116,20 +122,78 @@ else
 fi
 wait 2>/dev/null
 
-# ---- a rank that freezes (SIGSTOP): the others stop with an error naming it. On a GPU the
-# watchdog (--comm-timeout) bounds the wait; here the CPU runtime's NCCL calls complete
-# before they return, so its own timeout does (CPU_CUDA_NCCL_TIMEOUT)
-CPU_CUDA_NCCL_TIMEOUT=4 slurm_start 2 "$work/frozen" -b 4 -n 100000 --comm-timeout 4
+# ---- a rank that freezes (SIGSTOP): the others stop within seconds of --comm-timeout. The
+# CPU runtime's collectives run after their call returns, as on a GPU, and the results come
+# back through pinned memory, so the watchdog polls while one is in flight; the runtime's
+# own bound (CPU_CUDA_NCCL_TIMEOUT, 300 s) must not be what ends it. Without MPI no rank can
+# be asked where it waits: the line names the collective and the timeout.
+CPU_CUDA_NCCL_TIMEOUT=300 slurm_start 2 "$work/frozen" -b 4 -n 100000 --comm-timeout 3
 for _ in $(seq 300); do grep -q "step     2/" "$work/frozen.0.out" 2>/dev/null && break; sleep 0.1; done
 kill -STOP "${pids[1]}"
 start=$SECONDS
 wait_all 60 "${pids[0]}"; rc=$?
 took=$((SECONDS - start))
 kill -9 "${pids[1]}"; wait "${pids[1]}" 2>/dev/null
-if [ $rc -ne 0 ] && [ $took -le 30 ] && grep -q "rank 1" "$work/frozen.0.out"; then
-    pass "a frozen rank ends the job in ${took} s with an error naming it"
+if [ $rc -ne 0 ] && [ $took -le 15 ] && grep -q "did not complete within --comm-timeout 3 s" "$work/frozen.0.out"; then
+    pass "a frozen rank ends the job in ${took} s, at --comm-timeout"
 else
-    tail -3 "$work/frozen.0.out"; fail "frozen rank (still running, or no error naming it, after ${took} s)"
+    tail -3 "$work/frozen.0.out"; fail "frozen rank (still running, or no --comm-timeout error, after ${took} s)"
+fi
+
+# ---- the same under mpirun: MPI asks the ranks where they wait, so the line names the
+# frozen rank (by the pid the start-up lines print) and the gradients' all-reduce
+if [ "$has_mpi" = yes ]; then
+    log="$work/mfrozen.out"
+    CPU_CUDA_NCCL_TIMEOUT=300 timeout 120 $MPIRUN -np 2 $TINY -b 4 -n 100000 -o "" --comm-timeout 3 >"$log" 2>&1 &
+    job=$!
+    for _ in $(seq 300); do grep -q "^step     2/" "$log" && break; sleep 0.1; done
+    pid=$(sed -n "s/^rank 1 on .*, pid \([0-9]*\)$/\1/p" "$log")
+    [ -n "$pid" ] && kill -STOP "$pid"
+    start=$SECONDS
+    wait $job; rc=$?
+    took=$((SECONDS - start))
+    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null  # in case mpirun left it behind, stopped
+    if [ -n "$pid" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 15 ] &&
+       grep -q "rank 1 (.*pid $pid) did not arrive at the all-reduce of .* within --comm-timeout 3 s" "$log"; then
+        pass "mpirun: a frozen rank ends the job in ${took} s with a line naming it"
+    else tail -5 "$log"; fail "mpirun: frozen rank (exit $rc after ${took} s)"; fi
+fi
+
+# ---- NCCL's start-up is waited for under the watchdog too: rank 0 of 2, whose rank 1 never
+# starts, ends at --comm-timeout (not at the runtime's 300 s)
+CPU_CUDA_NCCL_TIMEOUT=300 slurm_rank 2 0 "$work/alone" -b 4 -n 2 --comm-timeout 2
+start=$SECONDS
+wait_all 60 "$pid"; rc=$?
+took=$((SECONDS - start))
+if [ $rc -ne 0 ] && [ $took -le 15 ] &&
+   grep -q "NCCL start-up of 0 bytes (collective 1) did not complete within --comm-timeout 2 s" "$work/alone.0.out"; then
+    pass "a rank that never comes to NCCL's start-up ends the job in ${took} s, at --comm-timeout"
+else tail -3 "$work/alone.0.out"; fail "NCCL start-up without rank 1 (exit $rc after ${took} s)"; fi
+
+# ---- a stale NCCL id file: the one that rank 0 above left behind (it never got to remove
+# it), aged an hour: a dead job's, with this job's Slurm job and step. Rank 1 of a new job
+# that starts before its rank 0 must not take the dead job's id but wait for the new one;
+# and when no rank 0 comes, it must end at --comm-timeout with one line naming the file.
+if [ -f "$work/alone.ncclid" ]; then
+    touch -d '1 hour ago' "$work/alone.ncclid"
+    cp -p "$work/alone.ncclid" "$work/restart.ncclid"
+    cp -p "$work/alone.ncclid" "$work/orphan.ncclid"
+    CPU_CUDA_NCCL_TIMEOUT=300 slurm_rank 2 1 "$work/restart" -b 4 -n 2 --comm-timeout 10; first=$pid
+    sleep 1
+    CPU_CUDA_NCCL_TIMEOUT=300 slurm_rank 2 0 "$work/restart" -b 4 -n 2 --comm-timeout 10
+    if wait_all 120 "$pid" "$first"; then pass "a stale NCCL id file is not taken for the new job's"
+    else tail -3 "$work/restart".*.out; fail "stale NCCL id file, rank 0 late"; fi
+
+    CPU_CUDA_NCCL_TIMEOUT=300 slurm_rank 2 1 "$work/orphan" -b 4 -n 2 --comm-timeout 2
+    start=$SECONDS
+    wait_all 60 "$pid"; rc=$?
+    took=$((SECONDS - start))
+    if [ $rc -ne 0 ] && [ $took -le 15 ] && [ "$(grep -c "error" "$work/orphan.1.out")" -eq 1 ] &&
+       grep -q "'$work/orphan.ncclid' holds NCCL's id for slurm job $$ step 0 world 2, but was written" "$work/orphan.1.out"
+    then pass "a stale NCCL id file that no rank 0 replaces ends the job in ${took} s, naming it"
+    else cat "$work/orphan.1.out"; fail "stale NCCL id file, no rank 0 (exit $rc after ${took} s)"; fi
+else
+    fail "rank 0 left no NCCL id file behind for the stale-file tests"
 fi
 
 echo "$passed passed, $failed failed"
