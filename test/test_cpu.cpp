@@ -745,16 +745,24 @@ TEST_CASE("the default run trains: loss falls and the log has every field") {
     REQUIRE(run_command(TINY + "-n 30 -l 3e-3 --val-every 15 -o " + dir, &out) == 0);
     std::vector<std::string> train = log_lines(dir + "/log.jsonl", "train"), val = log_lines(dir + "/log.jsonl", "val");
     REQUIRE(train.size() == 30);
-    CHECK(val.size() == 3);  // steps 0, 15, 30
+    REQUIRE(val.size() == 3);  // steps 0, 15, 30
     auto field = [](const std::string& line, const std::string& key) {
         size_t p = line.find("\"" + key + "\":");
         return p == std::string::npos ? NAN : atof(line.c_str() + p + key.size() + 3);
     };
     for (const char* key : {"step", "loss", "lr", "grad_norm", "ms", "tokens_per_s", "tokens"})
         CHECK(std::isfinite(field(train.back(), key)));
-    // from ln(256) = 5.5 at the start; 30 steps of 64 tokens reach well below 4.5
-    CHECK(field(train.front(), "loss") > 5.0);
-    CHECK(field(train.back(), "loss") < 4.5);
+    // How far 30 steps get. The run is deterministic up to float rounding: measured 5.4979 at
+    // step 1 (ln 256 = 5.545 is a uniform guess), validation 3.8429 at step 15 and 3.4097 at
+    // 30, the same to 4 decimals with -O2 and no -march, and in train_gpt_cpu (fp32 and bf16:
+    // 3.8406, 3.4102). Each band is 0.03 to 0.06 wide around that, ten times the bf16-fp32
+    // spread. Without AdamW's bias correction the run reaches 3.957 and 3.457: outside.
+    CHECK(field(train.front(), "loss") > 5.45);
+    CHECK(field(train.front(), "loss") < 5.55);
+    CHECK(field(val[1], "val_loss") > 3.80);
+    CHECK(field(val[1], "val_loss") < 3.90);
+    CHECK(field(val[2], "val_loss") > 3.38);
+    CHECK(field(val[2], "val_loss") < 3.44);
     CHECK(out.find("entropy is 0.2687 nats/token") != std::string::npos);
     run_command("rm -rf " + dir);
 }

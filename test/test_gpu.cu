@@ -717,10 +717,16 @@ TEST_CASE("train_gpt: a small run trains, and bad input gives one clear error li
     REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 30 -l 3e-3 --val-every 15 -o " + dir, &out) == 0);
     std::vector<std::string> train = log_lines(dir + "/log.jsonl", "train");
     REQUIRE(train.size() == 30);
-    CHECK(log_lines(dir + "/log.jsonl", "val").size() == 3);  // steps 0, 15, 30
-    // as test_cpu: from ln(256) = 5.5 at the start; 30 steps of 64 tokens reach well below 4.5
-    CHECK(field(train.front(), "loss") > 5.0);
-    CHECK(field(train.back(), "loss") < 4.5);
+    std::vector<std::string> val = log_lines(dir + "/log.jsonl", "val");
+    REQUIRE(val.size() == 3);  // steps 0, 15, 30
+    // the bands of test_cpu's "the default run trains" (measured there for both trainers,
+    // fp32 and bf16; without AdamW's bias correction the run leaves them)
+    CHECK(field(train.front(), "loss") > 5.45);
+    CHECK(field(train.front(), "loss") < 5.55);
+    CHECK(field(val[1], "val_loss") > 3.80);
+    CHECK(field(val[1], "val_loss") < 3.90);
+    CHECK(field(val[2], "val_loss") > 3.38);
+    CHECK(field(val[2], "val_loss") < 3.44);
     CHECK(out.find(std::string(PRECISION_NAME) + (BF16 ? "" : ", TF32 off")) != std::string::npos);
     CHECK(run_command(TRAIN_GPT + " -n 2 --batch-size 0", &out) == 2);
     CHECK(out.find("--batch-size must be at least 1") != std::string::npos);
