@@ -6,6 +6,7 @@
 #
 #   scripts/compare_default_run.sh [TRAINER]    TRAINER: ./train_gpt (default when built),
 #                                               else ./train_gpt_cpu (make train_gpt_cpu)
+# ARGS='...' adds options to both runs (ARGS='-n 30' for a quick look at the script itself).
 # Prints both losses and their relative difference; exit status 1 if they differ by more
 # than 2% (bf16's roundings move a 300-step trajectory by a few 1e-3; a broken step by far
 # more), 2 on bad usage.
@@ -23,7 +24,7 @@ print(v[-1] if v else 'nan')" "$1/log.jsonl"; }
 for t in "$gpu" ./train; do
     name=$(basename "$t")
     start=$SECONDS
-    "$t" --sample-every 0 -o "$work/$name" >"$work/$name.out" 2>&1 || {
+    "$t" --sample-every 0 ${ARGS:-} -o "$work/$name" >"$work/$name.out" 2>&1 || {
         tail -5 "$work/$name.out"; echo "FAIL $t did not finish the default run"; exit 1; }
     echo "$name: validation loss $(last_val "$work/$name") at the last step ($((SECONDS - start)) s)"
 done
