@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Everything a machine with a GPU should check, in one command: finds nvcc, NCCL and
 # doctest, builds train_gpt and test/test_gpu for this machine's GPU in both precisions
-# (fp32, then bf16, the default, which stays built), runs the GPU tests (bf16 with the
-# 300-step comparison that make test leaves out), the kernel workbenches (dev/cuda) in both
-# precisions (attention_fused times one layer's attention on both paths) and the benchmark
-# (the whole step on each attention path), checks that two replicas train like one GPU when
-# there are two GPUs, and ends with a summary table.
+# (fp32, then bf16, the default, which stays built), runs the GPU tests, the default run's
+# 300 steps against ./train (scripts/compare_default_run.sh), the kernel workbenches (dev/cuda)
+# in both precisions (attention_fused times one layer's attention on both paths) and the
+# benchmark (the whole step on each attention path), checks that two replicas train like one
+# GPU when there are two GPUs, and ends with a summary table.
 #
 #   scripts/gpu_check.sh [--quick] [--no-workbenches]
 #
@@ -82,9 +82,7 @@ for precision in fp32 bf16; do  # bf16 last: ./train_gpt stays the default build
     fi
     # ---- GPU tests
     section "test/test_gpu, $precision"
-    skipped=()
-    [ "$precision" = bf16 ] && skipped=(--no-skip)  # the default run's 300 steps against ./train
-    ./test/test_gpu ${skipped[@]+"${skipped[@]}"} 2>&1 | tee "$LOG_DIR/test_gpu_$precision.log"
+    ./test/test_gpu 2>&1 | tee "$LOG_DIR/test_gpu_$precision.log"
     rc=${PIPESTATUS[0]}
     counts=$(grep '^\[doctest\] test cases:' "$LOG_DIR/test_gpu_$precision.log" | tail -1 | sed -E 's/\[doctest\] test cases: *//')
     if [ "$rc" -eq 0 ]; then note "test_gpu $precision" "ok: ${counts:-?}"
@@ -102,6 +100,13 @@ for precision in fp32 bf16; do  # bf16 last: ./train_gpt stays the default build
         fail "build test_flash $precision" "see $LOG_DIR/build_test_flash_$precision.log"
     fi
 done
+# the default run's 300 steps against ./train (bf16, the build left in place)
+if [ -x train_gpt ] && [ -x train ]; then
+    section "the default run: train_gpt against train"
+    if scripts/compare_default_run.sh ./train_gpt 2>&1 | tee "$LOG_DIR/default_run.log"; then
+        note "default run (300 steps)" "ok: $(grep -o 'relative difference [^ ]*' "$LOG_DIR/default_run.log")"
+    else fail "default run (300 steps)" "see $LOG_DIR/default_run.log"; fi
+fi
 
 # ---- kernel workbenches
 if [ "$WORKBENCHES" -eq 1 ]; then

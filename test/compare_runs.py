@@ -41,6 +41,8 @@ def main():
                      [abs(va[s] - vb[s]) / abs(va[s]) for s in va])  # training and validation losses
     worst_norm = max(abs(la[s][1] - lb[s][1]) / abs(la[s][1]) for s in la)
     wa, wb = weights(a, step), weights(b, step)
+    if len(wa) != len(wb) or not wa:  # zip() would compare only the common start
+        sys.exit(f"model files at step {step} hold {len(wa)} and {len(wb)} weights")
     num = sum((x - y) ** 2 for x, y in zip(wa, wb))
     den = sum(x * x for x in wa)
     worst_w = math.sqrt(num / den)

@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
 # Runs every test suite this machine can run, then prints one closing line:
-# "N passed, M failed" (test cases summed over the suites). Exit status 1 if any failed.
-# A suite that cannot run here (no MPI, no CUDA toolkit, no matplotlib) says why and counts
-# as skipped. Each suite's wall time is printed after it.
+# "N passed, M failed, K skipped: WHY; WHY" (test cases summed over the suites). Exit status
+# 1 if any failed. A suite that cannot run here (no MPI, no CUDA toolkit, no matplotlib)
+# says why and counts as one skip; so does every case a suite skips (its "SKIP name: why"
+# line). In CI (CI=true) a dependency that .ci/run installs (Open MPI, clang's libFuzzer)
+# must be there: its absence is a failure, not a skip. Each suite's wall time is printed.
 set -u
 cd "$(dirname "$0")/.."
-passed=0 failed=0 skipped=0
+passed=0 failed=0 skipped=0 skip_reasons=()
 
 # add PASSED FAILED: adds one suite's counts
 add() { passed=$((passed + $1)); failed=$((failed + $2)); }
+# skip WHAT: one skipped suite or case, with its reason (named again in the closing line)
+skip() { skipped=$((skipped + 1)); skip_reasons+=("$1"); }
+# missing NAME WHY: a suite that cannot run here. In CI, where .ci/run installs what it
+# needs, that is a failure; elsewhere a skip
+missing() {
+    if [ "${CI:-}" = true ]; then echo "==== FAIL $1: $2 (CI, where .ci/run installs it)"; add 0 1
+    else echo "==== $1: skipped, $2"; skip "$1: $2"; fi
+}
 
 # suite NAME COMMAND...: runs it, shows its output, and reads its counts from the doctest
 # summary or a closing "N passed, M failed" line. No counts and a failure = 1 failed.
@@ -32,6 +42,8 @@ suite() {
     fi
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "==== $name exited with status $rc"; fi
     add "$p" "$f"
+    local line  # the cases it skipped, each on a line of its own: "SKIP name: why"
+    while IFS= read -r line; do skip "$name: ${line#SKIP }"; done < <(grep '^SKIP ' "$log")
     rm -f "$log"
 }
 
@@ -42,8 +54,7 @@ suite "PyTorch reference (golden file)" ./test/check_reference test/golden/model
 if command -v mpirun >/dev/null && ldd ./train | grep -q libmpi; then
     suite "replicas (MPI)" bash test/test_replicas.sh
 else
-    echo "==== replicas (MPI): skipped, ./train was built without MPI or mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)"
-    skipped=$((skipped + 1))
+    missing "replicas (MPI)" "./train was built without MPI or mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)"
 fi
 
 suite "data tools, recipes and plots" python3 test/test_data_tools.py
@@ -69,8 +80,7 @@ fi
 if ls build/fuzz/fuzz_* >/dev/null 2>&1; then
     suite "fuzzing (${FUZZ_SECONDS:-20} s per harness, after replaying the corpus)" bash test/fuzz/run.sh "${FUZZ_SECONDS:-20}"
 else
-    echo "==== fuzzing: skipped, clang with libFuzzer not found (apt-get install clang libclang-rt-dev)"
-    skipped=$((skipped + 1))
+    missing "fuzzing" "clang with libFuzzer not found (apt-get install clang libclang-rt-dev)"
 fi
 echo "==== hardening checks took $((SECONDS - hardening_start)) s (their builds are part of make test)"
 # ---- end of hardening
@@ -112,7 +122,7 @@ if [ -x ./test/test_cpu_cuda ]; then
     unset OMP_WAIT_POLICY
 else
     echo "==== CPU runtime for CUDA: skipped, the CUDA toolkit's headers were not found (install the CUDA toolkit)"
-    skipped=$((skipped + 1))
+    skip "CPU runtime for CUDA (every GPU test): the CUDA toolkit's headers were not found"
 fi
 
 # The nvcc build of the GPU trainer and its tests is checked wherever nvcc exists (a compile
@@ -127,6 +137,7 @@ if command -v nvcc >/dev/null && [ -f gpu.mk ]; then
         ./test/test_gpu >"$log" 2>&1; rc=$?
         if [ $rc -eq 77 ]; then
             echo "==== GPU tests on a GPU: not run here, no GPU (they ran above on the CPU runtime)"
+            skip "GPU tests on a GPU: no GPU here (the same suite ran on the CPU runtime)"
         else
             suite "GPU tests on the GPU" cat "$log"
             [ $rc -ne 0 ] && ! grep -q '^\[doctest\] test cases:' "$log" && add 0 1
@@ -139,9 +150,12 @@ if command -v nvcc >/dev/null && [ -f gpu.mk ]; then
     fi
 else
     echo "==== nvcc build: skipped, nvcc not found (the CPU build does not need it)"
-    skipped=$((skipped + 1))
+    skip "nvcc build: nvcc not found"
 fi
 
 echo
-echo "$passed passed, $failed failed, $skipped skipped"
+for why in ${skip_reasons[@]+"${skip_reasons[@]}"}; do echo "skipped: $why"; done  # one a line, then all in the last
+reasons=""
+for why in ${skip_reasons[@]+"${skip_reasons[@]}"}; do reasons+="${reasons:+; }$why"; done
+echo "$passed passed, $failed failed, $skipped skipped${reasons:+: $reasons}"
 [ "$failed" -eq 0 ]

@@ -513,11 +513,12 @@ static void randomize(float* params, const ModelConfig& c, uint64_t seed) {
 static const AdamWConfig OPT{0.9f, 0.95f, 1e-8f, 0.1f};
 static const std::vector<int> CONTEXT = {1, 5, 9, 2, 30, 7};
 
-// `steps` steps of B×T (T = 6 unless given) on a global batch of 8 sequences, clipping at 0.5,
-// through the Trainer interface of host/run.h, so GpuTrainer and CpuTrainer run the same code.
+// `steps` steps of B×T (T = 6 unless given) on a global batch of 8 sequences, clipping at
+// grad_clip, through the Trainer interface of host/run.h, so GpuTrainer and CpuTrainer run the
+// same code.
 template <class Trainer>
-static Outcome run_steps(int B, int A, int steps, const ModelConfig& c = tiny_config(), int T = 6,
-                         const Config& config = Config{}) {
+static Outcome run_steps(int B, int A, int steps, float grad_clip = 0.5f, const ModelConfig& c = tiny_config(),
+                         int T = 6, const Config& config = Config{}) {
     BatchPlan plan = plan_batch(B, T, 1, (long long)8 * T);
     REQUIRE(plan.A == A);
     DataLoader data("tokens", tiny_tokens(), c.V), val("val", tiny_tokens(), c.V);
@@ -528,7 +529,7 @@ static Outcome run_steps(int B, int A, int steps, const ModelConfig& c = tiny_co
     m.upload();
     Outcome o;
     for (int s = 1; s <= steps; s++) {
-        StepResult r = m.step(data, plan, single, OPT, 1e-3f, 0.5f, s);
+        StepResult r = m.step(data, plan, single, OPT, 1e-3f, grad_clip, s);
         o.losses.push_back(r.loss), o.norms.push_back(r.grad_norm);
     }
     o.val_loss = (float)validation_loss(m, validation_set(val, 24 * T, T, 0, 1), plan.B, single);  // 24 sequences
@@ -540,19 +541,21 @@ static Outcome run_steps(int B, int A, int steps, const ModelConfig& c = tiny_co
     o.v.assign(m.adam_v(), m.adam_v() + n);
     return o;
 }
-static Outcome gpu_run(int B, int A, int steps, const std::string& attention = "auto") {
+static Outcome gpu_run(int B, int A, int steps, float grad_clip = 0.5f, const std::string& attention = "auto") {
     Config config;
     config.attention = attention;
-    return run_steps<GpuTrainer>(B, A, steps, tiny_config(), 6, config);
+    return run_steps<GpuTrainer>(B, A, steps, grad_clip, tiny_config(), 6, config);
 }
-static Outcome cpu_run(int B, int A, int steps) { return run_steps<CpuTrainer>(B, A, steps); }
+static Outcome cpu_run(int B, int A, int steps, float grad_clip = 0.5f) {
+    return run_steps<CpuTrainer>(B, A, steps, grad_clip);
+}
 
 TEST_CASE("10 optimizer steps agree with the CPU trainer: losses, norms, parameters, validation, sampling") {
     std::string attention;
     SUBCASE("fused attention") { attention = "fused"; }
     SUBCASE("cuBLAS attention") { attention = "cublas"; }
     CAPTURE(attention);
-    Outcome gpu = gpu_run(4, 2, 10, attention), cpu = cpu_run(4, 2, 10);
+    Outcome gpu = gpu_run(4, 2, 10, 0.5f, attention), cpu = cpu_run(4, 2, 10);
     // fp32: each step agrees to ~1e-6, and 10 steps of Adam amplify differences in tiny
     // gradients: 1e-5 for losses and norms, 1e-4 for the parameters and optimizer state
     // (as check_reference). bf16: the bounds of the golden-file test (GOLDEN_BF16), with the
@@ -580,7 +583,7 @@ TEST_CASE("off 256-byte boundaries (C=40, B·T odd), with and without --recomput
         CAPTURE(recompute);
         Config config;
         config.recompute = recompute;
-        Outcome gpu = run_steps<GpuTrainer>(1, 8, 2, c, 7, config), cpu = run_steps<CpuTrainer>(1, 8, 2, c, 7, config);
+        Outcome gpu = run_steps<GpuTrainer>(1, 8, 2, 0.5f, c, 7, config), cpu = run_steps<CpuTrainer>(1, 8, 2, 0.5f, c, 7, config);
         CHECK(norm_error(gpu.losses, cpu.losses) <= tol(1e-5, GOLDEN_BF16.loss));
         CHECK(norm_error(gpu.norms, cpu.norms) <= tol(1e-5, GOLDEN_BF16.grads));
         CHECK(norm_error(compared_params(gpu.params.data(), c), compared_params(cpu.params.data(), c)) <=
@@ -623,6 +626,47 @@ TEST_CASE("--recompute 1: the backward's recomputed GELU output is the forward's
     CHECK(memcmp(pre.data(), forward_gelu.data(), n * sizeof(floatX)) != 0);
 }
 
+// Clipping, as test_cpu checks train_step(): one step at several thresholds against the same
+// step unclipped (grad_clip 0 = off). Adam nearly cancels a constant factor on the gradient
+// (m/√v), so the weights alone cannot show a wrong scale; the optimizer state does: after
+// step 1, m = (1−β1)·s·g and v = (1−β2)·s²·g² for the scale s that clipping applied.
+TEST_CASE("clipping: below the threshold the step is the unclipped one bit for bit; above, the gradient is scaled to it") {
+    Outcome off = gpu_run(4, 2, 1, 0.0f);
+    const float N = off.norms[0];
+    REQUIRE(N > 0.0f);
+    // below the threshold (2N) and at it (clipping scales only a norm strictly above the
+    // threshold): the unclipped step, bit for bit, since the kernels are deterministic
+    for (float threshold : {2 * N, N}) {
+        Outcome o = gpu_run(4, 2, 1, threshold);
+        CAPTURE(threshold);
+        CHECK(o.norms[0] == N);
+        CHECK(o.m == off.m);
+        CHECK(o.v == off.v);
+        CHECK(o.params == off.params);
+    }
+    // above (N/4): m scaled by s = (N/4)/(N + 1e-6), v by s². 1e-6: one float32 product each
+    // (m and v are float32 in both builds)
+    Outcome above = gpu_run(4, 2, 1, N / 4);
+    const double s = (N / 4.0) / (N + 1e-6);
+    Floats m_ref(off.m), v_ref(off.v);
+    for (float& x : m_ref) x = (float)(s * x);
+    for (float& x : v_ref) x = (float)(s * s * x);
+    CHECK(norm_error(above.m, m_ref) <= 1e-6);
+    CHECK(norm_error(above.v, v_ref) <= 1e-6);
+}
+
+// 10 steps at a threshold the norm never reaches, against the CPU trainer (whose unclipped
+// step test_cpu checks against AdamW by hand): the tolerances of the 10-step test above
+TEST_CASE("10 unclipped steps (a threshold the norm does not reach) agree with the CPU trainer") {
+    Outcome gpu = gpu_run(4, 2, 10, 1e30f), cpu = cpu_run(4, 2, 10, 1e30f);
+    CHECK(norm_error(gpu.losses, cpu.losses) <= tol(1e-5, GOLDEN_BF16.loss));
+    CHECK(norm_error(gpu.norms, cpu.norms) <= tol(1e-5, GOLDEN_BF16.grads));
+    CHECK(norm_error(gpu.m, cpu.m) <= tol(1e-4, GOLDEN_BF16.grads));
+    CHECK(norm_error(gpu.v, cpu.v) <= tol(1e-4, 2 * GOLDEN_BF16.grads));
+    CHECK(norm_error(compared_params(gpu.params.data(), tiny_config()), compared_params(cpu.params.data(), tiny_config())) <=
+          tol(1e-4, GOLDEN_BF16.params));
+}
+
 TEST_CASE("accumulation invariance on the GPU: B=8 A=1 equals B=4 A=2 equals B=2 A=4") {
     Outcome one = gpu_run(8, 1, 1), two = gpu_run(4, 2, 1), four = gpu_run(2, 4, 1);
     for (const Outcome* o : {&two, &four}) {
@@ -642,7 +686,7 @@ TEST_CASE("two identical runs are bit-identical") {
     SUBCASE("fused attention") { attention = "fused"; }
     SUBCASE("cuBLAS attention") { attention = "cublas"; }
     CAPTURE(attention);
-    Outcome a = gpu_run(4, 2, 5, attention), b = gpu_run(4, 2, 5, attention);
+    Outcome a = gpu_run(4, 2, 5, 0.5f, attention), b = gpu_run(4, 2, 5, 0.5f, attention);
     CHECK(a.losses == b.losses);
     CHECK(a.norms == b.norms);
     CHECK(a.params == b.params);
@@ -819,22 +863,6 @@ TEST_CASE("train_gpt: 20 steps of the default model follow train's losses") {
     run_command("rm -rf " + g + " " + c);
 }
 
-// The whole default run (300 steps): the final validation loss within 2% of the CPU
-// trainer's. Minutes on the CPU runtime, so not in make test: scripts/gpu_check.sh runs it
-// on a GPU (./test/test_gpu --no-skip).
-TEST_CASE("train_gpt: the default run's validation loss at step 300 is within 2% of train's" * doctest::skip()) {
-    std::string g = temp_dir(), c = temp_dir();
-    REQUIRE(run_command(TRAIN_GPT + " --sample-every 0 -o " + g) == 0);
-    REQUIRE(run_command("./train --sample-every 0 -o " + c) == 0);
-    std::vector<std::string> vg = log_lines(g + "/log.jsonl", "val"), vc = log_lines(c + "/log.jsonl", "val");
-    REQUIRE(!vg.empty());
-    REQUIRE(!vc.empty());
-    double ours = field(vg.back(), "val_loss"), ref = field(vc.back(), "val_loss");
-    MESSAGE("validation loss at step 300: " << ours << " against train's " << ref);
-    CHECK(rel_diff(ours, ref) <= 0.02);
-    run_command("rm -rf " + g + " " + c);
-}
-
 TEST_CASE("train_gpt: --batch-size auto picks the largest micro-batch that fits; a too-large one stops first") {
     // The model of TINY_ARGS; memory allowed between what B=8 and B=16 need, with a global
     // batch of 32 sequences: auto must pick 8, the largest divisor of 32 that fits.
@@ -896,10 +924,16 @@ TEST_CASE("train_gpt: a small run trains, and bad input gives one clear error li
     REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 30 -l 3e-3 --val-every 15 -o " + dir, &out) == 0);
     std::vector<std::string> train = log_lines(dir + "/log.jsonl", "train");
     REQUIRE(train.size() == 30);
-    CHECK(log_lines(dir + "/log.jsonl", "val").size() == 3);  // steps 0, 15, 30
-    // as test_cpu: from ln(256) = 5.5 at the start; 30 steps of 64 tokens reach well below 4.5
-    CHECK(field(train.front(), "loss") > 5.0);
-    CHECK(field(train.back(), "loss") < 4.5);
+    std::vector<std::string> val = log_lines(dir + "/log.jsonl", "val");
+    REQUIRE(val.size() == 3);  // steps 0, 15, 30
+    // the bands of test_cpu's "the default run trains" (measured there for both trainers,
+    // fp32 and bf16; without AdamW's bias correction the run leaves them)
+    CHECK(field(train.front(), "loss") > 5.45);
+    CHECK(field(train.front(), "loss") < 5.55);
+    CHECK(field(val[1], "val_loss") > 3.80);
+    CHECK(field(val[1], "val_loss") < 3.90);
+    CHECK(field(val[2], "val_loss") > 3.38);
+    CHECK(field(val[2], "val_loss") < 3.44);
     CHECK(out.find(std::string(PRECISION_NAME) + (BF16 ? "" : ", TF32 off")) != std::string::npos);
     CHECK(run_command(TRAIN_GPT + " -n 2 --batch-size 0", &out) == 2);
     CHECK(out.find("--batch-size must be at least 1") != std::string::npos);

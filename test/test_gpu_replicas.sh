@@ -6,21 +6,26 @@
 #   * Slurm-style without MPI: SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID per process, and
 #     NCCL's id through the file named by --nccl-init-file.
 # The same global batch of 8 sequences split over R = 1, 2 and 4 replicas must train the
-# same model (losses, gradient norms and weights within 1e-5: test/compare_runs.py), and a
-# rank that dies must end the job with an error that names it, never a hang.
+# same model (losses, gradient norms, validation losses and weights within 1e-5:
+# test/compare_runs.py), and a rank that dies must end the job with an error that names it,
+# never a hang. Without MPI the mpirun cases are skipped (counted; a failure in CI, where
+# .ci/run installs Open MPI).
 set -u
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # containers run as root
 export OMP_WAIT_POLICY=passive CPU_CUDA_THREADS=1                 # up to 4 ranks share the cores
 MPIRUN="mpirun --oversubscribe --bind-to none"
 T=16 STEPS=10
-TINY="./train_gpt_cpu --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 * T)) --val-every 0
-      --sample-every 0 --warmup 5 -l 3e-3 --shuffle 1"
+TINY="./train_gpt_cpu --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 * T)) --val-every 5
+      --val-tokens 512 --sample-every 0 --warmup 5 -l 3e-3 --shuffle 1"  # validation split over the ranks too
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+skip() {  # NAME WHY: not run here; in CI, where .ci/run installs what it needs, a failure
+    if [ "${CI:-}" = true ]; then fail "$1: $2 (CI installs it)"; else echo "SKIP $1: $2"; skipped=$((skipped + 1)); fi
+}
 
 [ -x ./train_gpt_cpu ] || { echo "./train_gpt_cpu is not built (make train_gpt_cpu)"; echo "0 passed, 1 failed"; exit 1; }
 has_mpi=$(ldd ./train_gpt_cpu | grep -q libmpi && command -v mpirun >/dev/null && echo yes)
@@ -79,7 +84,7 @@ if [ "$has_mpi" = yes ]; then
         then pass "$name"; else fail "$name"; fi
     done
 else
-    echo "SKIP mpirun splits: train_gpt_cpu was built without MPI (apt-get install libopenmpi-dev openmpi-bin)"
+    skip "mpirun splits" "train_gpt_cpu was built without MPI (apt-get install libopenmpi-dev openmpi-bin)"
 fi
 for split in "4 1 2" "1 2 4"; do
     set -- $split
@@ -90,22 +95,44 @@ done
 
 # ---- evaluation split over the ranks: the golden model's HellaSwag accuracies (the PyTorch
 # reference's, dev/reference/hellaswag_reference.py) and one validation loss, the same line
-# from 1 and 2 ranks (the replicas add up their sums; 4 decimals are printed)
-if [ "$has_mpi" = yes ]; then
-    python3 -c "import sys; sys.path.insert(0, 'data'); import random, shards; r = random.Random(5)
+# from 1 and 2 ranks (the replicas add up their sums; 4 decimals are printed). The 2 ranks
+# start Slurm-style, so this runs without MPI too.
+python3 -c "import sys; sys.path.insert(0, 'data'); import random, shards; r = random.Random(5)
 shards.write_shard('$work/v91.bin', [r.randrange(91) for _ in range(3000)], quiet=True)"
-    EVAL="./train_gpt_cpu -e test/golden/model_tiny.bin -i $work/v91.bin -j $work/v91.bin -t 32 -b 4 -n 0
-          --val-every 1 --val-tokens 1024 --sample-every 0 --hellaswag test/golden/hellaswag_tiny.bin"
-    read -r acc acc_norm < <(awk '!/^#/ { n++; a += $1 == $2; an += $1 == $3 } END { printf "%.4f %.4f\n", a / n, an / n }' \
-        test/golden/hellaswag_tiny_reference.txt)
-    one=$(timeout 300 $EVAL 2>&1 | grep '^step 0 |')
-    two=$(timeout 300 $MPIRUN -np 2 $EVAL 2>&1 | grep '^step 0 |')
-    # the bf16 build may choose otherwise where two endings are within its rounding of each other
-    if [[ $one == *"| HellaSwag acc_norm "* ]] && [ "$one" = "$two" ] &&
-       { [[ $one == *"acc_norm $acc_norm, acc $acc" ]] || ./train_gpt_cpu --dry-run 1 2>&1 | grep -q "bf16"; }; then
-        pass "evaluation over 2 ranks prints what 1 rank does: $one"
-    else echo "   1 rank: $one"; echo "   2 ranks: $two"; echo "   reference: acc_norm $acc_norm, acc $acc"
-        fail "evaluation over 2 ranks"; fi
+EVAL="./train_gpt_cpu -e test/golden/model_tiny.bin -i $work/v91.bin -j $work/v91.bin -t 32 -b 4 -n 0
+      --val-every 1 --val-tokens 1024 --sample-every 0 --hellaswag test/golden/hellaswag_tiny.bin"
+# The accuracies may differ from the reference's only by examples whose choice is within the
+# build's rounding. fp32: none (float32 against float64 moves a mean loss by ~1e-6). bf16:
+# an ending's mean loss moves by up to 5e-3, its summed loss by 5e-3 per token (test_gpu.cu,
+# "HellaSwag"), so a choice can flip only where the runner-up is within twice that; counted
+# from the reference (1 of 64 for acc, 7 for acc_norm). Plus 5e-5, the printed rounding.
+if ./train_gpt_cpu --dry-run 1 2>&1 | grep -q "bf16"; then hs_tol=5e-3; else hs_tol=0; fi
+read -r acc acc_norm acc_slack acc_norm_slack < <(awk -v tol=$hs_tol '!/^#/ { n++; a += $1 == $2; an += $1 == $3
+    for (k = 0; k < 4; k++) { s[k] = $(4 + k); m[k] = $(8 + k); len[k] = s[k] / m[k] }
+    ua = un = 0
+    for (k = 0; k < 4; k++) { if (k != $2 && s[k] - s[$2] <= tol * (len[k] + len[$2])) ua = 1
+                              if (k != $3 && m[k] - m[$3] <= 2 * tol) un = 1 }
+    na += ua; nn += un }
+    END { printf "%.4f %.4f %.6f %.6f\n", a / n, an / n, na / n + 5e-5, nn / n + 5e-5 }' test/golden/hellaswag_tiny_reference.txt)
+one=$(timeout 300 $EVAL 2>&1 | grep '^step 0 |')
+TINY=$EVAL slurm_start 2 "$work/eval2"
+wait_all 300 "${pids[@]}"
+two=$(grep '^step 0 |' "$work/eval2.0.out")
+got_norm=$(sed -nE 's/.*HellaSwag acc_norm ([0-9.]+), acc ([0-9.]+)$/\1/p' <<<"$one")
+got_acc=$(sed -nE 's/.*HellaSwag acc_norm ([0-9.]+), acc ([0-9.]+)$/\2/p' <<<"$one")
+if [ -n "$got_norm" ] && [ -n "$got_acc" ] && [ "$one" = "$two" ] &&
+   awk -v a="$got_acc" -v b="$acc" -v c="$got_norm" -v d="$acc_norm" -v sa="$acc_slack" -v sn="$acc_norm_slack" \
+       'BEGIN { exit !((a - b <= sa && b - a <= sa) && (c - d <= sn && d - c <= sn)) }'; then
+    pass "evaluation over 2 ranks prints what 1 rank does: $one (reference acc_norm $acc_norm ± $acc_norm_slack, acc $acc ± $acc_slack)"
+else echo "   1 rank: $one"; echo "   2 ranks: $two"
+    echo "   reference: acc_norm $acc_norm ± $acc_norm_slack, acc $acc ± $acc_slack"; tail -3 "$work"/eval2.*.out
+    fail "evaluation over 2 ranks"; fi
+if [ "$has_mpi" = yes ]; then
+    three=$(timeout 300 $MPIRUN -np 2 $EVAL 2>&1 | grep '^step 0 |')
+    if [ -n "$one" ] && [ "$three" = "$one" ]; then pass "evaluation over 2 ranks under mpirun prints the same line"
+    else echo "   mpirun: $three"; fail "evaluation over 2 ranks under mpirun"; fi
+else
+    skip "evaluation under mpirun" "train_gpt_cpu was built without MPI"
 fi
 
 # ---- a rank that dies mid-run: the others stop with an error naming it, within seconds
@@ -115,7 +142,11 @@ kill -9 "${pids[1]}"; wait "${pids[1]}" 2>/dev/null
 start=$SECONDS
 wait_all 60 "${pids[0]}"; rc=$?  # non-zero: it failed (or was killed at the deadline)
 took=$((SECONDS - start))
-if [ $rc -ne 0 ] && [ $took -le 30 ] && grep -q "rank 1" "$work/dead.0.out"; then
+# rank 0's error (not its start-up list, "rank 1 on HOST") names rank 1, by its pid: NCCL's
+# (CPU runtime: "ncclAllReduce (rank 0 of 2): rank 1 (pid N) exited or was killed") or the
+# watchdog's ("rank 1 (HOST, pid N) did not arrive at the ...")
+if [ $rc -ne 0 ] && [ $took -le 30 ] &&
+   grep -qE "rank 0[^:]*: .*rank 1 \([^)]*pid ${pids[1]}\) (exited or was killed|did not arrive)" "$work/dead.0.out"; then
     pass "a rank killed mid-run ends the job in ${took} s with an error naming it"
 else
     tail -3 "$work/dead.0.out"; fail "killed rank (still running, or no error naming it, after ${took} s)"
@@ -196,5 +227,5 @@ else
     fail "rank 0 left no NCCL id file behind for the stale-file tests"
 fi
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
