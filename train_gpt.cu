@@ -160,6 +160,7 @@ struct GpuTrainer {
     int maxB, maxT;  // activation capacity
     int slots;       // micro-batches whose tokens can be in flight at once: one step's A
     bool recompute;  // --recompute 1
+    bool measure_noise;  // the first micro-batch's gradient norm, for the noise scale (host/noise.h)
     int rank;
     // host copies: where run.h initialises, loads and saves
     std::vector<float> host_params, host_m, host_v;
@@ -168,7 +169,7 @@ struct GpuTrainer {
     gpu::DeviceBuffer<floatX> weights_buf;  // the weights as the kernels read them (bf16); fp32 reads params_buf
     gpu::DeviceBuffer<char> acts_buf, dacts_buf, scratch_buf;
     gpu::DeviceBuffer<int> tokens_buf;      // the current micro-batch's tokens (gpu::token_ints)
-    gpu::DeviceBuffer<double> sums_buf;     // [0] loss sum, [1] ‖g‖², [2..] the norm's partial sums
+    gpu::DeviceBuffer<double> sums_buf;     // [0] loss sum, [1] ‖g‖², [2] |G_small|² (host/noise.h), [3..] partial sums
     int* pinned_tokens = nullptr;           // host: `slots` micro-batches, copied to the device asynchronously
     floatX* weights;                        // weights_buf, or params_buf in fp32
     ParamViews<floatX> p;                   // views into the weights as the kernels read them
@@ -189,7 +190,8 @@ struct GpuTrainer {
     static bool weights_copy() { return !std::is_same<floatX, float>::value; }
 
     GpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& config, const Comm& comm)
-        : cfg(mc), maxB(plan.B), maxT(plan.T), slots(plan.A), recompute(config.recompute), rank(comm.rank) {
+        : cfg(mc), maxB(plan.B), maxT(plan.T), slots(plan.A), recompute(config.recompute),
+          measure_noise(noise_scale_measured(config.noise_ema, plan)), rank(comm.rank) {
         if (mc.C % gpu::pack_size<floatX>() != 0)
             throw Error(strf("train_gpt needs the channel count to be a multiple of %d (its kernels move 16 bytes at "
                              "a time); the model has C=%d",
@@ -213,7 +215,7 @@ struct GpuTrainer {
         int* t = tokens_buf.ptr;
         d_inputs = t, d_targets = t + BT;
         groups = {t + 2 * BT, t + 3 * BT + 1, t + 4 * BT + 1, 0};
-        sums_buf.alloc(2 + gpu::MAX_NORM_BLOCKS, "the loss and norm sums");
+        sums_buf.alloc(3 + gpu::MAX_NORM_BLOCKS, "the loss and norm sums");
     }
     ~GpuTrainer() {
         if (pinned_tokens) cudaFreeHost(pinned_tokens);
@@ -386,7 +388,13 @@ struct GpuTrainer {
         gpu::crossentropy_forward_backward(a.losses, a.logits, d_targets, loss_scale, N, cfg.V, cfg.Vp, backward);
         gpu::add_mean_loss(sums_buf.ptr, a.losses, N);
     }
-    void zero_loss_sum() { CUDA_CHECK(cudaMemsetAsync(sums_buf.ptr, 0, sizeof(double), gpu::ctx.stream)); }
+    // the loss sum, and |G_small|² (0 when not measured)
+    void zero_loss_sum() { CUDA_CHECK(cudaMemsetAsync(sums_buf.ptr, 0, 3 * sizeof(double), gpu::ctx.stream)); }
+    // The first micro-batch's ‖gradient‖², left in sums_buf[2] for the step's one wait (host/noise.h);
+    // rescaled to |G_small|² on the host. One more pass over the gradient buffer.
+    void first_micro_batch_norm_squared() {
+        gpu::global_norm_squared(grads_buf.ptr, cfg.num_params(), sums_buf.ptr + 3, sums_buf.ptr + 2);
+    }
     double loss_sum() {
         double sum;
         CUDA_CHECK(cudaMemcpyAsync(&sum, sums_buf.ptr, sizeof sum, cudaMemcpyDeviceToHost, gpu::ctx.stream));
@@ -456,6 +464,7 @@ struct GpuTrainer {
             forward(B, T);
             cross_entropy(B, T, true, 1.0f / (float)plan.global_tokens());
             backward(B, T);
+            if (i == 0 && measure_noise) first_micro_batch_norm_squared();
         }
 
         // 3. gradient sync, once per step: sum over replicas = mean over the global batch
@@ -463,11 +472,13 @@ struct GpuTrainer {
 
         // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica);
         //    a NaN or an infinity stops the run here, before it reaches the weights
-        gpu::global_norm_squared(grads_buf.ptr, n, sums_buf.ptr + 2, sums_buf.ptr + 1);
-        double sums[2];  // the loss sum and ‖g‖², in the step's one wait for the GPU
+        gpu::global_norm_squared(grads_buf.ptr, n, sums_buf.ptr + 3, sums_buf.ptr + 1);
+        double sums[3];  // the loss sum, ‖g‖² and |G_small|², in the step's one wait for the GPU
         CUDA_CHECK(cudaMemcpyAsync(sums, sums_buf.ptr, sizeof sums, cudaMemcpyDeviceToHost, gpu::ctx.stream));
         gpu::synchronize();
-        float loss = (float)comm.allreduce_mean(sums[0] / plan.A);
+        double means[2] = {sums[0] / plan.A, small_batch_norm_squared(sums[2], plan)};
+        comm.allreduce_mean(means, 2);  // the loss and |G_small|², in one scalar all-reduce
+        float loss = (float)means[0];
         float norm = (float)std::sqrt(sums[1]);
         check_finite_step(loss, norm, t);
         float grad_scale = (grad_clip > 0 && norm > grad_clip) ? grad_clip / (norm + 1e-6f) : 1.0f;
@@ -481,7 +492,7 @@ struct GpuTrainer {
         CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
         peak_bytes = std::max(peak_bytes, total - free_bytes);
         steps_done++;
-        return {loss, norm};
+        return {loss, norm, (float)std::sqrt(means[1])};
     }
 
     // Forward only: the B·T per-position losses, on the host (validation and HellaSwag,

@@ -198,6 +198,11 @@ struct Comm {
     }
     // Mean of one number over all replicas (the training loss).
     double allreduce_mean(double x) const { return allreduce_sum(x) / world; }
+    // Mean of a few numbers over all replicas, in the one collective that one number takes.
+    void allreduce_mean(double* x, size_t n) const {
+        if (backend) backend->allreduce_sum(x, n);
+        for (size_t i = 0; i < n; i++) x[i] /= world;
+    }
     // Copies bytes from rank 0 to every rank.
     void broadcast(void* data, size_t bytes) const {
         if (backend) backend->broadcast(data, bytes);

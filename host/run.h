@@ -42,6 +42,7 @@
 #include "data.h"
 #include "eval.h"
 #include "log.h"
+#include "noise.h"
 #include "rng.h"
 #include "sample.h"
 #include "schedule.h"
@@ -53,6 +54,7 @@ struct AdamWConfig {
 struct StepResult {
     float loss;       // mean training loss over the global batch
     float grad_norm;  // global gradient norm before clipping
+    float grad_norm_small = 0;  // √(replicas' mean |G_small|²), one micro-batch's gradient (host/noise.h); 0: not measured
 };
 
 // GPT-2 initialisation: weights N(0, 0.02), the two projections that write into the
@@ -499,6 +501,8 @@ int run_training(int argc, char** argv, const Comm& comm) {
     }
     if (tokenizer.pieces.empty() && mc.V > 256 && cfg.sample_every > 0)
         say("note: no --tokenizer given, samples print token ids above 255 as <id>");
+    NoiseScale noise(cfg.noise_ema, plan);  // the gradient noise scale (host/noise.h)
+    if (cfg.steps > 0 && !noise.start_note().empty()) say(noise.start_note());
 
     // A NaN or an infinity stops the run with a line that says where it came from. The
     // weights were finite when the run started (init, or checked when loaded) and the
@@ -531,7 +535,7 @@ int run_training(int argc, char** argv, const Comm& comm) {
             double loss = validation_loss(m, val, plan.B, comm);
             if (!std::isfinite(loss))
                 stop_non_finite(strf("the validation loss is %s at step %d", number(loss).c_str(), step), step > start);
-            line += strf(" | val loss %.4f", loss);
+            line += strf(" | val loss %.4f", loss) + noise.text();
             if (writes) log.val(step, tokens_seen, loss);
         }
         if (!hellaswag.empty() && due(eval_every, step)) {
@@ -609,9 +613,10 @@ int run_training(int argc, char** argv, const Comm& comm) {
                  with_commas(step).c_str(), with_commas(cfg.steps).c_str(), r.loss, lr, r.grad_norm, ms,
                  with_commas((long long)tps).c_str(), rate_text(flops_per_s, " | ").c_str(),
                  format_duration((cfg.steps - step) * ema_ms / 1000.0).c_str()));
+        noise.add(r.grad_norm_small, r.grad_norm);
         if (writes)
             log.train(step, cfg.steps, (long long)step * plan.global_tokens(), r.loss, lr, r.grad_norm, ms, tps,
-                      flops_per_s, mfu(flops_per_s));
+                      flops_per_s, mfu(flops_per_s), noise.json_fields());
         evaluate(step);
         if ((cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0) || step == cfg.steps) save_checkpoint(step);
     }

@@ -3,8 +3,10 @@
 
   loss (train, and validation as markers) | learning rate
   gradient norm                           | throughput (tokens/s)
+  gradient noise scale (when logged)
 
-all against tokens seen.  Several logs are overlaid, one colour per run.
+all against tokens seen, but the noise scale against steps, with each run's global batch as a
+horizontal line (docs/noise-scale.md).  Several logs are overlaid, one colour per run.
 
   python3 scripts/plot.py out/run1/log.jsonl out/run2/log.jsonl -o compare.png --smooth 20
 
@@ -13,6 +15,7 @@ Only "train" and "val" records are used; other record types ("config",
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -39,6 +42,19 @@ def read_log(path):
             elif kind == "val" and "tokens" in rec and "val_loss" in rec:
                 val.append(rec)
     return latest_per_step(train), latest_per_step(val)
+
+
+def global_batch(path):
+    """Tokens per optimizer step, from the log's "config" record (None without one)."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and rec.get("type") == "config" and isinstance(rec.get("global_batch"), int):
+                return rec["global_batch"]
+    return None
 
 
 def latest_per_step(records):
@@ -91,16 +107,21 @@ def main(argv=None):
         train, val = read_log(path)
         if not train:
             sys.exit("error: %s has no train records (lines with \"type\": \"train\")" % path)
-        runs.append((label, train, val))
+        runs.append((label, train, val, global_batch(path)))
 
     import matplotlib
     matplotlib.use("Agg")  # files only; no display is needed or wanted
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
-    ax_loss, ax_lr, ax_gn, ax_tps = axes.flat
+    # the noise scale's panel only when some run logged it (an accumulation or replicas)
+    noise = any(series(train, "noise_scale")[0] for _, train, _, _ in runs)
+    fig, axes = plt.subplots(3 if noise else 2, 2, figsize=(13, 12.5 if noise else 8.5))
+    ax_loss, ax_lr, ax_gn, ax_tps = axes.flat[:4]
+    if noise:
+        ax_noise = axes.flat[4]
+        axes.flat[5].set_visible(False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, (label, train, val) in enumerate(runs):
+    for i, (label, train, val, batch) in enumerate(runs):
         c = colors[i % len(colors)]
         x, y = series(train, "loss")
         ax_loss.plot(x, smooth(y, args.smooth), color=c, lw=1.2, label=label + " train")
@@ -113,6 +134,12 @@ def main(argv=None):
         ax_gn.plot(x, smooth(y, args.smooth), color=c, lw=1, label=label)
         x, y = series(train, "tokens_per_s")
         ax_tps.plot(x, smooth(y, args.smooth), color=c, lw=1, label=label)
+        if noise:
+            steps = [r["step"] for r in train if isinstance(r.get("noise_scale"), (int, float))]
+            if steps:
+                ax_noise.plot(steps, series(train, "noise_scale")[1], color=c, lw=1, label=label + " noise scale")
+            if steps and batch:
+                ax_noise.axhline(batch, color=c, ls=":", lw=1.2, label=label + " global batch")
 
     from matplotlib.ticker import EngFormatter, FuncFormatter, LogFormatter
     suffix = " (moving average %d)" % args.smooth if args.smooth > 1 else ""
@@ -125,6 +152,14 @@ def main(argv=None):
         if ax.lines:
             ax.legend(fontsize=8)
     ax_gn.set_yscale("log")  # early spikes would otherwise flatten the rest
+    if noise:
+        # already a moving average (--noise-ema): not smoothed again
+        ax_noise.set_title("gradient noise scale B_noise (tokens); dotted: the global batch")
+        ax_noise.set_xlabel("step")
+        ax_noise.set_ylabel("tokens")
+        ax_noise.set_yscale("log")  # it grows by orders of magnitude as the loss falls
+        ax_noise.grid(alpha=0.3)
+        ax_noise.legend(fontsize=8)
 
     class PlainLogFormatter(LogFormatter):
         """LogFormatter's choice of which ticks to label, but "0.6" rather than "6e-01"."""
@@ -134,6 +169,12 @@ def main(argv=None):
     # intermediate ticks are labelled only when the range is narrow
     ax_gn.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
     ax_gn.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(1.2, 0.5)))
+    if noise:
+        eng = EngFormatter(sep="")  # 500, 2k, 40k
+        ax_noise.yaxis.set_major_formatter(FuncFormatter(lambda v, _: eng(v)))
+        # minor ticks at 2× and 5× each power of ten labelled too: the range is often under a decade
+        ax_noise.yaxis.set_minor_formatter(FuncFormatter(
+            lambda v, _: eng(v) if round(v / 10 ** math.floor(math.log10(v))) in (2, 5) else ""))
     fig.tight_layout()
     fig.savefig(args.output, dpi=110)
     print("wrote %s (%d run%s)" % (args.output, len(runs), "" if len(runs) == 1 else "s"))

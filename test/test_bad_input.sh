@@ -120,6 +120,8 @@ cases=$(cat <<EOF
 2 | --lr expects a number, got '1e99' | --lr 1e99
 2 | --lr, --weight-decay and --grad-clip must be >= 0 | --lr -1
 2 | --beta1 and --beta2 must be in [0, 1) | --beta1 1
+2 | --noise-ema must be in [0, 1) (0 = off), got 1.5 | --noise-ema 1.5
+2 | --noise-ema must be in [0, 1) (0 = off), got -0.1 | --noise-ema -0.1
 2 | --temperature must be positive | --temperature 0
 2 | --lr-schedule must be 'cosine' or 'constant', got 'linear' | --lr-schedule linear
 2 | --comm-timeout must be >= 0 seconds | --comm-timeout -1
