@@ -169,7 +169,8 @@ struct GpuTrainer {
     gpu::DeviceBuffer<floatX> weights_buf;  // the weights as the kernels read them (bf16); fp32 reads params_buf
     gpu::DeviceBuffer<char> acts_buf, dacts_buf, scratch_buf;
     gpu::DeviceBuffer<int> tokens_buf;      // the current micro-batch's tokens (gpu::token_ints)
-    gpu::DeviceBuffer<double> sums_buf;     // [0] loss sum, [1] ‖g‖², [2] |G_small|² (host/noise.h), [3..] partial sums
+    gpu::DeviceBuffer<double> sums_buf;     // [0] loss sum, [1] ‖g‖², [2] |G_small|² (noise.h), [3..] partials
+    static constexpr size_t SUMS = 3 + gpu::MAX_NORM_BLOCKS;  // sums_buf's doubles
     int* pinned_tokens = nullptr;           // host: `slots` micro-batches, copied to the device asynchronously
     floatX* weights;                        // weights_buf, or params_buf in fp32
     ParamViews<floatX> p;                   // views into the weights as the kernels read them
@@ -215,7 +216,7 @@ struct GpuTrainer {
         int* t = tokens_buf.ptr;
         d_inputs = t, d_targets = t + BT;
         groups = {t + 2 * BT, t + 3 * BT + 1, t + 4 * BT + 1, 0};
-        sums_buf.alloc(3 + gpu::MAX_NORM_BLOCKS, "the loss and norm sums");
+        sums_buf.alloc(SUMS, "the loss and norm sums");
     }
     ~GpuTrainer() {
         if (pinned_tokens) cudaFreeHost(pinned_tokens);
@@ -236,7 +237,7 @@ struct GpuTrainer {
                          {{"gradients", p}, {"AdamW state", 2 * p},
                           {"activations", (double)gpu::activation_bytes(mc, B, T, config.recompute)},
                           {"tokens and sums", (double)(gpu::token_ints(B, T) * sizeof(int) +
-                                                       (2 + gpu::MAX_NORM_BLOCKS) * sizeof(double))}});
+                                                       SUMS * sizeof(double))}});
         return use;
     }
     static double memory_available(const Config& config) {

@@ -110,8 +110,9 @@ public:
     std::string text() const {
         if (!on_ || steps_ == 0) return "";
         double b = tokens();
-        if (!std::isfinite(b)) return strf(" | noise scale: no estimate yet (global batch %s)", short_count(b_big_).c_str());
-        return strf(" | noise scale ≈ %s tokens (global batch %s)", short_count(b).c_str(), short_count(b_big_).c_str());
+        std::string batch = short_count(b_big_);
+        if (!std::isfinite(b)) return strf(" | noise scale: no estimate yet (global batch %s)", batch.c_str());
+        return strf(" | noise scale ≈ %s tokens (global batch %s)", short_count(b).c_str(), batch.c_str());
     }
 
 private:

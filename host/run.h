@@ -54,7 +54,7 @@ struct AdamWConfig {
 struct StepResult {
     float loss;       // mean training loss over the global batch
     float grad_norm;  // global gradient norm before clipping
-    float grad_norm_small = 0;  // √(replicas' mean |G_small|²), one micro-batch's gradient (host/noise.h); 0: not measured
+    float grad_norm_small = 0;  // one micro-batch's, √(mean over replicas of its square) (host/noise.h); 0: off
 };
 
 // GPT-2 initialisation: weights N(0, 0.02), the two projections that write into the

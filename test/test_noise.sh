@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The gradient noise scale in the trainers (host/noise.h; its formulas alone: test/test_noise.cpp).
-#   * train and train_gpt's fp32 build agree on grad_norm_small and grad_norm_big (1e-5);
+#   * train and train_gpt's fp32 build agree on grad_norm_small and grad_norm_big (1e-5), with
+#     one replica and with two;
 #   * frozen weights (--lr 0), one global batch of 32 sequences split as (B,A,R) = (8,4,1),
 #     (16,2,1), (8,2,2): |G_big|² identical (1e-5), B_noise the same within the statistical
 #     tolerance test/check_noise_runs.py derives and states; the logged noise_scale equal to the
@@ -31,6 +32,15 @@ elif ./train $TINY -b 4 -d 128 -n 3 --val-every 3 --val-tokens 512 -o "$work/cpu
      $GPU_TRAIN $TINY -b 4 -d 128 -n 3 -o "$work/gpu" >"$work/gpu.out" 2>&1 &&
      check agree "$work/cpu" "$work/gpu"; then pass "$name"
 else fail "$name"; tail -3 "$work/cpu.out" "$work/gpu.out"; fi
+
+# the same with 2 replicas: |G_small|² averaged over them in the loss's all-reduce
+name="train and $GPU_TRAIN agree with 2 replicas (B = 4, A = 2, R = 2)"
+if [ -z "$GPU_TRAIN" ] || ! command -v mpirun >/dev/null || ! ldd ./train | grep -q libmpi; then
+    skip "$name (needs the GPU trainer, ./train with MPI and mpirun)"
+elif $MPIRUN -np 2 ./train $TINY -b 4 -d 256 -n 3 -o "$work/cpu2" >"$work/cpu2.out" 2>&1 &&
+     $MPIRUN -np 2 $GPU_TRAIN $TINY -b 4 -d 256 -n 3 -o "$work/gpu2" >"$work/gpu2.out" 2>&1 &&
+     check agree "$work/cpu2" "$work/gpu2"; then pass "$name"
+else fail "$name"; tail -3 "$work/cpu2.out" "$work/gpu2.out"; fi
 
 name="the step line of a validation shows the noise scale and the global batch"
 if grep -qE '^step 3 \| val loss [0-9.]+ \| noise scale (≈ [0-9.]+k? tokens|: no estimate yet) \(global batch 128\)$' "$work/cpu.out"
