@@ -67,6 +67,26 @@ done
 if [ ${#dirs[@]} -ge 2 ] && check splits $T 0.95 "${dirs[@]}"; then pass "splits: same |G_big|², same B_noise"
 else fail "splits: same |G_big|², same B_noise"; fi
 
+# ---- the plot draws the noise-scale panel from a real log (not drawn without the fields)
+name="scripts/plot.py draws the noise-scale panel"
+if ! python3 -c "import matplotlib" 2>/dev/null; then skip "$name (no matplotlib)"
+elif [ -f "$work/s841/log.jsonl" ] && python3 - "$work/s841/log.jsonl" <<'PY'
+import sys
+sys.path.insert(0, "scripts")
+import plot
+import matplotlib.figure
+panels = []
+real_savefig = matplotlib.figure.Figure.savefig
+def savefig(fig, *a, **k):
+    panels.extend(ax.get_title() for ax in fig.axes if ax.get_visible())
+    return real_savefig(fig, *a, **k)
+matplotlib.figure.Figure.savefig = savefig
+plot.main([sys.argv[1], "-o", sys.argv[1] + ".png"])
+print("panels:", panels)
+sys.exit(0 if any("noise scale" in t for t in panels) and len(panels) == 5 else 1)
+PY
+then pass "$name"; else fail "$name"; fi
+
 # ---- A = R = 1, in both trainers: the start-up line, no fields, no crash
 for trainer in ./train $GPU_TRAIN; do
     name="$trainer, A = R = 1: says once why there is no noise scale, logs no field"
