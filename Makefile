@@ -75,11 +75,14 @@ endif
 test/test_plan: test/test_plan.cpp test/test_util.h $(HOST_HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ test/test_plan.cpp
 
+test/test_noise: test/test_noise.cpp $(HOST_HEADERS)
+	$(CXX) $(CXXFLAGS) -o $@ test/test_noise.cpp
+
 test/check_reference: test/check_reference.cpp test/golden.h train.cpp $(HOST_HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ test/check_reference.cpp
 
 # Everything the tests run, built in parallel first (the CPU runtime's programs take a while).
-TEST_PROGRAMS := train test/test_cpu test/test_plan test/check_reference $(if $(CPU_CUDA_OK),$(CPU_CUDA_PROGRAMS))
+TEST_PROGRAMS := train test/test_cpu test/test_plan test/test_noise test/check_reference $(if $(CPU_CUDA_OK),$(CPU_CUDA_PROGRAMS))
 test:
 	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_PROGRAMS)
 	@bash test/run_all.sh
@@ -91,7 +94,7 @@ bench: train
 	@bash scripts/bench_cpu.sh
 
 clean:
-	rm -f train train_gpt test/test_cpu test/test_plan test/check_reference test/test_gpu .train-mpi .train-single
+	rm -f train train_gpt test/test_cpu test/test_plan test/test_noise test/check_reference test/test_gpu .train-mpi .train-single
 	rm -rf build $(CPU_CUDA_PROGRAMS) dev/cpu_cuda_bench dev/cpu_cuda_gemm_bench
 	$(MAKE) -C dev/cuda clean
 

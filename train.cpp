@@ -647,9 +647,9 @@ void adamw_update(GPT2& m, const AdamWConfig& h, float lr, int t, float grad_sca
     }
 }
 
-// ‖g‖₂ over the whole buffer. Partial sums over fixed 4096-element blocks, added in
+// ‖g‖² over the whole buffer. Partial sums over fixed 4096-element blocks, added in
 // order, so the result is the same for any number of threads.
-float global_norm(const float* g, size_t n) {
+double global_norm_squared(const float* g, size_t n) {
     const size_t block = 4096;
     size_t nblocks = (n + block - 1) / block;
     std::vector<double> partial(nblocks);
@@ -663,31 +663,44 @@ float global_norm(const float* g, size_t n) {
     }
     double total = 0;
     for (double s : partial) total += s;
-    return (float)std::sqrt(total);
+    return total;
+}
+float global_norm(const float* g, size_t n) { return (float)std::sqrt(global_norm_squared(g, n)); }
+
+// |G_small|² for the noise scale (host/noise.h), called when the gradient buffer holds the
+// first micro-batch's gradient alone.
+double first_micro_batch_norm_squared(const GPT2& m, const BatchPlan& plan) {
+    return small_batch_norm_squared(global_norm_squared(m.grads.data(), m.grads.size()), plan);
 }
 
 // ----------------------------------------------------------------------------
 // One optimizer step: the heart of the trainer.
 
+// measure_noise: also the squared norm of the first micro-batch's gradient, for the noise
+// scale (host/noise.h); one more pass over the gradient buffer.
 StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt,
-                      float lr, float grad_clip, int t) {
+                      float lr, float grad_clip, int t, bool measure_noise = false) {
     const int B = plan.B, T = plan.T;
     // 1. zero the parameter gradients: they accumulate over the micro-batches below
     std::fill(m.grads.begin(), m.grads.end(), 0.0f);
 
     // 2. accumulation loop: A micro-batches of this replica's share of the global batch
     loader.next_chunk();
-    double loss_sum = 0;
+    double loss_sum = 0, small_sq = 0;  // small_sq: |G_small|², one micro-batch's gradient (host/noise.h)
     for (int a = 0; a < plan.A; a++) {
         loader.micro_batch(a, m.inputs.data(), m.targets.data());
         gpt2_forward(m, m.inputs.data(), B, T);
         loss_sum += gpt2_loss(m, m.targets.data(), B, T);
         gpt2_backward(m, m.inputs.data(), m.targets.data(), B, T, 1.0f / (float)plan.global_tokens());
+        if (a == 0 && measure_noise) small_sq = first_micro_batch_norm_squared(m, plan);
     }
 
-    // 3. gradient sync, once per step: sum over replicas = mean over the global batch
+    // 3. gradient sync, once per step: sum over replicas = mean over the global batch; the
+    //    loss and |G_small|² averaged over replicas in one scalar all-reduce
     comm.allreduce_sum(m.grads.data(), m.grads.size());
-    float loss = (float)comm.step_loss_mean(loss_sum / plan.A);  // (and whether to stop after this step)
+    double means[2] = {loss_sum / plan.A, small_sq};  // the loss and |G_small|²
+    comm.step_means(means);                            // (and whether to stop after this step)
+    float loss = (float)means[0];
 
     // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica);
     //    a NaN or an infinity stops the run here, before it reaches the weights
@@ -697,7 +710,7 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
 
     // 5. update, with the clipping scale applied to each gradient as AdamW reads it
     adamw_update(m, opt, lr, t, grad_scale);
-    return {loss, norm};
+    return {loss, norm, (float)std::sqrt(means[1])};
 }
 
 // ----------------------------------------------------------------------------
@@ -705,7 +718,9 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
 
 struct CpuTrainer {
     GPT2 m;
-    CpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config&, const Comm&) {
+    bool measure_noise;
+    CpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& cfg, const Comm&)
+        : measure_noise(noise_scale_measured(cfg.noise_ema, plan)) {
         gpt2_build(m, mc, plan.B, plan.T);
     }
     static Comm connect(int* argc, char*** argv) {
@@ -747,7 +762,7 @@ struct CpuTrainer {
     void download() {}
     StepResult step(DataLoader& data, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt, float lr,
                     float grad_clip, int t) {
-        return train_step(m, data, plan, comm, opt, lr, grad_clip, t);
+        return train_step(m, data, plan, comm, opt, lr, grad_clip, t, measure_noise);
     }
     // Forward only: the B·T per-position losses (validation and HellaSwag, host/eval.h).
     const float* token_losses(const int* inputs, const int* targets, int B, int T) {

@@ -174,6 +174,7 @@ struct GpuTrainer {
     int slots;       // micro-batches whose tokens can be in flight at once: one step's A
     bool recompute;  // --recompute 1
     bool fused_attention;  // --attention: gpu/flash_attention.cuh, else gpu/attention.cuh (cuBLAS)
+    bool measure_noise;  // the first micro-batch's gradient norm, for the noise scale (host/noise.h)
     int rank;
     // host copies: where run.h initialises, loads and saves
     std::vector<float> host_params, host_m, host_v;
@@ -182,7 +183,8 @@ struct GpuTrainer {
     gpu::DeviceBuffer<floatX> weights_buf;  // the weights as the kernels read them (bf16); fp32 reads params_buf
     gpu::DeviceBuffer<char> acts_buf, dacts_buf, scratch_buf;
     gpu::DeviceBuffer<int> tokens_buf;      // the current micro-batch's tokens (gpu::token_ints)
-    gpu::DeviceBuffer<double> sums_buf;     // [0] loss sum, [1] ‖g‖², [2..] the norm's partial sums
+    gpu::DeviceBuffer<double> sums_buf;     // [0] loss sum, [1] ‖g‖², [2] |G_small|² (noise.h), [3..] partials
+    static constexpr size_t SUMS = 3 + gpu::MAX_NORM_BLOCKS;  // sums_buf's doubles
     int* pinned_tokens = nullptr;           // host: `slots` micro-batches, copied to the device asynchronously
     floatX* weights;                        // weights_buf, or params_buf in fp32
     ParamViews<floatX> p;                   // views into the weights as the kernels read them
@@ -204,7 +206,8 @@ struct GpuTrainer {
 
     GpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& config, const Comm& comm)
         : cfg(mc), maxB(plan.B), maxT(plan.T), slots(plan.A), recompute(config.recompute),
-          fused_attention(uses_fused_attention(config, mc)), rank(comm.rank) {
+          fused_attention(uses_fused_attention(config, mc)),
+          measure_noise(noise_scale_measured(config.noise_ema, plan)), rank(comm.rank) {
         if (fused_attention && !gpu::flash_attention_supports(mc.C / mc.NH))
             throw Error(strf("--attention fused does not support the head size %d (C/NH)", mc.C / mc.NH));
         if (mc.C % gpu::pack_size<floatX>() != 0)
@@ -230,7 +233,7 @@ struct GpuTrainer {
         int* t = tokens_buf.ptr;
         d_inputs = t, d_targets = t + BT;
         groups = {t + 2 * BT, t + 3 * BT + 1, t + 4 * BT + 1, 0};
-        sums_buf.alloc(2 + gpu::MAX_NORM_BLOCKS, "the loss and norm sums");
+        sums_buf.alloc(SUMS, "the loss and norm sums");
     }
     ~GpuTrainer() {
         if (pinned_tokens) cudaFreeHost(pinned_tokens);
@@ -252,7 +255,7 @@ struct GpuTrainer {
                           {"activations", (double)gpu::activation_bytes(mc, B, T, config.recompute,
                                                                         uses_fused_attention(config, mc))},
                           {"tokens and sums", (double)(gpu::token_ints(B, T) * sizeof(int) +
-                                                       (2 + gpu::MAX_NORM_BLOCKS) * sizeof(double))}});
+                                                       SUMS * sizeof(double))}});
         return use;
     }
     // --attention: "fused" or "cublas" as given or as choose_kernels resolved it; "auto" where
@@ -468,7 +471,13 @@ struct GpuTrainer {
         gpu::crossentropy_forward_backward(a.losses, a.logits, d_targets, loss_scale, N, cfg.V, cfg.Vp, backward);
         gpu::add_mean_loss(sums_buf.ptr, a.losses, N);
     }
-    void zero_loss_sum() { CUDA_CHECK(cudaMemsetAsync(sums_buf.ptr, 0, sizeof(double), gpu::ctx.stream)); }
+    // the loss sum, and |G_small|² (0 when not measured)
+    void zero_loss_sum() { CUDA_CHECK(cudaMemsetAsync(sums_buf.ptr, 0, 3 * sizeof(double), gpu::ctx.stream)); }
+    // The first micro-batch's ‖gradient‖², left in sums_buf[2] for the step's one wait (host/noise.h);
+    // rescaled to |G_small|² on the host. One more pass over the gradient buffer.
+    void first_micro_batch_norm_squared() {
+        gpu::global_norm_squared(grads_buf.ptr, cfg.num_params(), sums_buf.ptr + 3, sums_buf.ptr + 2);
+    }
     double loss_sum() {
         double sum;
         CUDA_CHECK(cudaMemcpyAsync(&sum, sums_buf.ptr, sizeof sum, cudaMemcpyDeviceToHost, gpu::ctx.stream));
@@ -538,6 +547,7 @@ struct GpuTrainer {
             forward(B, T);
             cross_entropy(B, T, true, 1.0f / (float)plan.global_tokens());
             backward(B, T);
+            if (i == 0 && measure_noise) first_micro_batch_norm_squared();
         }
 
         // 3. gradient sync, once per step: sum over replicas = mean over the global batch
@@ -545,11 +555,13 @@ struct GpuTrainer {
 
         // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica);
         //    a NaN or an infinity stops the run here, before it reaches the weights
-        gpu::global_norm_squared(grads_buf.ptr, n, sums_buf.ptr + 2, sums_buf.ptr + 1);
-        double sums[2];  // the loss sum and ‖g‖², in the step's one wait for the GPU
+        gpu::global_norm_squared(grads_buf.ptr, n, sums_buf.ptr + 3, sums_buf.ptr + 1);
+        double sums[3];  // the loss sum, ‖g‖² and |G_small|², in the step's one wait for the GPU
         CUDA_CHECK(cudaMemcpyAsync(sums, sums_buf.ptr, sizeof sums, cudaMemcpyDeviceToHost, gpu::ctx.stream));
         gpu::synchronize();
-        float loss = (float)comm.step_loss_mean(sums[0] / plan.A);  // (and whether to stop after this step)
+        double means[2] = {sums[0] / plan.A, small_batch_norm_squared(sums[2], plan)};  // the loss and |G_small|²
+        comm.step_means(means);      // (and whether to stop after this step)
+        float loss = (float)means[0];
         float norm = (float)std::sqrt(sums[1]);
         check_finite_step(loss, norm, t);
         float grad_scale = (grad_clip > 0 && norm > grad_clip) ? grad_clip / (norm + 1e-6f) : 1.0f;
@@ -563,7 +575,7 @@ struct GpuTrainer {
         CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
         peak_bytes = std::max(peak_bytes, total - free_bytes);
         steps_done++;
-        return {loss, norm};
+        return {loss, norm, (float)std::sqrt(means[1])};
     }
 
     // Forward only: the B·T per-position losses, on the host (validation and HellaSwag,

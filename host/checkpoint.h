@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <new>
 #include <string>
 #include <vector>
@@ -31,11 +32,12 @@
 #include "data.h"
 #include "error.h"
 #include "file.h"
+#include "noise.h"
 
 constexpr int MODEL_MAGIC = 20240326;
 constexpr int MODEL_VERSION_FP32 = 3;
 constexpr int STATE_MAGIC = 20261124;
-constexpr int STATE_VERSION = 3;
+constexpr int STATE_VERSION = 4;
 constexpr int NUM_PARAM_TENSORS = 16;
 
 struct ModelConfig {
@@ -261,10 +263,21 @@ struct TrainState {
     long long global_batch = 0; // tokens per step when saved (the data position is in these units)
     DataIdentity train_data;    // what the data position refers to (shards 0: not recorded)
     int run_steps = 0;          // the --steps of the run it belongs to (0: not recorded)
+    NoiseAverages noise;        // the noise scale's moving averages (version 4; before: none)
 };
 
 inline void put64(int* h, uint64_t x) { h[0] = (int)(uint32_t)x, h[1] = (int)(uint32_t)(x >> 32); }
 inline uint64_t get64(const int* h) { return (uint64_t)(uint32_t)h[0] | ((uint64_t)(uint32_t)h[1] << 32); }
+inline uint64_t bits(double x) {
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+inline double from_bits(uint64_t u) {
+    double x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 // Counts the non-finite values in AdamW's moments (and negative ones in v, whose square
 // root the update takes).
@@ -284,6 +297,7 @@ inline void save_state(const std::string& path, const TrainState& s, const float
     put64(h + 6, n), put64(h + 8, s.sample_rng), put64(h + 10, (uint64_t)s.global_batch);
     put64(h + 12, s.train_data.fingerprint), put64(h + 14, (uint64_t)s.train_data.tokens);
     h[16] = (int)s.train_data.shards, h[17] = s.run_steps;
+    put64(h + 18, (uint64_t)s.noise.steps), put64(h + 20, bits(s.noise.g2)), put64(h + 22, bits(s.noise.trace));
     write_file_atomic(path, {{h, sizeof h}, {m, n * sizeof(float)}, {v, n * sizeof(float)}});
 }
 
@@ -313,9 +327,12 @@ inline TrainState load_state(const std::string& path, float* m, float* v, size_t
     s.global_batch = (long long)get64(h + 10);
     s.train_data = {get64(h + 12), (long long)get64(h + 14), h[16]};
     s.run_steps = h[17];
+    s.noise = {(long long)get64(h + 18), from_bits(get64(h + 20)), from_bits(get64(h + 22))};  // zeros before version 4
     if (s.step < 0) throw Error(strf("'%s': step %d is negative", path.c_str(), s.step));
     if (s.run_steps < 0 || (s.run_steps > 0 && s.run_steps < s.step))
         throw Error(strf("'%s': step %d of a run of %d steps", path.c_str(), s.step, s.run_steps));
+    if (s.noise.steps < 0 || !std::isfinite(s.noise.g2) || !std::isfinite(s.noise.trace))
+        throw Error(strf("'%s': the noise scale's averages are damaged", path.c_str()));
     if (s.global_batch <= 0) throw Error(strf("'%s': global batch %lld is not positive", path.c_str(), s.global_batch));
     if (s.train_data.shards < 0 || s.train_data.tokens < 0)
         throw Error(strf("'%s': the training data is recorded as %s", path.c_str(), s.train_data.describe().c_str()));

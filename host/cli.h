@@ -34,6 +34,7 @@ struct Config {
     // optimizer and schedule
     float lr = 3e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
     float grad_clip = 1.0f;  // 0 disables clipping
+    float noise_ema = 0.95f;  // moving average of the gradient noise scale (host/noise.h); 0 = off
     std::string lr_schedule = "cosine";
     int warmup = 20;
     float lr_final_frac = 0.1f;
@@ -108,6 +109,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"eps", 0, "float", &c.eps, "AdamW epsilon"},
         {"weight-decay", 'c', "float", &c.weight_decay, "decoupled weight decay (matrices and embeddings)"},
         {"grad-clip", 0, "float", &c.grad_clip, "clip the global gradient norm; 0 = off"},
+        {"noise-ema", 0, "float", &c.noise_ema, "EMA factor of the gradient noise scale, in [0, 1); 0 = off"},
         {"seed", 0, "u64", &c.seed, "seed for init and shuffling"},
         {"shuffle", 0, "bool", &c.shuffle, "shuffle batch order each epoch (0 or 1)"},
         {"val-every", 'v', "int", &c.val_every, "validation loss every N steps; 0 = off"},
@@ -244,6 +246,8 @@ inline void validate_config(const Config& c) {
     require(c.lr >= 0 && c.weight_decay >= 0 && c.grad_clip >= 0, "--lr, --weight-decay and --grad-clip must be >= 0");
     require(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1, "--beta1 and --beta2 must be in [0, 1)");
     require(c.eps > 0, "--eps must be positive");
+    require(c.noise_ema >= 0 && c.noise_ema < 1,
+            strf("--noise-ema must be in [0, 1) (0 = off), got %g", c.noise_ema));
     require(c.temperature > 0, "--temperature must be positive");
     require(c.val_tokens >= 1, "--val-tokens must be at least 1");
     require(c.eval_every == 0 || !c.hellaswag.empty(),

@@ -204,16 +204,18 @@ struct Comm {
         if (backend) backend->allreduce_sum(&x, 1);
         return x;
     }
-    // Mean of one number over all replicas (the training loss).
-    double allreduce_mean(double x) const { return allreduce_sum(x) / world; }
-    // The step's one scalar all-reduce: the mean training loss over the replicas and, in the
-    // same message, whether any of them has been asked to stop (a signal reaches one process
-    // only); every replica reads the same sum, so all stop after the same step (stop->agreed).
-    double step_loss_mean(double loss) const {
-        double v[2] = {loss, stop->local && *stop->local ? 1.0 : 0.0};
-        if (backend) backend->allreduce_sum(v, 2);
-        stop->agreed = v[1] > 0;
-        return v[0] / world;
+    // The step's one scalar all-reduce: the mean over the replicas of n numbers (the training
+    // loss first) and, in the same message, whether any of them has been asked to stop (a
+    // signal reaches one process only); every replica reads the same sum, so all stop after
+    // the same step (stop->agreed).
+    template <size_t N>
+    void step_means(double (&x)[N]) const {
+        double v[N + 1];
+        std::copy(x, x + N, v);
+        v[N] = stop->local && *stop->local ? 1.0 : 0.0;
+        if (backend) backend->allreduce_sum(v, N + 1);
+        stop->agreed = v[N] > 0;
+        for (size_t i = 0; i < N; i++) x[i] = v[i] / world;
     }
     // Copies bytes from rank 0 to every rank.
     void broadcast(void* data, size_t bytes) const {

@@ -44,6 +44,7 @@
 #include "data.h"
 #include "eval.h"
 #include "log.h"
+#include "noise.h"
 #include "rng.h"
 #include "sample.h"
 #include "schedule.h"
@@ -56,6 +57,7 @@ struct AdamWConfig {
 struct StepResult {
     float loss;       // mean training loss over the global batch
     float grad_norm;  // global gradient norm before clipping
+    float grad_norm_small = 0;  // one micro-batch's, √(mean over replicas of its square) (host/noise.h); 0: off
 };
 
 // GPT-2 initialisation: weights N(0, 0.02), the two projections that write into the
@@ -417,6 +419,7 @@ public:
         // -n 0 trains nothing and writes nothing: it evaluates the model and samples from it
         writes = main_rank && !cfg.out_dir.empty() && cfg.steps > 0;
         sample_rng = Rng(cfg.sample_seed);
+        noise = NoiseScale(cfg.noise_ema, plan);
         int resume_step = cfg.out_dir.empty() ? -1 : latest_checkpoint(cfg.out_dir);
         if (cfg.resume && resume_step >= 0) {
             if (!resume_from(resume_step)) return false;
@@ -432,6 +435,7 @@ public:
         open_log();
         if (tokenizer.pieces.empty() && mc.V > 256 && cfg.sample_every > 0)
             say("note: no --tokenizer given, samples print token ids above 255 as <id>");
+        if (cfg.steps > 0 && !noise.start_note().empty()) say(noise.start_note());
         return true;
     }
 
@@ -505,6 +509,7 @@ private:
     int start = 0;        // the step the run continues from
     Rng sample_rng;
     RunLog log;
+    NoiseScale noise{0, BatchPlan{}};  // the gradient noise scale (host/noise.h), set in restore()
     LrSchedule schedule{};
     AdamWConfig opt{};
     // speed: the step time's moving average (for the ETA), the sum over the timed steps, and
@@ -586,6 +591,7 @@ private:
         if (!note.empty()) say(note);
         train_data->set_position(st.data);
         sample_rng.state = st.sample_rng;
+        noise.restore(st.noise);
         start = st.step;
         say(strf("resumed from step %s in %s", with_commas(start).c_str(), cfg.out_dir.c_str()));
         if (start == cfg.steps) {
@@ -651,7 +657,7 @@ private:
             double loss = validation_loss(*m, val, plan.B, comm);
             if (!std::isfinite(loss))
                 stop_non_finite(strf("the validation loss is %s at step %d", number(loss).c_str(), step), step > start);
-            line += strf(" | val loss %.4f", loss);
+            line += strf(" | val loss %.4f", loss) + noise.text();
             if (writes) log.val(step, tokens_seen, loss);
         }
         if (!hellaswag.empty() && due(eval_every, step)) {
@@ -694,7 +700,7 @@ private:
                              "non-finite; lower --lr?",
                              step, with_commas((long long)bad_moments).c_str()));
         TrainState st{step, train_data->position(), sample_rng.state, plan.global_tokens(), train_data->identity(),
-                      cfg.steps};
+                      cfg.steps, noise.averages()};
         save_checkpoint_pair(cfg.out_dir, step, st, m->adam_m(), m->adam_v(), mc, m->params());
         std::string removed;
         for (int old : prune_checkpoints(cfg.out_dir, cfg.keep_checkpoints))
@@ -731,9 +737,10 @@ private:
                  with_commas(step).c_str(), with_commas(cfg.steps).c_str(), r.loss, lr, r.grad_norm, ms,
                  with_commas((long long)tps).c_str(), rate_text(flops_per_s, " | ").c_str(),
                  format_duration((cfg.steps - step) * ema_ms / 1000.0).c_str()));
+        noise.add(r.grad_norm_small, r.grad_norm);
         if (writes)
             log.train(step, cfg.steps, (long long)step * plan.global_tokens(), r.loss, lr, r.grad_norm, ms, tps,
-                      flops_per_s, mfu(flops_per_s));
+                      flops_per_s, mfu(flops_per_s), noise.json_fields());
     }
 };
 

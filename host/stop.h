@@ -6,7 +6,7 @@
 //
 // The handler only records the signal (and writes one line with write(2)); everything else
 // happens in the loop. A signal reaches one process only: the replicas learn of it together
-// in the step's scalar all-reduce (Comm::step_loss_mean), so all of them stop after the same step.
+// in the step's scalar all-reduce (Comm::step_means), so all of them stop after the same step.
 #pragma once
 #include <signal.h>
 #include <unistd.h>
@@ -46,7 +46,7 @@ inline void catch_stop_signals() {
     for (int sig : STOP_SIGNALS) sigaction(sig, &sa, nullptr);
 }
 
-// The flag Comm::step_loss_mean reads: non-zero once this process has been asked to stop.
+// The flag Comm::step_means reads: non-zero once this process has been asked to stop.
 inline const volatile std::sig_atomic_t* stop_request() { return &stop_signal_detail::received; }
 
 // The signal this process received (0: none; the run may still stop for another replica's).

@@ -3,8 +3,10 @@
 
   loss (train, and validation as markers) | learning rate
   gradient norm                           | throughput (tokens/s)
+  gradient noise scale (when logged)
 
-all against tokens seen.  Several logs are overlaid, one colour and line style per
+all against tokens seen, but the noise scale against steps, with each run's global batch as a
+horizontal line (docs/noise-scale.md).  Several logs are overlaid, one colour and line style per
 run, so that runs whose curves coincide stay visible.  A run on the built-in corpus
 (its "config" record holds "corpus_entropy") gets that entropy as a dashed line on the
 loss panel: the loss of a perfect model.
@@ -17,6 +19,7 @@ and unknown fields are ignored, so the log format can grow.
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -45,18 +48,29 @@ def read_log(path):
     return latest_per_step(train), latest_per_step(val)
 
 
-def corpus_entropy(path):
-    """The built-in corpus's entropy in nats/token from the log's config record, or None."""
+def config_record(path):
+    """The log's "config" record (a dict; empty without one)."""
     with open(path, encoding="utf-8") as f:
         for line in f:
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(rec, dict) and rec.get("type") == "config" and \
-                    isinstance(rec.get("corpus_entropy"), (int, float)):
-                return rec["corpus_entropy"]
-    return None
+            if isinstance(rec, dict) and rec.get("type") == "config":
+                return rec
+    return {}
+
+
+def corpus_entropy(config):
+    """The built-in corpus's entropy in nats/token, from the config record, or None."""
+    e = config.get("corpus_entropy")
+    return e if isinstance(e, (int, float)) else None
+
+
+def global_batch(config):
+    """Tokens per optimizer step, from the config record, or None."""
+    b = config.get("global_batch")
+    return b if isinstance(b, int) else None
 
 
 def latest_per_step(records):
@@ -109,20 +123,26 @@ def main(argv=None):
         train, val = read_log(path)
         if not train:
             sys.exit("error: %s has no train records (lines with \"type\": \"train\")" % path)
-        runs.append((label, train, val, corpus_entropy(path)))
+        config = config_record(path)
+        runs.append((label, train, val, corpus_entropy(config), global_batch(config)))
     output = args.output or os.path.join(os.path.dirname(args.logs[0]), "training.png")
 
     import matplotlib
     matplotlib.use("Agg")  # files only; no display is needed or wanted
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
-    ax_loss, ax_lr, ax_gn, ax_tps = axes.flat
+    # the noise scale's panel only when some run logged it (an accumulation or replicas)
+    noise = any(series(train, "noise_scale")[0] for _, train, _, _, _ in runs)
+    fig, axes = plt.subplots(3 if noise else 2, 2, figsize=(13, 12.5 if noise else 8.5))
+    ax_loss, ax_lr, ax_gn, ax_tps = axes.flat[:4]
+    if noise:
+        ax_noise = axes.flat[4]
+        axes.flat[5].set_visible(False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     styles = ["-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2))]  # solid, dashed, dotted, dash-dot
     markers = ["o", "s", "^", "D", "v", "x"]
     entropies = set()
-    for i, (label, train, val, entropy) in enumerate(runs):
+    for i, (label, train, val, entropy, batch) in enumerate(runs):
         # colour, line style and marker all change from run to run, and later runs are drawn
         # thinner: runs that train identically (the replica splits) show as interleaved dashes
         style = dict(color=colors[i % len(colors)], ls=styles[i % len(styles)], lw=max(0.8, 1.6 - 0.3 * i))
@@ -140,6 +160,12 @@ def main(argv=None):
         ax_tps.plot(x, smooth(y, args.smooth), label=label, **style)
         if entropy is not None:
             entropies.add(round(entropy, 4))
+        if noise:
+            steps = [r["step"] for r in train if isinstance(r.get("noise_scale"), (int, float))]
+            if steps:
+                ax_noise.plot(steps, series(train, "noise_scale")[1], label=label + " noise scale", **style)
+            if steps and batch:
+                ax_noise.axhline(batch, color=style["color"], ls=":", lw=1.2, label=label + " global batch")
     for e in sorted(entropies):
         ax_loss.axhline(e, color="0.4", ls="--", lw=1,
                         label="built-in corpus entropy %.3f (a perfect model's loss)" % e)
@@ -155,6 +181,14 @@ def main(argv=None):
         if ax.lines:
             ax.legend(fontsize=8)
     ax_gn.set_yscale("log")  # early spikes would otherwise flatten the rest
+    if noise:
+        # already a moving average (--noise-ema): not smoothed again
+        ax_noise.set_title("gradient noise scale B_noise (tokens); dotted: the global batch")
+        ax_noise.set_xlabel("step")
+        ax_noise.set_ylabel("tokens")
+        ax_noise.set_yscale("log")  # it grows by orders of magnitude as the loss falls
+        ax_noise.grid(alpha=0.3)
+        ax_noise.legend(fontsize=8)
 
     class PlainLogFormatter(LogFormatter):
         """LogFormatter's choice of which ticks to label, but "0.6" rather than "6e-01"."""
@@ -164,6 +198,12 @@ def main(argv=None):
     # intermediate ticks are labelled only when the range is narrow
     ax_gn.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
     ax_gn.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(1.2, 0.5)))
+    if noise:
+        eng = EngFormatter(sep="")  # 500, 2k, 40k
+        ax_noise.yaxis.set_major_formatter(FuncFormatter(lambda v, _: eng(v)))
+        # minor ticks at 2× and 5× each power of ten labelled too: the range is often under a decade
+        ax_noise.yaxis.set_minor_formatter(FuncFormatter(
+            lambda v, _: eng(v) if round(v / 10 ** math.floor(math.log10(v))) in (2, 5) else ""))
     fig.tight_layout()
     fig.savefig(output, dpi=110)
     print("wrote %s (%d run%s)" % (output, len(runs), "" if len(runs) == 1 else "s"))

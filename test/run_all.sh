@@ -49,6 +49,8 @@ suite() {
 
 suite "CPU trainer (doctest)" ./test/test_cpu
 suite "FLOPs and communication of a step (doctest)" ./test/test_plan
+suite "gradient noise scale: the estimator (doctest)" ./test/test_noise
+suite "gradient noise scale in the trainers" bash test/test_noise.sh
 suite "PyTorch reference (golden file)" ./test/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
 
 if command -v mpirun >/dev/null && ldd ./train | grep -q libmpi; then

@@ -120,6 +120,8 @@ cases=$(cat <<EOF
 2 | --lr expects a number, got '1e99' | --lr 1e99
 2 | --lr, --weight-decay and --grad-clip must be >= 0 | --lr -1
 2 | --beta1 and --beta2 must be in [0, 1) | --beta1 1
+2 | --noise-ema must be in [0, 1) (0 = off), got 1.5 | --noise-ema 1.5
+2 | --noise-ema must be in [0, 1) (0 = off), got -0.1 | --noise-ema -0.1
 2 | --temperature must be positive | --temperature 0
 2 | --lr-schedule must be 'cosine' or 'constant', got 'linear' | --lr-schedule linear
 2 | --comm-timeout must be >= 0 seconds | --comm-timeout -1
@@ -198,7 +200,7 @@ cases=$(cat <<EOF
 1 | '$D/r_chunk_big/state_00000001.bin': its data position is outside the training data: chunk 1000000 of '<built-in corpus, train>', which has 65535 chunks of 64 tokens | -n 4 --resume 1 -o $D/r_chunk_big
 1 | '$D/r_count/state_00000001.bin' holds optimizer state for 12345 parameters, the model has $params | -n 4 --resume 1 -o $D/r_count
 1 | '$D/r_magic/state_00000001.bin' is not a training-state file (magic 7, expected 20261124) | -n 4 --resume 1 -o $D/r_magic
-1 | '$D/r_version/state_00000001.bin': training-state version 9 is not supported (expected 1 to 3) | -n 4 --resume 1 -o $D/r_version
+1 | '$D/r_version/state_00000001.bin': training-state version 9 is not supported (expected 1 to 4) | -n 4 --resume 1 -o $D/r_version
 1 | '$D/r_batch/state_00000001.bin': global batch 0 is not positive | -n 4 --resume 1 -o $D/r_batch
 1 | '$D/r_trunc/state_00000001.bin' is truncated or damaged | -n 4 --resume 1 -o $D/r_trunc
 1 | '$D/r_v_nan/state_00000001.bin': AdamW's moments hold 1 non-finite or negative value | -n 4 --resume 1 -o $D/r_v_nan

@@ -673,7 +673,8 @@ TEST_CASE("model and state files round-trip bit-exactly; an interrupted write ke
     for (float& x : m.adam_m) x = (float)rng.normal();
     for (float& x : m.adam_v) x = (float)rng.uniform();
     save_model(dir + "/model.bin", c, m.params.data());
-    TrainState st{17, {2, 0, 5}, 0x1234567890abcdefull, 4096, {0xfedcba9876543210ull, 123456789012ll, 3}};
+    TrainState st{17, {2, 0, 5}, 0x1234567890abcdefull, 4096, {0xfedcba9876543210ull, 123456789012ll, 3},
+                  300, {12, 0.125, -3.5e-7}};  // a negative tr(Σ) estimate is possible early: kept as is
     save_state(dir + "/state.bin", st, m.adam_m.data(), m.adam_v.data(), m.params.size());
 
     ModelConfig back = read_model_header(dir + "/model.bin");
@@ -692,6 +693,10 @@ TEST_CASE("model and state files round-trip bit-exactly; an interrupted write ke
     CHECK(st2.sample_rng == 0x1234567890abcdefull);
     CHECK(st2.global_batch == 4096);
     CHECK(st2.train_data == st.train_data);
+    CHECK(st2.run_steps == 300);
+    CHECK(st2.noise.steps == 12);  // the noise scale's averages, bit for bit
+    CHECK(st2.noise.g2 == 0.125);
+    CHECK(st2.noise.trace == -3.5e-7);
 
     // A write that fails half-way (here: the temporary name is blocked by a directory)
     // reports an error and leaves the previous file as it was.
