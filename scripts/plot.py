@@ -61,15 +61,15 @@ def config_record(path):
     return {}
 
 
-def corpus_entropy(config):
-    """The built-in corpus's entropy in nats/token, from the config record, or None."""
-    e = config.get("corpus_entropy")
+def corpus_entropy(path):
+    """The built-in corpus's entropy in nats/token, from the log's config record, or None."""
+    e = config_record(path).get("corpus_entropy")
     return e if isinstance(e, (int, float)) else None
 
 
-def global_batch(config):
-    """Tokens per optimizer step, from the config record, or None."""
-    b = config.get("global_batch")
+def global_batch(path):
+    """Tokens per optimizer step, from the log's config record, or None."""
+    b = config_record(path).get("global_batch")
     return b if isinstance(b, int) else None
 
 
@@ -123,8 +123,7 @@ def main(argv=None):
         train, val = read_log(path)
         if not train:
             sys.exit("error: %s has no train records (lines with \"type\": \"train\")" % path)
-        config = config_record(path)
-        runs.append((label, train, val, corpus_entropy(config), global_batch(config)))
+        runs.append((label, train, val, corpus_entropy(path), global_batch(path)))
     output = args.output or os.path.join(os.path.dirname(args.logs[0]), "training.png")
 
     import matplotlib
