@@ -60,7 +60,7 @@ inline double scan_comm_timeout(int argc, char** argv) {
 // Whether a non-blocking communicator's last call has finished (NCCL answers ncclInProgress
 // until it has); throws when it failed, or when another rank's failure reached this one.
 inline bool nccl_settled(ncclComm_t comm) {
-    ncclResult_t state;
+    ncclResult_t state = ncclSuccess;  // set by the query; initialised for g++'s flow analysis
     NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
     if (state == ncclInProgress) return false;
     check_nccl(state, "the communicator (ncclCommGetAsyncError)", __FILE__, __LINE__);
