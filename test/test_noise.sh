@@ -6,6 +6,9 @@
 #     (16,2,1), (8,2,2): |G_big|² identical (1e-5), B_noise the same within the statistical
 #     tolerance test/check_noise_runs.py derives and states; the logged noise_scale equal to the
 #     paper's EMA recomputed from the logged norms;
+#   * against dev/reference/noise_reference.py's exact float64 numbers (test/golden/noise_tiny.txt),
+#     in both trainers and three splits: each step's |G_small|² and |G_big|² (1e-5), the logged
+#     moving average, and the estimate against the golden set's exact B_noise (a stated tolerance);
 #   * A = R = 1: one start-up line saying why it is not measured, no fields in the log, exit 0;
 #     --noise-ema 0: neither line nor fields.
 # GPU_TRAIN= (empty) skips the GPU trainer (default ./train_gpt_cpu_fp32 when it is built);
@@ -66,6 +69,29 @@ for split in "8 4 1" "16 2 1" "8 2 2"; do
 done
 if [ ${#dirs[@]} -ge 2 ] && check splits $T 0.95 "${dirs[@]}"; then pass "splits: same |G_big|², same B_noise"
 else fail "splits: same |G_big|², same B_noise"; fi
+
+# ---- against the exact numbers of dev/reference/noise_reference.py (PyTorch, float64): frozen
+# weights, the golden set of 512 sequences in order, one epoch of 64 steps of 8 sequences; every
+# step's two norms, the logged moving average and the estimate against the set's exact B_noise
+GOLDEN="--load test/golden/noise_model.bin -i test/golden/noise_tokens.bin -j test/golden/noise_tokens.bin
+        -t 32 -d 256 --lr 0 --shuffle 0 -n 64 --val-every 0 --sample-every 0 --threads 1 --noise-ema 0.9"
+for trainer in ./train $GPU_TRAIN; do
+    for split in "4 2 1" "4 1 2" "2 2 2"; do
+        set -- $split
+        name="$trainer, (B,A,R) = ($1,$2,$3): the noise-scale norms and estimate against the PyTorch reference"
+        cmd=$trainer
+        if [ "$3" -gt 1 ]; then
+            if ! command -v mpirun >/dev/null || { [ "$trainer" = ./train ] && ! ldd ./train | grep -q libmpi; }; then
+                skip "$name (needs mpirun and a trainer built with MPI)"; continue
+            fi
+            cmd="$MPIRUN -np $3 $trainer"
+        fi
+        dir="$work/ref_$(basename "$trainer")_$1$2$3"
+        if $cmd $GOLDEN -b "$1" -o "$dir" >"$dir.out" 2>&1 &&
+           check reference test/golden/noise_tiny.txt 0.9 "$dir"; then pass "$name"
+        else fail "$name"; tail -3 "$dir.out"; fi
+    done
+done
 
 # ---- the plot draws the noise-scale panel from a real log (not drawn without the fields)
 name="scripts/plot.py draws the noise-scale panel"
