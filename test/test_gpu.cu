@@ -944,6 +944,31 @@ TEST_CASE("train_gpt: a small run trains, and bad input gives one clear error li
 // ----------------------------------------------------------------------------
 // Replicas: NCCL's collectives under the watchdog (gpu/replicas.cuh)
 
+// connect() reads a few options before the parser runs; it must cut the words the way the
+// parser does, or a bare --dry-run makes it read the next option as a value (and skip it).
+TEST_CASE("replicas: the options read before parsing cut the command line as the parser does") {
+    auto scan = [](std::vector<std::string> words, const char* name) {
+        std::vector<char*> argv{(char*)"train_gpt"};
+        for (std::string& w : words) argv.push_back(&w[0]);
+        return gpu::scan_option((int)argv.size(), argv.data(), name);
+    };
+    auto help = [](std::vector<std::string> words) {
+        std::vector<char*> argv{(char*)"train_gpt"};
+        for (std::string& w : words) argv.push_back(&w[0]);
+        return gpu::wants_help((int)argv.size(), argv.data());
+    };
+    CHECK(scan({"--dry-run"}, "dry-run") == "1");
+    CHECK(scan({"--dry-run", "--comm-timeout", "7"}, "dry-run") == "1");
+    CHECK(scan({"--dry-run", "--comm-timeout", "7"}, "comm-timeout") == "7");
+    CHECK(scan({"--dry-run", "0", "--comm-timeout", "7"}, "dry-run") == "0");
+    CHECK(scan({"--dry-run", "0", "--comm-timeout", "7"}, "comm-timeout") == "7");
+    CHECK(scan({"--layers", "2", "--dry-run=1"}, "dry-run") == "1");
+    CHECK(scan({"--nccl-init-file", "--comm-timeout"}, "comm-timeout") == "");  // a value, not an option
+    CHECK(help({"--dry-run", "-h"}));
+    CHECK(help({"--dry-run", "--help"}));
+    CHECK_FALSE(help({"--prompt", "-h"}));  // -h is --prompt's value here
+}
+
 #ifdef CPU_CUDA  // two ranks forked from this process: the CPU runtime's NCCL connects them
 TEST_CASE("replicas: a collective of host memory whose peer froze ends at --comm-timeout") {
     // Host memory goes through the device and back. A copy back into pageable memory would
