@@ -527,8 +527,9 @@ struct GpuTrainer {
             attention_backward(d.dqkv, d.datty, atty, qkv, att_stats, B, T);
             gpu::matmul_backward(d.dln, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + l * 3 * C, work, d.dqkv, ln1,
                                  p.qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C);
+            // the same for the block's input, which fed the skip path and ln1
             gpu::layernorm_backward_fused(d.dresidual, g.ln1w + l * C, g.ln1b + l * C, work, d.dln, residual,
-                                          p.ln1w + l * C, ln1_mean, ln1_rstd, BT, C, true);  // same for the block's input
+                                          p.ln1w + l * C, ln1_mean, ln1_rstd, BT, C, true);
         }
         gpu::encoder_backward(g.wte, g.wpe, d.dresidual, groups, B, T, C);
     }

@@ -181,7 +181,8 @@ __device__ inline void for_row_pieces(const T* x, int n, int lane, int lanes, F 
 }
 template <class T>
 __device__ inline Pack<T> load_part(const T* x, int count) {
-    if (count == pack_size<T>() && reinterpret_cast<uintptr_t>(x) % 16 == 0) return *reinterpret_cast<const Pack<T>*>(x);
+    if (count == pack_size<T>() && reinterpret_cast<uintptr_t>(x) % 16 == 0)
+        return *reinterpret_cast<const Pack<T>*>(x);
     Pack<T> p{};
     for (int k = 0; k < count; k++) p.v[k] = x[k];
     return p;

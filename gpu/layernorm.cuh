@@ -147,16 +147,29 @@ void layernorm_backward(floatX* dinp, float* dw, float* db, float* scratch, cons
 // computes its rows' dinp and, from the same loads, adds dout·xhat and dout into its own
 // float32 sums per column in shared memory; the warps' sums are then added in warp order into
 // the chunk's partial sums. dout and inp are read once instead of twice, dinp written once.
+// Column c's sum sits in slot (c % P)·stride + c / P (P elements per pack, stride = ⌈C/P⌉):
+// the lanes of a warp hold consecutive packs, so they touch consecutive shared-memory banks
+// rather than every P-th one.
 constexpr int LN_BACKWARD_WARPS = LANES;
 static_assert(LN_BACKWARD_WARPS * 32 == THREADS, "a block of the fused LayerNorm backward is THREADS threads");
-inline size_t layernorm_backward_smem(int C) { return (size_t)LN_BACKWARD_WARPS * 2 * C * sizeof(float); }
+__host__ __device__ inline int layernorm_slot_stride(int C) {
+    return (C + pack_size<floatX>() - 1) / pack_size<floatX>();
+}
+__host__ __device__ inline int layernorm_slots(int C) { return pack_size<floatX>() * layernorm_slot_stride(C); }
+inline size_t layernorm_backward_smem(int C) {
+    return (size_t)LN_BACKWARD_WARPS * 2 * layernorm_slots(C) * sizeof(float);
+}
+__device__ inline int layernorm_slot(int c, int stride) {
+    return c % pack_size<floatX>() * stride + c / pack_size<floatX>();
+}
 __global__ void layernorm_backward_fused_kernel(floatX* dinp, float* partial_w, float* partial_b, const floatX* dout,
                                                 const floatX* inp, const floatX* w, const float* mean,
                                                 const float* rstd, int N, int C, bool accumulate) {
-    extern __shared__ float ln_sums[];  // [warp][dw, db][C]
+    extern __shared__ float ln_sums[];  // [warp][dw, db][slots]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunk = blockIdx.x;
-    float *sum_w = ln_sums + (size_t)warp * 2 * C, *sum_b = sum_w + C;
-    for (int c = threadIdx.x; c < LN_BACKWARD_WARPS * 2 * C; c += blockDim.x) ln_sums[c] = 0.0f;
+    const int stride = layernorm_slot_stride(C), slots = layernorm_slots(C);
+    float *sum_w = ln_sums + (size_t)warp * 2 * slots, *sum_b = sum_w + slots;
+    for (int c = threadIdx.x; c < LN_BACKWARD_WARPS * 2 * slots; c += blockDim.x) ln_sums[c] = 0.0f;
     __syncthreads();
     const int n_end = min(N, (chunk + 1) * CHUNK_ROWS);
     for (int n = chunk * CHUNK_ROWS + warp; n < n_end; n += LN_BACKWARD_WARPS) {
@@ -172,8 +185,9 @@ __global__ void layernorm_backward_fused_kernel(floatX* dinp, float* partial_w, 
                 float dv = (float)dk.v[k], xv = (float)xk.v[k];
                 floatX g = floatX(layernorm_dinp(dv, (float)wk.v[k], xv, m, s, means));
                 r.v[k] = accumulate ? floatX((float)old.v[k] + (float)g) : g;  // as residual_forward adds
-                sum_w[i + k] += dv * (xv - m) * s;
-                sum_b[i + k] += dv;
+                const int slot = layernorm_slot(i + k, stride);
+                sum_w[slot] += dv * (xv - m) * s;
+                sum_b[slot] += dv;
             }
             store_part(dx + i, count, r);
         });
@@ -182,9 +196,10 @@ __global__ void layernorm_backward_fused_kernel(floatX* dinp, float* partial_w, 
     }
     __syncthreads();
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float sw = ln_sums[c], sb = ln_sums[C + c];
+        const int slot = layernorm_slot(c, stride);
+        float sw = ln_sums[slot], sb = ln_sums[slots + slot];
         for (int k = 1; k < LN_BACKWARD_WARPS; k++)
-            sw += ln_sums[(size_t)k * 2 * C + c], sb += ln_sums[(size_t)k * 2 * C + C + c];
+            sw += ln_sums[(size_t)k * 2 * slots + slot], sb += ln_sums[(size_t)k * 2 * slots + slots + slot];
         partial_w[(size_t)chunk * C + c] = sw, partial_b[(size_t)chunk * C + c] = sb;
     }
 }

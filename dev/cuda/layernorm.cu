@@ -138,8 +138,8 @@ int main(int argc, char** argv) {
         const double fwd_tol = tol(1e-5, 3e-3), bwd_tol = tol(1e-5, 3e-3);
         table_header(strf("LayerNorm forward, N=%d C=%d (error vs double; tolerance %g)", N, C, fwd_tol).c_str());
         auto v0 = [&] {
-            layernorm_forward_scalar<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_out.ptr(), d_mean.ptr(), d_rstd.ptr(),
-                                                                              d_x.ptr(), d_w.ptr(), d_b.ptr(), N, C);
+            layernorm_forward_scalar<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(
+                d_out.ptr(), d_mean.ptr(), d_rstd.ptr(), d_x.ptr(), d_w.ptr(), d_b.ptr(), N, C);
             KERNEL_CHECK();
         };
         poison_forward();
@@ -193,7 +193,8 @@ int main(int argc, char** argv) {
             CUDA_CHECK(cudaMemsetAsync(d_db.ptr(), 0, C * sizeof(float), gpu::ctx.stream));
         };
         auto backward_error = [&](const std::vector<double>& dinp, DevArray<floatX>& ours, const Reference& r) {
-            return std::max({norm_error(ours.host(), dinp), norm_error(d_dw.host(), r.dw), norm_error(d_db.host(), r.db)});
+            return std::max(
+                {norm_error(ours.host(), dinp), norm_error(d_dw.host(), r.dw), norm_error(d_db.host(), r.db)});
         };
         auto b0 = [&] {
             zero_dw_db();
