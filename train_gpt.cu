@@ -80,7 +80,6 @@ struct Activations {
 // Gradients of activations: one block's worth, reused layer after layer (as train.cpp).
 struct ActivationGrads {
     floatX *dresidual;  // (B, T, C)
-    floatX *dx;         // (B, T, C)
     floatX *dln;        // (B, T, C)
     floatX *datty;      // (B, T, C)
     floatX *dqkv;       // (B, T, 3C)
@@ -135,7 +134,7 @@ inline Layout activation_layout(Activations& a, const ModelConfig& c, int B, int
 }
 inline Layout activation_grad_layout(ActivationGrads& d, const ModelConfig& c, int B, int T) {
     size_t BT = (size_t)B * T, C = c.C;
-    return {tensor(d.dresidual, BT * C), tensor(d.dx, BT * C), tensor(d.dln, BT * C), tensor(d.datty, BT * C),
+    return {tensor(d.dresidual, BT * C), tensor(d.dln, BT * C), tensor(d.datty, BT * C),
             tensor(d.dqkv, BT * 3 * C), tensor(d.dfch, BT * 4 * C)};
 }
 // The attention scratch is the chosen path's only: the fused path has no (B,NH,T,T).
@@ -417,6 +416,7 @@ struct GpuTrainer {
         const int C = cfg.C, NH = cfg.NH, Vp = cfg.Vp;
         const size_t BT = (size_t)B * T;
         gpu::encoder_forward(a.encoded, d_inputs, p.wte, p.wpe, B, T, C);
+        gpu::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, BT, C);  // block 0's ln1
         for (int l = 0; l < cfg.L; l++) {
             const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
             // this block's slices of the activations and parameters
@@ -429,20 +429,24 @@ struct GpuTrainer {
             floatX* fch_gelu = a.fch_gelu + (recompute ? 0 : l) * BT * 4 * C;
             floatX* residual3 = a.residual3 + l * BT * C;
             // x + attention(ln1(x)), then x + mlp(ln2(x)); GELU is applied as fc's product is written,
-            // or with --recompute 1 by the kernel that the backward redoes it with
-            gpu::layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, p.ln1w + l * C, p.ln1b + l * C, BT, C);
+            // or with --recompute 1 by the kernel that the backward redoes it with. Each residual
+            // add is fused with the LayerNorm that reads its output (gpu/layernorm.cuh): ln2, then
+            // the next block's ln1, or lnf after the last block.
             gpu::matmul_forward(qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, BT, C, 3 * C);
             attention_forward(atty, att_stats, qkv, B, T);
             gpu::matmul_forward(s.proj, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, BT, C, C);
-            gpu::residual_forward(residual2, residual, s.proj, BT * C);
-            gpu::layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, p.ln2w + l * C, p.ln2b + l * C, BT, C);
+            gpu::residual_layernorm_forward(residual2, ln2, ln2_mean, ln2_rstd, residual, s.proj, p.ln2w + l * C,
+                                            p.ln2b + l * C, BT, C);
             gpu::matmul_gelu_forward(fch_gelu, fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, BT, C,
                                      4 * C, recompute);
             gpu::matmul_forward(s.proj, fch_gelu, p.fcprojw + (size_t)l * C * 4 * C, p.fcprojb + l * C, BT, 4 * C, C);
-            gpu::residual_forward(residual3, residual2, s.proj, BT * C);
+            if (l + 1 < cfg.L)
+                gpu::residual_layernorm_forward(residual3, ln1 + BT * C, ln1_mean + BT, ln1_rstd + BT, residual2,
+                                                s.proj, p.ln1w + (l + 1) * C, p.ln1b + (l + 1) * C, BT, C);
+            else
+                gpu::residual_layernorm_forward(residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, s.proj, p.lnfw,
+                                                p.lnfb, BT, C);
         }
-        const floatX* last = a.residual3 + (cfg.L - 1) * BT * C;  // the output of the last block
-        gpu::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p.lnfw, p.lnfb, BT, C);
         gpu::matmul_forward(a.logits, a.lnf, p.wte, nullptr, BT, C, Vp);  // the output head is wte, tied
     }
 
@@ -494,7 +498,8 @@ struct GpuTrainer {
         const floatX* dlogits = a.logits;
         gpu::matmul_backward(d.dln, g.wte, nullptr, work, dlogits, a.lnf, p.wte, BT, C, Vp);
         const floatX* last = a.residual3 + (cfg.L - 1) * BT * C;  // the output of the last block
-        gpu::layernorm_backward(d.dresidual, g.lnfw, g.lnfb, work, d.dln, last, p.lnfw, a.lnf_mean, a.lnf_rstd, BT, C);
+        gpu::layernorm_backward_fused(d.dresidual, g.lnfw, g.lnfb, work, d.dln, last, p.lnfw, a.lnf_mean, a.lnf_rstd,
+                                      BT, C, false);
         for (int l = cfg.L - 1; l >= 0; l--) {
             // d.dresidual holds ∂loss/∂(output of block l)
             const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
@@ -512,19 +517,19 @@ struct GpuTrainer {
             gpu::gelu_backward(d.dfch, fch, d.dfch, BT * 4 * C);
             gpu::matmul_backward(d.dln, g.fcw + (size_t)l * 4 * C * C, g.fcb + l * 4 * C, work, d.dfch, ln2,
                                  p.fcw + (size_t)l * 4 * C * C, BT, C, 4 * C);
-            gpu::layernorm_backward(d.dx, g.ln2w + l * C, g.ln2b + l * C, work, d.dln, residual2, p.ln2w + l * C,
-                                    ln2_mean, ln2_rstd, BT, C);
-            // residual2 fed both the skip path and ln2: its gradient is the sum of the two
-            gpu::residual_forward(d.dresidual, d.dresidual, d.dx, BT * C);
+            // residual2 fed both the skip path and ln2: its gradient is the sum of the two, which
+            // the LayerNorm backward adds as it writes (accumulate)
+            gpu::layernorm_backward_fused(d.dresidual, g.ln2w + l * C, g.ln2b + l * C, work, d.dln, residual2,
+                                          p.ln2w + l * C, ln2_mean, ln2_rstd, BT, C, true);
             // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
             gpu::matmul_backward(d.datty, g.attprojw + (size_t)l * C * C, g.attprojb + l * C, work, d.dresidual, atty,
                                  p.attprojw + (size_t)l * C * C, BT, C, C);
             attention_backward(d.dqkv, d.datty, atty, qkv, att_stats, B, T);
             gpu::matmul_backward(d.dln, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + l * 3 * C, work, d.dqkv, ln1,
                                  p.qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C);
-            gpu::layernorm_backward(d.dx, g.ln1w + l * C, g.ln1b + l * C, work, d.dln, residual, p.ln1w + l * C,
-                                    ln1_mean, ln1_rstd, BT, C);
-            gpu::residual_forward(d.dresidual, d.dresidual, d.dx, BT * C);  // same for the block's input
+            // the same for the block's input, which fed the skip path and ln1
+            gpu::layernorm_backward_fused(d.dresidual, g.ln1w + l * C, g.ln1b + l * C, work, d.dln, residual,
+                                          p.ln1w + l * C, ln1_mean, ln1_rstd, BT, C, true);
         }
         gpu::encoder_backward(g.wte, g.wpe, d.dresidual, groups, B, T, C);
     }

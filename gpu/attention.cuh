@@ -53,43 +53,65 @@ __global__ void rows_to_heads_kernel(floatX* y, const floatX* in, int NH, int T,
 }
 
 // Row r of att (one of B·NH·T) is query position t = r % T: P = exp(S - max) / sum over
-// columns 0..t, zeros after, in place, in float32. One warp per row; each lane touches only
-// its own columns, so in place is safe. The forward finds max and sum and writes them to
-// row_max, row_sum; the backward passes them as saved_max, saved_sum instead, which gives
-// the forward's probabilities bit for bit.
+// columns 0..t, zeros after, in place, in float32. One warp per row, 16 bytes at a time
+// (for_row_pieces: a row of T elements need not start on a 16-byte boundary); each lane
+// touches only its own pieces, so in place is safe. The forward finds max and sum and writes
+// them to row_max, row_sum; the backward passes them as saved_max, saved_sum instead, which
+// gives the forward's probabilities bit for bit.
 __global__ void causal_softmax_kernel(floatX* att, float* row_max, float* row_sum, const float* saved_max,
                                       const float* saved_sum, int rows, int T) {
     int r = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (r >= rows) return;
-    int t = r % T;
+    const int seen = r % T + 1;  // the columns query t = r % T sees
     floatX* a = att + (size_t)r * T;
     float maxv, sum;
     if (saved_max) {
         maxv = saved_max[r], sum = saved_sum[r];
     } else {
         maxv = -INFINITY;
-        for (int t2 = lane; t2 <= t; t2 += 32) maxv = fmaxf(maxv, (float)a[t2]);
+        for_row_pieces(a, seen, lane, 32, [&](int i, int count) {
+            Pack<floatX> v = load_part(a + i, count);
+            for (int k = 0; k < count; k++) maxv = fmaxf(maxv, (float)v.v[k]);
+        });
         maxv = warp_max(maxv);
         sum = 0;
-        for (int t2 = lane; t2 <= t; t2 += 32) sum += expf((float)a[t2] - maxv);
+        for_row_pieces(a, seen, lane, 32, [&](int i, int count) {
+            Pack<floatX> v = load_part(a + i, count);
+            for (int k = 0; k < count; k++) sum += expf((float)v.v[k] - maxv);
+        });
         sum = warp_sum(sum);
         if (lane == 0) row_max[r] = maxv, row_sum[r] = sum;
     }
-    for (int t2 = lane; t2 <= t; t2 += 32) a[t2] = floatX(expf((float)a[t2] - maxv) / sum);
-    for (int t2 = t + 1 + lane; t2 < T; t2 += 32) a[t2] = floatX(0.0f);
+    for_row_pieces(a, seen, lane, 32, [&](int i, int count) {
+        Pack<floatX> v = load_part(a + i, count);
+        for (int k = 0; k < count; k++) v.v[k] = floatX(expf((float)v.v[k] - maxv) / sum);
+        store_part(a + i, count, v);
+    });
+    floatX* masked = a + seen;
+    for_row_pieces(masked, T - seen, lane, 32,
+                   [&](int i, int count) { store_part(masked + i, count, Pack<floatX>{}); });
 }
 // dS = P ⊙ (dP - Σ P·dP) · scale over columns 0..t, zeros after; in place on dP
 __global__ void causal_softmax_backward_kernel(floatX* datt, const floatX* att, int rows, int T, float scale) {
     int r = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (r >= rows) return;
-    int t = r % T;
+    const int seen = r % T + 1;
     const floatX* a = att + (size_t)r * T;
     floatX* d = datt + (size_t)r * T;
     float dot = 0;
-    for (int t2 = lane; t2 <= t; t2 += 32) dot += (float)a[t2] * (float)d[t2];
+    for_row_pieces(d, seen, lane, 32, [&](int i, int count) {
+        Pack<floatX> ak = load_part(a + i, count), dk = load_part(d + i, count);
+        for (int k = 0; k < count; k++) dot += (float)ak.v[k] * (float)dk.v[k];
+    });
     dot = warp_sum(dot);
-    for (int t2 = lane; t2 <= t; t2 += 32) d[t2] = floatX((float)a[t2] * ((float)d[t2] - dot) * scale);
-    for (int t2 = t + 1 + lane; t2 < T; t2 += 32) d[t2] = floatX(0.0f);
+    for_row_pieces(d, seen, lane, 32, [&](int i, int count) {
+        Pack<floatX> ak = load_part(a + i, count), dk = load_part(d + i, count);
+        for (int k = 0; k < count; k++) dk.v[k] = floatX((float)ak.v[k] * ((float)dk.v[k] - dot) * scale);
+        store_part(d + i, count, dk);
+    });
+    floatX* masked = d + seen;
+    for_row_pieces(masked, T - seen, lane, 32,
+                   [&](int i, int count) { store_part(masked + i, count, Pack<floatX>{}); });
 }
 
 // Column-major strided-batched product over the B·NH heads: C = alpha·op(A)·op(B) + beta·C

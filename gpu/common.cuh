@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -161,6 +162,38 @@ __device__ inline void store_pack(T* x, size_t i, size_t n, const Pack<T>& p) {
         return;
     }
     for (int k = 0; k < N && i * N + k < n; k++) x[i * N + k] = p.v[k];
+}
+
+// Rows that need not start on a 16-byte boundary (rows of T, Vp or C elements, any length):
+// for_row_pieces cuts the row at x into pieces [i, i + count): the elements before its first
+// 16-byte boundary one at a time, then whole packs (x + i on a boundary), then the tail one at
+// a time, and gives thread `lane` of `lanes` every lanes-th piece of each kind, in order.
+// load_part and store_part move a piece: one 16-byte access for a whole pack on a boundary,
+// element by element otherwise (another row of the same length may sit differently).
+template <class T, class F>
+__device__ inline void for_row_pieces(const T* x, int n, int lane, int lanes, F f) {
+    constexpr int N = pack_size<T>();
+    const int head = min(n, (int)((16 - reinterpret_cast<uintptr_t>(x) % 16) % 16 / sizeof(T)));
+    const int packs = (n - head) / N, tail = head + packs * N;
+    for (int i = lane; i < head; i += lanes) f(i, 1);
+    for (int j = lane; j < packs; j += lanes) f(head + j * N, N);
+    for (int i = tail + lane; i < n; i += lanes) f(i, 1);
+}
+template <class T>
+__device__ inline Pack<T> load_part(const T* x, int count) {
+    if (count == pack_size<T>() && reinterpret_cast<uintptr_t>(x) % 16 == 0)
+        return *reinterpret_cast<const Pack<T>*>(x);
+    Pack<T> p{};
+    for (int k = 0; k < count; k++) p.v[k] = x[k];
+    return p;
+}
+template <class T>
+__device__ inline void store_part(T* x, int count, const Pack<T>& p) {
+    if (count == pack_size<T>() && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+        *reinterpret_cast<Pack<T>*>(x) = p;
+        return;
+    }
+    for (int k = 0; k < count; k++) x[k] = p.v[k];
 }
 
 // ----------------------------------------------------------------------------

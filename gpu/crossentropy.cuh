@@ -9,7 +9,8 @@ namespace gpu {
 // its backward: one block per row (position), in float32. losses (N); with `backward` the
 // logits are overwritten by their gradient, (probs - onehot(target))·dloss, 0 in the padded
 // columns, so neither the probabilities nor a separate gradient buffer is ever stored. The
-// sum of exponentials is kept in double, as on the CPU.
+// sum of exponentials is kept in double, as on the CPU. Rows move 16 bytes at a time
+// (for_row_pieces: a row of Vp elements need not start on a 16-byte boundary).
 constexpr int CE_THREADS = 512;
 __global__ void crossentropy_kernel(float* losses, floatX* logits, const int* targets, int V, int Vp, float dloss,
                                     bool backward) {
@@ -20,20 +21,31 @@ __global__ void crossentropy_kernel(float* losses, floatX* logits, const int* ta
     // keep every thread's reads before any thread's writes
     float target_logit = (float)x[target];
     float maxv = -INFINITY;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) maxv = fmaxf(maxv, (float)x[i]);
+    for_row_pieces(x, V, threadIdx.x, blockDim.x, [&](int i, int count) {
+        Pack<floatX> v = load_part(x + i, count);
+        for (int k = 0; k < count; k++) maxv = fmaxf(maxv, (float)v.v[k]);
+    });
     maxv = block_max(maxv);
     double sum = 0;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) sum += expf((float)x[i] - maxv);
+    for_row_pieces(x, V, threadIdx.x, blockDim.x, [&](int i, int count) {
+        Pack<floatX> v = load_part(x + i, count);
+        for (int k = 0; k < count; k++) sum += expf((float)v.v[k] - maxv);
+    });
     sum = block_sum(sum);
     // log-sum-exp form: exact even when the target's probability underflows
     if (threadIdx.x == 0) losses[n] = (float)(maxv + log(sum) - target_logit);
     if (!backward) return;
     float inv_sum = (float)(1.0 / sum);
-    for (int i = threadIdx.x; i < Vp; i += blockDim.x) {
-        float g = i < V ? expf((float)x[i] - maxv) * inv_sum * dloss : 0.0f;
-        if (i == target) g -= dloss;
-        x[i] = floatX(g);  // each thread rewrites only the elements it alone has read
-    }
+    // each thread rewrites only the pieces it alone reads in this pass
+    for_row_pieces(x, Vp, threadIdx.x, blockDim.x, [&](int i, int count) {
+        Pack<floatX> v = load_part(x + i, count), g;
+        for (int k = 0; k < count; k++) {
+            float gk = i + k < V ? expf((float)v.v[k] - maxv) * inv_sum * dloss : 0.0f;
+            if (i + k == target) gk -= dloss;
+            g.v[k] = floatX(gk);
+        }
+        store_part(x + i, count, g);
+    });
 }
 // without `backward`, the loss only (evaluation), and the logits stay
 void crossentropy_forward_backward(float* losses, floatX* logits, const int* targets, float dloss, int N, int V,

@@ -1,51 +1,112 @@
 // gpu/layernorm.cuh: LayerNorm over C for each of N rows, forward and backward. The
 // statistics and every sum are float32 in both precisions.
+//
+// Two fused kernels serve the trainer; the compositions they replace stay below them as the
+// simple path they are checked against (test/test_gpu.cu), doing the same arithmetic in the
+// same order:
+//   residual_layernorm_forward = residual_forward, then layernorm_forward on its output;
+//   layernorm_backward_fused   = layernorm_backward (dinp, then dw and db from a second read
+//                                of dout and inp), then with `accumulate` residual_forward
+//                                adding dinp into the residual stream's gradient.
+// Rows move 16 bytes at a time (for_row_pieces, gpu/common.cuh), for any C.
 #pragma once
 #include "common.cuh"
 
 namespace gpu {
 
-// One warp per row.
-__global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w,
-                                         const floatX* bias, int N, int C) {
+// One warp per row. With `skip`, the row is first inp + skip, rounded to floatX as
+// residual_forward rounds it and written to `residual`: the residual connection fused with
+// the LayerNorm that reads it, so the sum is not written by one kernel and read back by the
+// next (the later passes re-read this thread's own writes, from cache).
+__global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, floatX* residual, const floatX* inp,
+                                         const floatX* skip, const floatX* w, const floatX* bias, int N, int C) {
     int n = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (n >= N) return;  // the whole warp leaves together
-    const floatX* x = inp + (size_t)n * C;
+    const size_t row = (size_t)n * C;
+    const floatX* x = inp + row;
     float sum = 0;
-    for (int c = lane; c < C; c += 32) sum += (float)x[c];
+    for_row_pieces(x, C, lane, 32, [&](int i, int count) {
+        Pack<floatX> v = load_part(x + i, count);
+        if (skip) {
+            Pack<floatX> y = load_part(skip + row + i, count);
+            for (int k = 0; k < count; k++) v.v[k] = floatX((float)v.v[k] + (float)y.v[k]);
+            store_part(residual + row + i, count, v);
+        }
+        for (int k = 0; k < count; k++) sum += (float)v.v[k];
+    });
+    if (skip) x = residual + row;
     float m = warp_sum(sum) / C;
     float var = 0;
-    for (int c = lane; c < C; c += 32) var += ((float)x[c] - m) * ((float)x[c] - m);
+    for_row_pieces(x, C, lane, 32, [&](int i, int count) {
+        Pack<floatX> v = load_part(x + i, count);
+        for (int k = 0; k < count; k++) var += ((float)v.v[k] - m) * ((float)v.v[k] - m);
+    });
     float s = 1.0f / sqrtf(warp_sum(var) / C + 1e-5f);
-    floatX* o = out + (size_t)n * C;
-    for (int c = lane; c < C; c += 32) o[c] = floatX(((float)x[c] - m) * s * (float)w[c] + (float)bias[c]);
+    floatX* o = out + row;
+    for_row_pieces(x, C, lane, 32, [&](int i, int count) {
+        Pack<floatX> v = load_part(x + i, count), wk = load_part(w + i, count), bk = load_part(bias + i, count), r;
+        for (int k = 0; k < count; k++)
+            r.v[k] = floatX(((float)v.v[k] - m) * s * (float)wk.v[k] + (float)bk.v[k]);
+        store_part(o + i, count, r);
+    });
     if (lane == 0) mean[n] = m, rstd[n] = s;
 }
 void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* w, const floatX* bias,
                        int N, int C) {
-    layernorm_forward_kernel<<<blocks_for(N, ROWS_PER_BLOCK), THREADS, 0, ctx.stream>>>(out, mean, rstd, inp, w,
-                                                                                          bias, N, C);
+    layernorm_forward_kernel<<<blocks_for(N, ROWS_PER_BLOCK), THREADS, 0, ctx.stream>>>(
+        out, mean, rstd, nullptr, inp, nullptr, w, bias, N, C);
     KERNEL_CHECK();
 }
-// dinp = rstd · (g - mean(g) - xhat · mean(g · xhat)), g = dout · w; one warp per row
+// residual = a + b (as residual_forward), out = LayerNorm(residual), in one pass
+void residual_layernorm_forward(floatX* residual, floatX* out, float* mean, float* rstd, const floatX* a,
+                                const floatX* b, const floatX* w, const floatX* bias, int N, int C) {
+    layernorm_forward_kernel<<<blocks_for(N, ROWS_PER_BLOCK), THREADS, 0, ctx.stream>>>(out, mean, rstd, residual, a,
+                                                                                          b, w, bias, N, C);
+    KERNEL_CHECK();
+}
+
+// Backward of one row, by one warp: dinp = rstd · (g - mean(g) - xhat · mean(g · xhat)),
+// g = dout · w. The row's two means first; both backward kernels call these two, so their
+// dinp agree bit for bit.
+struct LayerNormRowMeans {
+    float g, gx;
+};
+__device__ inline LayerNormRowMeans layernorm_backward_means(const floatX* d, const floatX* x, const floatX* w, float m,
+                                                             float s, int C, int lane) {
+    float g_sum = 0, gx_sum = 0;
+    for_row_pieces(d, C, lane, 32, [&](int i, int count) {
+        Pack<floatX> dk = load_part(d + i, count), xk = load_part(x + i, count), wk = load_part(w + i, count);
+        for (int k = 0; k < count; k++) {
+            float g = (float)dk.v[k] * (float)wk.v[k];
+            g_sum += g;
+            gx_sum += g * ((float)xk.v[k] - m) * s;
+        }
+    });
+    return {warp_sum(g_sum) / C, warp_sum(gx_sum) / C};
+}
+__device__ inline float layernorm_dinp(float d, float w, float x, float m, float s, LayerNormRowMeans means) {
+    return s * (d * w - means.g - (x - m) * s * means.gx);
+}
+
+// The composition's first kernel: dinp per row (overwritten), one warp per row
 __global__ void layernorm_backward_kernel(floatX* dinp, const floatX* dout, const floatX* inp, const floatX* w,
                                           const float* mean, const float* rstd, int N, int C) {
     int n = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (n >= N) return;
-    const floatX* x = inp + (size_t)n * C;
-    const floatX* d = dout + (size_t)n * C;
-    float m = mean[n], s = rstd[n], g_sum = 0, gx_sum = 0;
-    for (int c = lane; c < C; c += 32) {
-        float g = (float)d[c] * (float)w[c];
-        g_sum += g;
-        gx_sum += g * ((float)x[c] - m) * s;
-    }
-    float g_mean = warp_sum(g_sum) / C, gx_mean = warp_sum(gx_sum) / C;
-    floatX* dx = dinp + (size_t)n * C;
-    for (int c = lane; c < C; c += 32)
-        dx[c] = floatX(s * ((float)d[c] * (float)w[c] - g_mean - ((float)x[c] - m) * s * gx_mean));
+    const size_t row = (size_t)n * C;
+    const floatX *d = dout + row, *x = inp + row;
+    floatX* dx = dinp + row;
+    float m = mean[n], s = rstd[n];
+    LayerNormRowMeans means = layernorm_backward_means(d, x, w, m, s, C, lane);
+    for_row_pieces(d, C, lane, 32, [&](int i, int count) {
+        Pack<floatX> dk = load_part(d + i, count), xk = load_part(x + i, count), wk = load_part(w + i, count), r;
+        for (int k = 0; k < count; k++)
+            r.v[k] = floatX(layernorm_dinp((float)dk.v[k], (float)wk.v[k], (float)xk.v[k], m, s, means));
+        store_part(dx + i, count, r);
+    });
 }
-// First pass of dw[c] += Σ_n dout·xhat and db[c] += Σ_n dout: per chunk of rows
+// Its second: the first pass of dw[c] += Σ_n dout·xhat and db[c] += Σ_n dout, per chunk of
+// rows, lane y of a column summing rows y, y + LANES, ... of the chunk
 __global__ void layernorm_param_partial_kernel(float* partial_w, float* partial_b, const floatX* dout,
                                                const floatX* inp, const float* mean, const float* rstd, int N, int C) {
     int c = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
@@ -65,7 +126,8 @@ __global__ void layernorm_param_partial_kernel(float* partial_w, float* partial_
         partial_w[(size_t)chunk * C + c] = sw, partial_b[(size_t)chunk * C + c] = sb;
     }
 }
-// Overwrites dinp; dw, db (float32 parameter gradients) +=. scratch: row_chunks(N) · 2C floats
+// The composition: overwrites dinp; dw, db (float32 parameter gradients) +=.
+// scratch: row_chunks(N) · 2C floats
 void layernorm_backward(floatX* dinp, float* dw, float* db, float* scratch, const floatX* dout, const floatX* inp,
                         const floatX* w, const float* mean, const float* rstd, int N, int C) {
     layernorm_backward_kernel<<<blocks_for(N, ROWS_PER_BLOCK), THREADS, 0, ctx.stream>>>(dinp, dout, inp, w, mean,
@@ -75,6 +137,86 @@ void layernorm_backward(floatX* dinp, float* dw, float* db, float* scratch, cons
     float *partial_w = scratch, *partial_b = scratch + (size_t)chunks * C;
     layernorm_param_partial_kernel<<<dim3(blocks_for(C, 32), chunks), dim3(32, LANES), 0, ctx.stream>>>(
         partial_w, partial_b, dout, inp, mean, rstd, N, C);
+    KERNEL_CHECK();
+    sum_partials_add(dw, partial_w, chunks, C);
+    sum_partials_add(db, partial_b, chunks, C);
+}
+
+// Fused: one block per chunk of CHUNK_ROWS rows, warp y taking rows y, y + LANES, ... of it
+// (the rows lane y of layernorm_param_partial_kernel sums, in the same order). Each warp
+// computes its rows' dinp and, from the same loads, adds dout·xhat and dout into its own
+// float32 sums per column in shared memory; the warps' sums are then added in warp order into
+// the chunk's partial sums. dout and inp are read once instead of twice, dinp written once.
+// Column c's sum sits in slot (c % P)·stride + c / P (P elements per pack, stride = ⌈C/P⌉):
+// the lanes of a warp hold consecutive packs, so they touch consecutive shared-memory banks
+// rather than every P-th one.
+constexpr int LN_BACKWARD_WARPS = LANES;
+static_assert(LN_BACKWARD_WARPS * 32 == THREADS, "a block of the fused LayerNorm backward is THREADS threads");
+__host__ __device__ inline int layernorm_slot_stride(int C) {
+    return (C + pack_size<floatX>() - 1) / pack_size<floatX>();
+}
+__host__ __device__ inline int layernorm_slots(int C) { return pack_size<floatX>() * layernorm_slot_stride(C); }
+inline size_t layernorm_backward_smem(int C) {
+    return (size_t)LN_BACKWARD_WARPS * 2 * layernorm_slots(C) * sizeof(float);
+}
+__device__ inline int layernorm_slot(int c, int stride) {
+    return c % pack_size<floatX>() * stride + c / pack_size<floatX>();
+}
+__global__ void layernorm_backward_fused_kernel(floatX* dinp, float* partial_w, float* partial_b, const floatX* dout,
+                                                const floatX* inp, const floatX* w, const float* mean,
+                                                const float* rstd, int N, int C, bool accumulate) {
+    extern __shared__ float ln_sums[];  // [warp][dw, db][slots]
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunk = blockIdx.x;
+    const int stride = layernorm_slot_stride(C), slots = layernorm_slots(C);
+    float *sum_w = ln_sums + (size_t)warp * 2 * slots, *sum_b = sum_w + slots;
+    for (int c = threadIdx.x; c < LN_BACKWARD_WARPS * 2 * slots; c += blockDim.x) ln_sums[c] = 0.0f;
+    __syncthreads();
+    const int n_end = min(N, (chunk + 1) * CHUNK_ROWS);
+    for (int n = chunk * CHUNK_ROWS + warp; n < n_end; n += LN_BACKWARD_WARPS) {
+        const size_t row = (size_t)n * C;
+        const floatX *d = dout + row, *x = inp + row;
+        floatX* dx = dinp + row;
+        float m = mean[n], s = rstd[n];
+        LayerNormRowMeans means = layernorm_backward_means(d, x, w, m, s, C, lane);
+        for_row_pieces(d, C, lane, 32, [&](int i, int count) {
+            Pack<floatX> dk = load_part(d + i, count), xk = load_part(x + i, count), wk = load_part(w + i, count), r;
+            Pack<floatX> old = accumulate ? load_part(dx + i, count) : Pack<floatX>{};
+            for (int k = 0; k < count; k++) {
+                float dv = (float)dk.v[k], xv = (float)xk.v[k];
+                floatX g = floatX(layernorm_dinp(dv, (float)wk.v[k], xv, m, s, means));
+                r.v[k] = accumulate ? floatX((float)old.v[k] + (float)g) : g;  // as residual_forward adds
+                const int slot = layernorm_slot(i + k, stride);
+                sum_w[slot] += dv * (xv - m) * s;
+                sum_b[slot] += dv;
+            }
+            store_part(dx + i, count, r);
+        });
+        // a row that sits differently (C not a multiple of the pack) gives a column to another lane
+        __syncwarp(0xffffffffu);
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        const int slot = layernorm_slot(c, stride);
+        float sw = ln_sums[slot], sb = ln_sums[slots + slot];
+        for (int k = 1; k < LN_BACKWARD_WARPS; k++)
+            sw += ln_sums[(size_t)k * 2 * slots + slot], sb += ln_sums[(size_t)k * 2 * slots + slots + slot];
+        partial_w[(size_t)chunk * C + c] = sw, partial_b[(size_t)chunk * C + c] = sb;
+    }
+}
+// Writes the input gradient to dinp, or with `accumulate` adds it to dinp (rounded as
+// residual_forward rounds); dw, db +=. scratch: row_chunks(N) · 2C floats. Shared memory:
+// 16·C floats per block, above the default 48 KiB when C > 768 (up to C ≈ 3600 on an H100).
+void layernorm_backward_fused(floatX* dinp, float* dw, float* db, float* scratch, const floatX* dout,
+                              const floatX* inp, const floatX* w, const float* mean, const float* rstd, int N, int C,
+                              bool accumulate) {
+    const size_t smem = layernorm_backward_smem(C);
+    if (smem > (48 << 10))  // GPT-2 124M's C=768 fits the default exactly
+        CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)smem));
+    int chunks = row_chunks(N);
+    float *partial_w = scratch, *partial_b = scratch + (size_t)chunks * C;
+    layernorm_backward_fused_kernel<<<chunks, THREADS, smem, ctx.stream>>>(dinp, partial_w, partial_b, dout, inp, w,
+                                                                          mean, rstd, N, C, accumulate);
     KERNEL_CHECK();
     sum_partials_add(dw, partial_w, chunks, C);
     sum_partials_add(db, partial_b, chunks, C);

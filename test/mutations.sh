@@ -2,7 +2,8 @@
 # Do the tests catch real bugs? Puts known bugs into a copy of this working tree, one at a
 # time, rebuilds what the bug touches, runs the cheapest suites that must catch it, and prints
 # a caught/survived table. The twelve of issue 25's audit, and the clipping bug in the GPU
-# trainer too. Not part of make test (each bug is a rebuild: some 15 to 20 minutes in all).
+# trainer and a barrier of the fused LayerNorm backward too. Not part of make test (each bug
+# is a rebuild: some 15 to 20 minutes in all).
 #
 #   test/mutations.sh [NAME...]      all of them, or those whose name contains a NAME
 #
@@ -37,6 +38,7 @@ mutations=(
 "every replica reads rank 0's data|host/data.h|s#((long long)a \* R_ + rank_) \* B_ \* T_#((long long)a * R_ + 0) * B_ * T_#|test/test_cpu|./test/test_cpu -tc=replicas*"
 "m and v swapped in the state file|host/checkpoint.h|s#{m, n \* sizeof(float)}, {v, n \* sizeof(float)}#{v, n * sizeof(float)}, {m, n * sizeof(float)}#|train test/test_cpu|./test/test_cpu -tc=2N*"
 "__syncthreads missing in LayerNorm's backward|gpu/layernorm.cuh|/lane_w\[threadIdx.y\]\[threadIdx.x\] = sw/{n;/__syncthreads/d}|dev/cuda/layernorm_cpu|env CPU_CUDA_RACECHECK=1 dev/cuda/layernorm_cpu --check"
+"__syncthreads missing in fused LayerNorm backward|gpu/layernorm.cuh|/ln_sums\[c\] = 0.0f;/{n;/__syncthreads/d}|dev/cuda/layernorm_cpu|env CPU_CUDA_RACECHECK=1 dev/cuda/layernorm_cpu --check"
 "validation loss from one replica only|host/eval.h|s#return comm.allreduce_sum(sum) / (double)v.tokens();#return sum * comm.world / (double)v.tokens();#|train_gpt_cpu|bash test/test_gpu_replicas.sh"
 "clipping always scales, in the GPU trainer|train_gpt.cu|s#(grad_clip > 0 \&\& norm > grad_clip) ?#(grad_clip > 0) ?#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=clipping*"
 )

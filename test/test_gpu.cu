@@ -164,6 +164,67 @@ TEST_CASE("layernorm forward and backward match the CPU (rows span several reduc
     CHECK(norm_error(d_dinp.host(), dinp) <= tol(1e-5, 3e-3));
 }
 
+// The trainer runs the fused kernels; the compositions they replace (checked against the CPU
+// above) are their reference here. Both do the same arithmetic in the same order, so they
+// should agree bit for bit; the tolerances leave room for a compiler contracting a multiply
+// and an add differently in the two kernels: fp32 1e-5; bf16 4e-3, at most one bf16 rounding
+// (2^-9 relative) apart in each element. Statistics and parameter gradients are float32 in both
+// builds: 1e-5.
+TEST_CASE("fused residual + LayerNorm forward and fused LayerNorm backward match their compositions") {
+    struct Shape {
+        int N, C;
+    };
+    // C=70: rows off 16-byte boundaries (pieces of one element); C=800: shared memory above
+    // the default 48 KiB; N spans several reduction chunks, the last one partial
+    for (Shape sh : {Shape{300, 70}, Shape{130, 800}}) {
+        const int N = sh.N, C = sh.C;
+        const size_t NC = (size_t)N * C;
+        CAPTURE(C);
+        Rng rng(20 + C);
+        Floats a = rounded(random_floats(NC, rng, 2.0)), b = rounded(random_floats(NC, rng));
+        Floats w = rounded(random_floats(C, rng)), bias = rounded(random_floats(C, rng));
+        Floats dout = rounded(random_floats(NC, rng)), dres = rounded(random_floats(NC, rng));
+        Floats dw = random_floats(C, rng), db = random_floats(C, rng);  // += is tested
+        DevArray<floatX> d_a = dev_x(a), d_b = dev_x(b), d_w = dev_x(w), d_bias = dev_x(bias), d_dout = dev_x(dout);
+        DevArray<float> scratch((size_t)gpu::row_chunks(N) * 2 * C);
+
+        // forward: residual_forward then layernorm_forward, against the one fused pass
+        DevArray<floatX> r1(NC), out1(NC), r2(NC), out2(NC);
+        DevArray<float> mean1(N), rstd1(N), mean2(N), rstd2(N);
+        gpu::residual_forward(r1.ptr(), d_a.ptr(), d_b.ptr(), NC);
+        gpu::layernorm_forward(out1.ptr(), mean1.ptr(), rstd1.ptr(), r1.ptr(), d_w.ptr(), d_bias.ptr(), N, C);
+        gpu::residual_layernorm_forward(r2.ptr(), out2.ptr(), mean2.ptr(), rstd2.ptr(), d_a.ptr(), d_b.ptr(), d_w.ptr(),
+                                        d_bias.ptr(), N, C);
+        CHECK(r2.host() == r1.host());  // exact: one addition, one rounding, in both
+        CHECK(norm_error(out2.host(), to_float(out1.host())) <= tol(1e-5, 4e-3));
+        CHECK(norm_error(mean2.host(), mean1.host()) <= 1e-5);
+        CHECK(norm_error(rstd2.host(), rstd1.host()) <= 1e-5);
+        const Floats fused_out = to_float(out2.host());
+        gpu::residual_layernorm_forward(r2.ptr(), out2.ptr(), mean2.ptr(), rstd2.ptr(), d_a.ptr(), d_b.ptr(), d_w.ptr(),
+                                        d_bias.ptr(), N, C);
+        CHECK(to_float(out2.host()) == fused_out);  // a rerun gives the same bits
+
+        // backward, with the residual's gradient: layernorm_backward, then residual_forward
+        // adding its dinp to the gradient, against the fused pass that accumulates
+        DevArray<floatX> dx(NC), dres1 = dev_x(dres), dres2 = dev_x(dres), dx3(NC);
+        DevArray<float> dw1(dw), db1(db), dw2(dw), db2(db), dw3(dw), db3(db);
+        gpu::layernorm_backward(dx.ptr(), dw1.ptr(), db1.ptr(), scratch.ptr(), d_dout.ptr(), r1.ptr(), d_w.ptr(),
+                                mean1.ptr(), rstd1.ptr(), N, C);
+        gpu::residual_forward(dres1.ptr(), dres1.ptr(), dx.ptr(), NC);
+        gpu::layernorm_backward_fused(dres2.ptr(), dw2.ptr(), db2.ptr(), scratch.ptr(), d_dout.ptr(), r1.ptr(),
+                                      d_w.ptr(), mean1.ptr(), rstd1.ptr(), N, C, true);
+        CHECK(norm_error(dres2.host(), to_float(dres1.host())) <= tol(1e-5, 4e-3));
+        CHECK(norm_error(dw2.host(), dw1.host()) <= 1e-5);
+        CHECK(norm_error(db2.host(), db1.host()) <= 1e-5);
+        // without accumulate, dinp is overwritten (into NaN bytes): the composition's dx
+        gpu::layernorm_backward_fused(dx3.ptr(), dw3.ptr(), db3.ptr(), scratch.ptr(), d_dout.ptr(), r1.ptr(), d_w.ptr(),
+                                      mean1.ptr(), rstd1.ptr(), N, C, false);
+        CHECK(norm_error(dx3.host(), to_float(dx.host())) <= tol(1e-5, 4e-3));
+        CHECK(dw3.host() == dw2.host());  // and the same parameter gradients: a rerun, bit for bit
+        CHECK(db3.host() == db2.host());
+    }
+}
+
 TEST_CASE("matmul forward (bias and GELU fused) and backward match the CPU; TF32 only when asked") {
     const int N = 150, IC = 300, OC = 72;  // N spans two reduction chunks; OC a multiple of 8 (cuBLASLt's aux)
     Rng rng(3);
@@ -317,7 +378,8 @@ TEST_CASE("fused softmax + cross-entropy matches the CPU's forward and backward,
     struct Shape {
         int N, V, Vp;
     };
-    for (Shape s : {Shape{37, 300, 320}, Shape{4, 50257, 50304}}) {
+    // Vp=301: rows that start off 16-byte boundaries, read and written in pieces
+    for (Shape s : {Shape{37, 300, 320}, Shape{9, 300, 301}, Shape{4, 50257, 50304}}) {
         CAPTURE(s.V);
         Rng rng(6 + s.V);
         Floats logits = rounded(random_floats((size_t)s.N * s.Vp, rng, 3.0));

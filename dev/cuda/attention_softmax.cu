@@ -1,11 +1,14 @@
 // dev/cuda/attention_softmax.cu: the causal softmax of attention, in place on the scores
 // (B, NH, T, T), and its backward, at GPT-2 124M's shape.
-//   forward  1: train_gpt's kernel, one warp per row: max pass, sum pass, write pass; it
+//   forward  0: the kernel before 16-byte accesses: the same passes, one element per access
+//            1: train_gpt's kernel, one warp per row: max pass, sum pass, write pass, 16
+//               bytes per access (a row of T need not start on a 16-byte boundary); it
 //               keeps each row's max and sum
 //            1b the same kernel as the backward runs it: from the saved max and sum
 //            2: one warp per row, "online" max and sum in one pass (each lane rescales its
 //               running sum when its maximum grows), then one pass that writes
-//   backward 1: train_gpt's kernel, one warp per row
+//   backward 0: the kernel before 16-byte accesses
+//            1: train_gpt's kernel, one warp per row, 16 bytes per access
 #include "common.h"
 
 // Version 2. Combining two (max, sum) pairs: m = max(m1, m2), s = s1·e^(m1-m) + s2·e^(m2-m).
@@ -28,6 +31,35 @@ __global__ void causal_softmax_online(floatX* att, int rows, int T) {
         m = mm;
     }
     for (int t2 = lane; t2 < T; t2 += 32) a[t2] = floatX(t2 <= t ? expf((float)a[t2] - m) / s : 0.0f);
+}
+
+// Version 0 of the forward and the backward: train_gpt's kernels before 16-byte accesses.
+__global__ void causal_softmax_scalar(floatX* att, float* row_max, float* row_sum, int rows, int T) {
+    int r = blockIdx.x * gpu::ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    int t = r % T;
+    floatX* a = att + (size_t)r * T;
+    float maxv = -INFINITY;
+    for (int t2 = lane; t2 <= t; t2 += 32) maxv = fmaxf(maxv, (float)a[t2]);
+    maxv = gpu::warp_max(maxv);
+    float sum = 0;
+    for (int t2 = lane; t2 <= t; t2 += 32) sum += expf((float)a[t2] - maxv);
+    sum = gpu::warp_sum(sum);
+    if (lane == 0) row_max[r] = maxv, row_sum[r] = sum;
+    for (int t2 = lane; t2 <= t; t2 += 32) a[t2] = floatX(expf((float)a[t2] - maxv) / sum);
+    for (int t2 = t + 1 + lane; t2 < T; t2 += 32) a[t2] = floatX(0.0f);
+}
+__global__ void causal_softmax_backward_scalar(floatX* datt, const floatX* att, int rows, int T, float scale) {
+    int r = blockIdx.x * gpu::ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    int t = r % T;
+    const floatX* a = att + (size_t)r * T;
+    floatX* d = datt + (size_t)r * T;
+    float dot = 0;
+    for (int t2 = lane; t2 <= t; t2 += 32) dot += (float)a[t2] * (float)d[t2];
+    dot = gpu::warp_sum(dot);
+    for (int t2 = lane; t2 <= t; t2 += 32) d[t2] = floatX((float)a[t2] * ((float)d[t2] - dot) * scale);
+    for (int t2 = t + 1 + lane; t2 < T; t2 += 32) d[t2] = floatX(0.0f);
 }
 
 int main(int argc, char** argv) {
@@ -67,6 +99,15 @@ int main(int argc, char** argv) {
 
         table_header(strf("causal softmax forward, B=%d NH=%d T=%d, in place (tolerance %g)", B, NH, T, fwd_tol).c_str());
         // timed calls work on the previous call's output: still valid inputs, same cost
+        auto v0 = [&] {
+            causal_softmax_scalar<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_att.ptr(), d_max.ptr(), d_sum.ptr(),
+                                                                             rows, T);
+            KERNEL_CHECK();
+        };
+        d_att.set(to_x(scores));
+        v0();
+        double err = norm_error(d_att.host(), P);
+        ok &= table_row("0 before: one element per access", err, fwd_tol, time_ms(v0), bytes);
         auto v1 = [&] {
             gpu::causal_softmax_kernel<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_att.ptr(), d_max.ptr(),
                                                                                   d_sum.ptr(), nullptr, nullptr, rows, T);
@@ -75,7 +116,7 @@ int main(int argc, char** argv) {
         d_att.set(to_x(scores));
         v1();
         std::vector<floatX> forward = d_att.host();  // before the timed calls, which change d_att
-        ok &= table_row("1 production: max, sum, write passes", norm_error(forward, P), fwd_tol, time_ms(v1), bytes);
+        ok &= table_row("1 production: 3 passes, 16 bytes", norm_error(forward, P), fwd_tol, time_ms(v1), bytes);
         d_att.set(to_x(scores));
         v1();  // the statistics of the scores themselves, not of the timed calls' outputs
         auto v1b = [&] {
@@ -86,7 +127,7 @@ int main(int argc, char** argv) {
         d_att.set(to_x(scores));
         v1b();
         bool same = d_att.host() == forward;  // the backward's recomputation gives the forward's bits
-        double err = same ? norm_error(d_att.host(), P) : NAN;
+        err = same ? norm_error(d_att.host(), P) : NAN;
         ok &= table_row("1b production, recomputed from max and sum", err, fwd_tol, time_ms(v1b), bytes);
         auto v2 = [&] {
             causal_softmax_online<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_att.ptr(), rows, T);
@@ -98,6 +139,15 @@ int main(int argc, char** argv) {
         ok &= table_row("2 online max and sum, one write pass", err, fwd_tol, time_ms(v2), bytes);
 
         table_header(strf("causal softmax backward (tolerance %g)", bwd_tol).c_str());
+        auto b0 = [&] {
+            causal_softmax_backward_scalar<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_datt.ptr(), d_P.ptr(), rows,
+                                                                                      T, scale);
+            KERNEL_CHECK();
+        };
+        d_datt.set(to_x(datt));
+        b0();
+        err = norm_error(d_datt.host(), dS);
+        ok &= table_row("0 before: one element per access", err, bwd_tol, time_ms(b0), 3.0 * n * sizeof(floatX));
         auto b1 = [&] {
             gpu::causal_softmax_backward_kernel<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_datt.ptr(), d_P.ptr(),
                                                                                            rows, T, scale);
@@ -106,7 +156,7 @@ int main(int argc, char** argv) {
         d_datt.set(to_x(datt));
         b1();
         err = norm_error(d_datt.host(), dS);
-        ok &= table_row("1 production: warp per row", err, bwd_tol, time_ms(b1), 3.0 * n * sizeof(floatX));
+        ok &= table_row("1 production: warp per row, 16 bytes", err, bwd_tol, time_ms(b1), 3.0 * n * sizeof(floatX));
         return ok;
     });
 }

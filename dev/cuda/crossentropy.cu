@@ -1,6 +1,8 @@
 // dev/cuda/crossentropy.cu: softmax + cross-entropy over the padded vocabulary, fused with
 // its backward (the logits overwritten by their gradient), at GPT-2's vocabulary.
-//   1: train_gpt's kernel: a block per row; max pass, sum pass (double), gradient pass
+//   0: the kernel before 16-byte accesses: the same passes, one element per access
+//   1: train_gpt's kernel: a block per row; max pass, sum pass (double), gradient pass,
+//      16 bytes per access
 //   2: a block per row; max and sum in one "online" pass (float), then the gradient pass:
 //      one read of the logits fewer
 #include "common.h"
@@ -32,6 +34,27 @@ __global__ void crossentropy_online(float* losses, floatX* logits, const int* ta
     float inv_sum = 1.0f / s;
     for (int i = threadIdx.x; i < Vp; i += blockDim.x) {
         float g = i < V ? expf((float)x[i] - m) * inv_sum * dloss : 0.0f;
+        if (i == target) g -= dloss;
+        x[i] = floatX(g);
+    }
+}
+
+// Version 0: train_gpt's kernel before it moved 16 bytes at a time.
+__global__ void crossentropy_scalar(float* losses, floatX* logits, const int* targets, int V, int Vp, float dloss) {
+    int n = blockIdx.x;
+    floatX* x = logits + (size_t)n * Vp;
+    int target = targets[n];
+    float target_logit = (float)x[target];
+    float maxv = -INFINITY;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) maxv = fmaxf(maxv, (float)x[i]);
+    maxv = gpu::block_max(maxv);
+    double sum = 0;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) sum += expf((float)x[i] - maxv);
+    sum = gpu::block_sum(sum);
+    if (threadIdx.x == 0) losses[n] = (float)(maxv + log(sum) - target_logit);
+    float inv_sum = (float)(1.0 / sum);
+    for (int i = threadIdx.x; i < Vp; i += blockDim.x) {
+        float g = i < V ? expf((float)x[i] - maxv) * inv_sum * dloss : 0.0f;
         if (i == target) g -= dloss;
         x[i] = floatX(g);
     }
@@ -75,11 +98,18 @@ int main(int argc, char** argv) {
         table_header(strf("fused softmax + cross-entropy + backward, in place, N=%d V=%d Vp=%d (tolerance %g)", N, V,
                           Vp, tolerance)
                          .c_str());
+        auto v0 = [&] {
+            crossentropy_scalar<<<N, gpu::CE_THREADS, 0, gpu::ctx.stream>>>(d_losses.ptr(), d_logits.ptr(),
+                                                                           d_targets.ptr(), V, Vp, dloss);
+            KERNEL_CHECK();
+        };
+        double err = checked(v0);
+        ok &= table_row("0 before: one element per access", err, tolerance, time_ms(v0), bytes);
         auto v1 = [&] {
             gpu::crossentropy_forward_backward(d_losses.ptr(), d_logits.ptr(), d_targets.ptr(), dloss, N, V, Vp, true);
         };
-        double err = checked(v1);
-        ok &= table_row("1 production: 3 passes, double sum", err, tolerance, time_ms(v1), bytes);
+        err = checked(v1);
+        ok &= table_row("1 production: 3 passes, double sum, 16 bytes", err, tolerance, time_ms(v1), bytes);
         for (int threads : {256, 1024}) {
             auto v2 = [&] {
                 crossentropy_online<<<N, threads, 0, gpu::ctx.stream>>>(d_losses.ptr(), d_logits.ptr(),
