@@ -46,7 +46,8 @@ inline unsigned tile_mask(unsigned size) {
 [[noreturn]] inline void fail(const char* call, const char* file, int line, const std::string& why) {
     current_block->fail(std::string(call) + " at " + file + ":" + std::to_string(line) + ": " + why);
 }
-// A vote over the tile that every one of its threads must reach; answers the ballot.
+// A vote over the tile that every one of its threads must reach; then, unless op is syncwarp
+// (a tile's sync), the vote asked for.
 inline unsigned tile_vote(const char* call, const char* file, int line, unsigned size, int pred, WarpOp op) {
     unsigned mask = tile_mask(size);
     unsigned arrived = warp_op(file, line, WarpOp::ballot, mask, 0u, 0, 0, 1, call);
@@ -61,7 +62,7 @@ inline unsigned tile_vote(const char* call, const char* file, int line, unsigned
                  (exist ? "have exited" : "do not exist (the block is not a multiple of the tile size)") +
                  ": every thread of a tile must take part");
     }
-    if (op == WarpOp::ballot) return warp_op(file, line, WarpOp::ballot, mask, 0u, 0, 0, pred, call);
+    if (op == WarpOp::syncwarp) return arrived;
     return warp_op(file, line, op, mask, 0u, 0, 0, pred, call);
 }
 
@@ -77,8 +78,8 @@ class thread_block {
     void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
         ::cpu_cuda::syncthreads(file, line);
     }
-    unsigned long long thread_rank() const { return ::cpu_cuda::cg_detail::block_rank(); }
-    unsigned long long size() const { return ::cpu_cuda::cg_detail::block_size(); }
+    unsigned thread_rank() const { return ::cpu_cuda::cg_detail::block_rank(); }  // (CUDA's types)
+    unsigned size() const { return ::cpu_cuda::cg_detail::block_size(); }
     unsigned long long num_threads() const { return size(); }
     dim3 group_index() const { return dim3(cpu_cuda_blockIdx.x, cpu_cuda_blockIdx.y, cpu_cuda_blockIdx.z); }
     dim3 thread_index() const { return dim3(cpu_cuda_threadIdx.x, cpu_cuda_threadIdx.y, cpu_cuda_threadIdx.z); }
@@ -106,7 +107,7 @@ class thread_block_tile {
     unsigned meta_group_size() const { return meta_size_; }
 
     void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
-        ::cpu_cuda::cg_detail::tile_vote("thread_block_tile::sync", file, line, N, 1, ::cpu_cuda::WarpOp::ballot);
+        ::cpu_cuda::cg_detail::tile_vote("thread_block_tile::sync", file, line, N, 1, ::cpu_cuda::WarpOp::syncwarp);
     }
     int any(int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
         return (int)::cpu_cuda::cg_detail::tile_vote("thread_block_tile::any", file, line, N, pred,
@@ -173,7 +174,7 @@ class thread_group {
     explicit thread_group(unsigned tile) : tile_(tile) {}
     void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
         if (tile_ == 0) return ::cpu_cuda::syncthreads(file, line);
-        ::cpu_cuda::cg_detail::tile_vote("thread_group::sync", file, line, tile_, 1, ::cpu_cuda::WarpOp::ballot);
+        ::cpu_cuda::cg_detail::tile_vote("thread_group::sync", file, line, tile_, 1, ::cpu_cuda::WarpOp::syncwarp);
     }
     unsigned long long thread_rank() const {
         return tile_ ? ::cpu_cuda::cg_detail::block_rank() % tile_ : ::cpu_cuda::cg_detail::block_rank();

@@ -167,6 +167,32 @@ TEST_CASE("cooperative groups: tiled_partition of a tile") {
     CHECK(ok);
 }
 
+// thread_group: tiled_partition(parent, n) at run time, and a block passed as a thread_group
+__device__ unsigned group_rank_times_size(cg::thread_group g) {
+    cg::sync(g);
+    return (unsigned)(g.thread_rank() * 1000 + g.size());
+}
+__global__ void dynamic_tiles(unsigned* out, unsigned n) {
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_group tile = cg::tiled_partition(block, n);
+    out[2 * threadIdx.x] = group_rank_times_size(tile);
+    out[2 * threadIdx.x + 1] = group_rank_times_size(block);
+}
+
+TEST_CASE("cooperative groups: thread_group, tiled_partition(parent, n) and cg::sync") {
+    Dev<unsigned> out(2 * 64);
+    dynamic_tiles<<<1, 64>>>(out.p, 8);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<unsigned> h = out.host();
+    bool ok = true;
+    for (unsigned t = 0; t < 64; t++) ok &= h[2 * t] == t % 8 * 1000 + 8 && h[2 * t + 1] == t * 1000 + 64;
+    CHECK(ok);
+    std::string err = capture_stderr([&] { dynamic_tiles<<<1, 64>>>(out.p, 6); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "tiled_partition at"));
+    CHECK(contains(err, "tile size 6 must be a power of two up to 32 that divides the parent's 64 threads"));
+}
+
 template <unsigned N, class T, class Op>
 __global__ void tile_reduce(const T* in, T* out, Op op) {
     cg::thread_block_tile<N> tile = cg::tiled_partition<N>(cg::this_thread_block());
@@ -314,7 +340,7 @@ TEST_CASE("cooperative groups: a tile whose threads have exited, or do not exist
     CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
     CHECK(contains(err, "kernel 'reduce_after_exit'"));
     CHECK(contains(err, "cooperative_groups::reduce at"));
-    CHECK(contains(err, "test_cpu_cuda_features.cu:298"));
+    CHECK(contains(err, "test_cpu_cuda_features.cu:324"));
     CHECK(contains(err, "has exited"));
 
     err = capture_stderr([&] { sync_after_exit<<<1, 32>>>(out.p); });
