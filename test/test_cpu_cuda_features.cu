@@ -50,6 +50,18 @@ static int in_child(const std::function<void()>& f, std::string* err) {
     return status;
 }
 
+// The line of this file that holds `text` (the first), for messages that name a line
+static int line_of(const std::string& text) {
+    FILE* f = fopen(__FILE__, "r");
+    REQUIRE(f);
+    char buf[1024];
+    int line = 0, found = 0;
+    while (!found && fgets(buf, sizeof buf, f)) line++, found = strstr(buf, text.c_str()) ? line : 0;
+    fclose(f);
+    REQUIRE(found > 0);
+    return found;
+}
+
 // ----------------------------------------------------------------------------
 // 1. Cooperative groups
 
@@ -270,6 +282,8 @@ TEST_CASE("cooperative groups: reduce with plus, less, greater, bit_and, bit_or,
     check_reduce<2>(floats, cg::plus<float>(), [](float a, float b) { return a + b; }, "plus<float>, 2");
     auto absmax = [](float a, float b) { return fabsf(a) > fabsf(b) ? a : b; };
     check_reduce<32>(floats, absmax, absmax, "a lambda");
+    auto skew = [](unsigned a, unsigned b) { return 3u * a + b; };  // operands that do not commute
+    check_reduce<16>(bits, skew, skew, "3a + b");
     // a hand-computed one: 1..32 on a tile of 32 gives 528 exactly
     std::vector<float> counting(32);
     for (int i = 0; i < 32; i++) counting[i] = (float)(i + 1);
@@ -315,6 +329,12 @@ TEST_CASE("cooperative groups: inclusive_scan and exclusive_scan, int and float"
     for (int i = 0; i < 64; i++) floats[i] = (i % 4 == 0 ? 3e6f : 0.7f) * (i % 3 ? 1.0f : -1.0f) + 0.011f * i;
     check_scans<32>(floats, cg::plus<float>(), [](float a, float b) { return a + b; }, "plus<float>");
     check_scans<4>(floats, cg::less<float>(), [](float a, float b) { return std::min(a, b); }, "less<float>");
+    // a function whose operands do not commute: CUDA's op(own running value, the earlier one)
+    auto skew = [](unsigned a, unsigned b) { return 3u * a + b; };
+    std::vector<unsigned> u(64);
+    for (unsigned i = 0; i < 64; i++) u[i] = i * 7 + 1;
+    check_scans<8>(u, skew, skew, "3a + b");
+    check_scans<32>(u, skew, skew, "3a + b");
 }
 
 // A tile collective some of whose threads have exited fails the launch like a shuffle would.
@@ -340,7 +360,7 @@ TEST_CASE("cooperative groups: a tile whose threads have exited, or do not exist
     CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
     CHECK(contains(err, "kernel 'reduce_after_exit'"));
     CHECK(contains(err, "cooperative_groups::reduce at"));
-    CHECK(contains(err, "test_cpu_cuda_features.cu:324"));
+    CHECK(contains(err, "test_cpu_cuda_features.cu:" + std::to_string(line_of("cg::reduce(tile, 1.0f"))));
     CHECK(contains(err, "has exited"));
 
     err = capture_stderr([&] { sync_after_exit<<<1, 32>>>(out.p); });
