@@ -97,6 +97,8 @@ if [ -x ./test/test_cpu_cuda ]; then
         ./test/test_cpu_cuda_features
     suite "CPU runtime for CUDA: a workbench-style .cu built with the one-line rule (make NAME_cpu)" \
         ./test/cpu_cuda_byok_cpu
+    suite "the same, race detector on (cooperative groups under five schedules)" env CPU_CUDA_RACECHECK=1 \
+        ./test/cpu_cuda_byok_cpu
     suite "CPU runtime for CUDA: WMMA (tensor-core fragments)" ./test/test_cpu_wmma
     suite "CPU runtime for CUDA: WMMA, shuffled fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled ./test/test_cpu_wmma
     suite "CPU runtime for CUDA: cuBLAS subset" ./test/test_cpu_cublas
