@@ -6,6 +6,10 @@
 #   (both in PRECISION, bf16 by default, as gpu.mk; *_fp32 are the same in fp32, which
 #   make test runs as well)
 #   test/test_cpu_cuda       the runtime's own tests (execution model, runtime API)
+#   test/test_cpu_cuda_features  its cooperative groups, launch bounds, cache hints and the other
+#                            features of kernels written elsewhere
+#   DIR/NAME_cpu             any single DIR/NAME.cu ("bring your own kernel"; see the rule at the end);
+#                            test/cpu_cuda_byok_cpu is one, built and run by make test
 #   test/test_cpu_wmma       its WMMA (tensor-core fragments) against float64 references
 #   test/test_flash_attention_cpu  the fused attention against train.cpp and the cuBLAS path
 #                            (and _fp32)
