@@ -966,7 +966,10 @@ inline void kernel_entry(const char* kernel, const char* file, int line, unsigne
 //     kernel<<<grid, block, smem, stream>>>(args...)
 // into
 //     ::cpu_cuda::launch_config("kernel", CPU_CUDA_KERNEL(kernel), grid, block, smem, stream)(args...)
-// (kernel may be k<T, 4>, with more template arguments left to deduce). Every CUDA thread
+// and a kernel named with explicit template arguments, k<T, 4><<<...>>>, into
+//     ::cpu_cuda::launch_config("k<T, 4>", k<T, 4>, grid, block, smem, stream)(args...)
+// (so every template argument must be given: a lambda around a name that uses a local
+// constexpr, k<C / 32>, is beyond g++ 12). Every CUDA thread
 // calls the kernel as a function call would: template arguments deduced, arguments converted
 // to the parameter types (NULL included: call_kernel), and a copy of its own (a kernel may
 // change its parameters). CPU_CUDA_KERNEL gives the kernel's address (for

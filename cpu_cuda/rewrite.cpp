@@ -5,7 +5,9 @@
 // g++ compiles CUDA C++ once three constructs are rewritten:
 //   kernel<<<grid, block, smem, stream>>>(args)
 //       -> ::cpu_cuda::launch_config("kernel", CPU_CUDA_KERNEL(kernel), grid, block, smem, stream)(args)
-//       (exec.h runs it; each thread calls the kernel as a function)
+//       (exec.h runs it; each thread calls the kernel as a function; a kernel named with
+//       explicit template arguments, k<T><<<...>>>, is passed as itself instead, so it must
+//       give them all)
 //   __shared__ T a[N], b[M];    (inside a function)
 //       -> static thread_local T a[N], b[M]; ::cpu_cuda::shared_touch(&a, sizeof a); ...
 //       (one copy per OS thread = per block, filled with NaN bytes when a block starts)
@@ -258,8 +260,10 @@ class Rewriter {
         out_.resize(start);
         for (char c : moved)  // the kernel moves into the call; its line breaks stay here
             if (c == '\n') out_ += c;
-        // (k<T><<<...>>> too: its other template arguments may still be deduced from the call)
-        out_ += "::cpu_cuda::launch_config(\"" + name + "\", CPU_CUDA_KERNEL(" + kernel + "), ";
+        // k<T, 4><<<...>>> names one function (all its template arguments given): passed as itself
+        bool explicit_arguments = kernel.back() == '>';
+        out_ += "::cpu_cuda::launch_config(\"" + name + "\", " +
+                (explicit_arguments ? kernel : "CPU_CUDA_KERNEL(" + kernel + ")") + ", ";
         i_ += 3;
         copy_to(close);  // the launch configuration, newlines and all
         out_ += ")";

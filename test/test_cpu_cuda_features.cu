@@ -246,7 +246,7 @@ void check_reduce(const std::vector<T>& in, Op op, HostOp host_op, const char* w
     CAPTURE(N);
     CAPTURE(what);
     Dev<T> d_in(in), out(in.size());
-    tile_reduce<N><<<1, (unsigned)in.size()>>>(d_in.p, out.p, op);
+    tile_reduce<N, T, Op><<<1, (unsigned)in.size()>>>(d_in.p, out.p, op);
     REQUIRE(cudaGetLastError() == cudaSuccess);
     std::vector<T> h = out.host(), want = butterfly(in, N, host_op);
     for (size_t i = 0; i < in.size(); i++) {
@@ -261,7 +261,7 @@ TEST_CASE("cooperative groups: reduce with plus, less, greater, bit_and, bit_or,
     // integer answers by hand for the first tile of 32: plain loops, any order
     {
         Dev<int> d(ints), out(64);
-        tile_reduce<32><<<1, 64>>>(d.p, out.p, cg::plus<int>());
+        tile_reduce<32, int, cg::plus<int>><<<1, 64>>>(d.p, out.p, cg::plus<int>());
         REQUIRE(cudaGetLastError() == cudaSuccess);
         std::vector<int> h = out.host();
         int sum0 = 0, sum1 = 0;
@@ -288,7 +288,7 @@ TEST_CASE("cooperative groups: reduce with plus, less, greater, bit_and, bit_or,
     std::vector<float> counting(32);
     for (int i = 0; i < 32; i++) counting[i] = (float)(i + 1);
     Dev<float> d(counting), out(32);
-    tile_reduce<32><<<1, 32>>>(d.p, out.p, cg::plus<float>());
+    tile_reduce<32, float, cg::plus<float>><<<1, 32>>>(d.p, out.p, cg::plus<float>());
     REQUIRE(out.host()[17] == 528.0f);
 }
 
@@ -297,7 +297,7 @@ void check_scans(const std::vector<T>& in, Op op, HostOp host_op, const char* wh
     CAPTURE(N);
     CAPTURE(what);
     Dev<T> d_in(in), inc(in.size()), exc(in.size());
-    tile_scans<N><<<1, (unsigned)in.size()>>>(d_in.p, inc.p, exc.p, op);
+    tile_scans<N, T, Op><<<1, (unsigned)in.size()>>>(d_in.p, inc.p, exc.p, op);
     REQUIRE(cudaGetLastError() == cudaSuccess);
     std::vector<T> hi = inc.host(), he = exc.host(), want = hillis_steele(in, N, host_op);
     for (size_t i = 0; i < in.size(); i++) {
@@ -313,7 +313,7 @@ TEST_CASE("cooperative groups: inclusive_scan and exclusive_scan, int and float"
     std::vector<int> counting(32);
     for (int i = 0; i < 32; i++) counting[i] = i % 8 + 1;
     Dev<int> d(counting), inc(32), exc(32);
-    tile_scans<8><<<1, 32>>>(d.p, inc.p, exc.p, cg::plus<int>());
+    tile_scans<8, int, cg::plus<int>><<<1, 32>>>(d.p, inc.p, exc.p, cg::plus<int>());
     REQUIRE(cudaGetLastError() == cudaSuccess);
     std::vector<int> hi = inc.host(), he = exc.host();
     for (int i = 0; i < 32; i++) {
