@@ -229,17 +229,19 @@ struct bit_xor {
 // (each takes the call site's file and line as defaulted arguments, for messages)
 
 template <unsigned N, class P, class T, class Op>
-auto reduce(const thread_block_tile<N, P>& g, T val, Op op, const char* file = __builtin_FILE(), int line = __builtin_LINE()) -> std::decay_t<decltype(op(val, val))> {
+auto reduce(const thread_block_tile<N, P>& g, T val, Op op, const char* file = __builtin_FILE(),
+            int line = __builtin_LINE()) -> std::decay_t<decltype(op(val, val))> {
     using R = std::decay_t<decltype(op(val, val))>;
     R out = val;
     for (int m = (int)N >> 1; m > 0; m >>= 1)
-        out = op(out, g.shfl_labelled(::cpu_cuda::WarpOp::shfl_bfly, out, m, "cooperative_groups::reduce", file, line));
+        out = op(out, g.shfl_labelled(::cpu_cuda::WarpOp::shfl_bfly, out, m, "cooperative_groups::reduce", file,
+                                      line));
     return out;
 }
 
 template <unsigned N, class P, class T, class Op>
-auto inclusive_scan(const thread_block_tile<N, P>& g, T val, Op op, const char* file = __builtin_FILE(), int line = __builtin_LINE())
-    -> std::decay_t<decltype(op(val, val))> {
+auto inclusive_scan(const thread_block_tile<N, P>& g, T val, Op op, const char* file = __builtin_FILE(),
+                    int line = __builtin_LINE()) -> std::decay_t<decltype(op(val, val))> {
     using R = std::decay_t<decltype(op(val, val))>;
     R out = val;
     for (unsigned m = 1; m < N; m <<= 1) {
@@ -250,13 +252,14 @@ auto inclusive_scan(const thread_block_tile<N, P>& g, T val, Op op, const char* 
     return out;
 }
 template <unsigned N, class P, class T>
-T inclusive_scan(const thread_block_tile<N, P>& g, T val, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+T inclusive_scan(const thread_block_tile<N, P>& g, T val, const char* file = __builtin_FILE(),
+                 int line = __builtin_LINE()) {
     return inclusive_scan(g, val, plus<T>(), file, line);
 }
 
 template <unsigned N, class P, class T, class Op>
-auto exclusive_scan(const thread_block_tile<N, P>& g, T val, Op op, const char* file = __builtin_FILE(), int line = __builtin_LINE())
-    -> std::decay_t<decltype(op(val, val))> {
+auto exclusive_scan(const thread_block_tile<N, P>& g, T val, Op op, const char* file = __builtin_FILE(),
+                    int line = __builtin_LINE()) -> std::decay_t<decltype(op(val, val))> {
     using R = std::decay_t<decltype(op(val, val))>;
     R inclusive = inclusive_scan(g, val, op, file, line);
     R before = g.shfl_labelled(::cpu_cuda::WarpOp::shfl_up, inclusive, 1, "cooperative_groups::exclusive_scan",
@@ -264,7 +267,8 @@ auto exclusive_scan(const thread_block_tile<N, P>& g, T val, Op op, const char* 
     return g.thread_rank() == 0 ? R{} : before;
 }
 template <unsigned N, class P, class T>
-T exclusive_scan(const thread_block_tile<N, P>& g, T val, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+T exclusive_scan(const thread_block_tile<N, P>& g, T val, const char* file = __builtin_FILE(),
+                 int line = __builtin_LINE()) {
     return exclusive_scan(g, val, plus<T>(), file, line);
 }
 

@@ -210,21 +210,21 @@ class Block {
     void warp_collective(Lane& me) {
         unsigned lane = me.id % 32, warp = me.id / 32;
         if (!(me.mask >> lane & 1))
-            fail(strf_("%s at %s:%d: thread %u (lane %u) is not in its own mask 0x%08x", op_label(me.op, me.label), me.file,
-                       me.line, me.id, lane, me.mask));
+            fail(strf_("%s at %s:%d: thread %u (lane %u) is not in its own mask 0x%08x", op_label(me.op, me.label),
+                       me.file, me.line, me.id, lane, me.mask));
         std::vector<WarpGroup>& groups = groups_[warp];
         WarpGroup* group = nullptr;
         for (WarpGroup& g : groups) {
             if (!(g.mask & me.mask)) continue;
             if (g.mask != me.mask)
                 fail(strf_("warp %u: %s at %s:%d with mask 0x%08x overlaps %s at %s:%d with mask 0x%08x", warp,
-                           op_label(me.op, me.label), me.file, me.line, me.mask, op_label(g.op, g.label), g.file, g.line,
-                           g.mask));
+                           op_label(me.op, me.label), me.file, me.line, me.mask, op_label(g.op, g.label), g.file,
+                           g.line, g.mask));
             if (g.op != me.op || g.file != me.file || g.line != me.line)
                 fail(strf_("warp %u diverged: lane %u reached %s at %s:%d while lanes of mask 0x%08x wait in %s at "
                            "%s:%d",
-                           warp, lane, op_label(me.op, me.label), me.file, me.line, g.mask, op_label(g.op, g.label), g.file,
-                           g.line));
+                           warp, lane, op_label(me.op, me.label), me.file, me.line, g.mask, op_label(g.op, g.label),
+                           g.file, g.line));
             group = &g;
         }
         if (!group) {
@@ -258,7 +258,8 @@ class Block {
             group = &converging_[warp].back();
         }
         group->arrived |= 1u << (me.id % 32);
-        me.state = LaneState::in_collective, me.op = WarpOp::activemask, me.file = file, me.line = line, me.label = nullptr;
+        me.state = LaneState::in_collective, me.op = WarpOp::activemask, me.file = file, me.line = line;
+        me.label = nullptr;
         check_converged(warp);
         transfer(me.fiber);
         unsigned mask;
@@ -579,8 +580,8 @@ class Block {
             if (l.state == LaneState::at_barrier)
                 where[strf_("at __syncthreads (%s:%d)", l.file, l.line)].push_back(l.id);
             else if (l.state == LaneState::in_collective)
-                where[strf_("in %s (%s:%d) with mask 0x%08x", op_label(l.op, l.label), l.file, l.line, l.mask)].push_back(
-                    l.id);
+                where[strf_("in %s (%s:%d) with mask 0x%08x", op_label(l.op, l.label), l.file, l.line, l.mask)]
+                    .push_back(l.id);
         }
         std::string s;
         for (auto& w : where) s += (s.empty() ? "" : "; ") + std::string("threads ") + id_ranges(w.second) + " wait " + w.first;
