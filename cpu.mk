@@ -113,7 +113,8 @@ bench_cpu_cuda: dev/cpu_cuda_bench dev/cpu_cuda_gemm_bench
 # (a path outside the project works too: make -C PROJECT /abs/path/NAME_cpu). Headers beside the
 # file are found; only the .cu itself is rewritten, so its launches (<<<...>>>) and __shared__
 # declarations must be in it. (Targets with rules of their own above take precedence.)
+BYOK_REWRITTEN = build/cpu/any$(abspath $<)
 %_cpu: %.cu $(REWRITE) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	@mkdir -p $(dir build/cpu/$(abspath $<))
-	@$(REWRITE) $< build/cpu/$(abspath $<)
-	$(CXX) $(CPU_CUDA_FLAGS) -iquote $(dir $<) -o $@ -x c++ build/cpu/$(abspath $<) $(CPU_CUDA_LIBS)
+	@mkdir -p $(dir $(BYOK_REWRITTEN))
+	@$(REWRITE) $< $(BYOK_REWRITTEN)
+	$(CXX) $(CPU_CUDA_FLAGS) -iquote $(dir $<) -o $@ -x c++ $(BYOK_REWRITTEN) $(CPU_CUDA_LIBS)
