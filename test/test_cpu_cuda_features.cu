@@ -649,3 +649,23 @@ TEST_CASE("race detector: a float atomicAdd sum is non-determinism, noted once; 
     CHECK(contains(err, "CPU_CUDA_DETERMINISTIC=1"));
     cpu_cuda::settings() = saved;
 }
+
+// ----------------------------------------------------------------------------
+// Not supported, with a message: CUDA graphs
+
+TEST_CASE("CUDA graphs answer cudaErrorNotSupported, and say so once") {
+    cudaStream_t stream;
+    REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    std::string err = capture_stderr([&] {
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaErrorNotSupported);
+        CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorNotSupported);
+        CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaErrorNotSupported);
+        CHECK(cudaGraphLaunch(exec, stream) == cudaErrorNotSupported);
+    });
+    CHECK(cudaGetLastError() == cudaErrorNotSupported);
+    CHECK(contains(err, "cpu_cuda: cudaStreamBeginCapture: CUDA graphs are not supported on the CPU runtime"));
+    CHECK(err.find("cpu_cuda:") == err.rfind("cpu_cuda:"));  // once
+    cudaStreamDestroy(stream);
+}
