@@ -6,6 +6,10 @@
 #   (both in PRECISION, bf16 by default, as gpu.mk; *_fp32 are the same in fp32, which
 #   make test runs as well)
 #   test/test_cpu_cuda       the runtime's own tests (execution model, runtime API)
+#   test/test_cpu_cuda_features  its cooperative groups, launch bounds, cache hints and the other
+#                            features of kernels written elsewhere
+#   DIR/NAME_cpu             any single DIR/NAME.cu ("bring your own kernel"; see the rule at the end);
+#                            test/cpu_cuda_byok_cpu is one, built and run by make test
 #   test/test_cpu_wmma       its WMMA (tensor-core fragments) against float64 references
 #   test/test_flash_attention_cpu  the fused attention against train.cpp and the cuBLAS path
 #                            (and _fp32)
@@ -22,8 +26,9 @@
 
 CPU_CUDA_INC := $(or $(CUDA_INC),$(wildcard $(CUDA_HOME)/include))
 CPU_CUDA_OK := $(if $(wildcard $(CPU_CUDA_INC)/cuda_runtime.h),yes)
-CPU_CUDA_HEADERS := $(wildcard cpu_cuda/*.h)
-CPU_CUDA_FLAGS := $(CXXFLAGS) -g -I$(CPU_CUDA_INC) -include cpu_cuda/cuda_cpu.h
+CPU_CUDA_HEADERS := $(wildcard cpu_cuda/*.h cpu_cuda/include/*.h cpu_cuda/include/*/*.h)
+# (cpu_cuda/include first: its <cooperative_groups.h> stands in for the toolkit's, which needs nvcc)
+CPU_CUDA_FLAGS := $(CXXFLAGS) -g -I$(CURDIR)/cpu_cuda/include -I$(CPU_CUDA_INC) -include $(CURDIR)/cpu_cuda/cuda_cpu.h
 CPU_CUDA_LIBS := -lpthread -lrt
 REWRITE := build/cpu_cuda_rewrite
 
@@ -37,6 +42,7 @@ WORKBENCHES := layernorm attention_softmax attention_fused crossentropy gelu enc
 
 # what make test builds and runs
 CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/test_gpu_cpu_fp32 test/test_cpu_cuda test/test_cpu_wmma \
+                     test/test_cpu_cuda_features test/cpu_cuda_byok_cpu \
                      test/test_flash_attention_cpu test/test_flash_attention_cpu_fp32 \
                      test/test_cpu_cublas test/test_cpu_nccl $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu)
 
@@ -73,6 +79,9 @@ test/test_gpu_cpu_fp32: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADER
 test/test_cpu_cuda: $(call CPU_MIRROR,test/test_cpu_cuda.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_cuda.cu $(CPU_CUDA_LIBS)
 
+test/test_cpu_cuda_features: $(call CPU_MIRROR,test/test_cpu_cuda_features.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/test/test_cpu_cuda_features.cu $(CPU_CUDA_LIBS)
+
 test/test_cpu_wmma: $(call CPU_MIRROR,test/test_cpu_wmma.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_wmma.cu $(CPU_CUDA_LIBS)
 
@@ -99,3 +108,13 @@ dev/cpu_cuda_gemm_bench: dev/cpu_cuda_gemm_bench.cpp $(CPU_CUDA_HEADERS) | cpu_c
 bench_cpu_cuda: dev/cpu_cuda_bench dev/cpu_cuda_gemm_bench
 	./dev/cpu_cuda_bench
 	./dev/cpu_cuda_gemm_bench
+
+# Bring your own kernel: any single .cu file on the runtime. `make DIR/NAME_cpu` builds DIR/NAME.cu
+# (a path outside the project works too: make -C PROJECT /abs/path/NAME_cpu). Headers beside the
+# file are found; only the .cu itself is rewritten, so its launches (<<<...>>>) and __shared__
+# declarations must be in it. (Targets with rules of their own above take precedence.)
+BYOK_REWRITTEN = build/cpu/any$(abspath $<)
+%_cpu: %.cu $(REWRITE) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	@mkdir -p $(dir $(BYOK_REWRITTEN))
+	@$(REWRITE) $< $(BYOK_REWRITTEN)
+	$(CXX) $(CPU_CUDA_FLAGS) -iquote $(dir $<) -o $@ -x c++ $(BYOK_REWRITTEN) $(CPU_CUDA_LIBS)

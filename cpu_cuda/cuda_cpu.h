@@ -42,11 +42,13 @@
 #include "nccl_cpu.h"
 #endif
 
-// ---- the built-in variables, read from the thread and block running on this OS thread
-#define threadIdx (static_cast<const uint3&>(::cpu_cuda::current_lane->tid))
-#define blockIdx (static_cast<const uint3&>(::cpu_cuda::current_block->block_idx))
-#define blockDim (static_cast<const dim3&>(::cpu_cuda::current_block->launch->block))
-#define gridDim (static_cast<const dim3&>(::cpu_cuda::current_block->launch->grid))
+// ---- the built-in variables: the runtime's copies for the thread and block running on this
+// OS thread (exec.h). Names, not expressions: host code may declare `dim3 gridDim(4)` and a
+// parameter may be named dim3, as nvcc allows. (The toolkit's header declares the originals.)
+#define threadIdx cpu_cuda_threadIdx
+#define blockIdx cpu_cuda_blockIdx
+#define blockDim cpu_cuda_blockDim
+#define gridDim cpu_cuda_gridDim
 constexpr int warpSize = 32;
 
 // ---- barriers and warp collectives: they carry their source line, for error messages
@@ -67,15 +69,19 @@ template <class T>
 T shfl_xor_sync(const char* f, int l, unsigned mask, T v, int lane_mask, int width = 32) {
     return shuffle(f, l, WarpOp::shfl_bfly, mask, v, lane_mask, width);
 }
-inline void syncwarp(const char* f, int l, unsigned mask = 0xffffffffu) {
-    warp_op(f, l, WarpOp::syncwarp, mask, 0u, 0, 0);
-}
+// __syncwarp(mask = all lanes): the call site binds first, then the optional mask, so the
+// macro needs no GNU comma elision (-std=c++17 has none).
+struct SyncWarpAt {
+    const char* f;
+    int l;
+    void operator()(unsigned mask = 0xffffffffu) const { warp_op(f, l, WarpOp::syncwarp, mask, 0u, 0, 0); }
+};
 }  // namespace cpu_cuda
 #define __syncthreads() ::cpu_cuda::syncthreads(__FILE__, __LINE__)
 #define __syncthreads_count(p) ::cpu_cuda::syncthreads_reduce(__FILE__, __LINE__, (p), 0)
 #define __syncthreads_and(p) ::cpu_cuda::syncthreads_reduce(__FILE__, __LINE__, (p), 1)
 #define __syncthreads_or(p) ::cpu_cuda::syncthreads_reduce(__FILE__, __LINE__, (p), 2)
-#define __syncwarp(...) ::cpu_cuda::syncwarp(__FILE__, __LINE__, ##__VA_ARGS__)
+#define __syncwarp(...) ::cpu_cuda::SyncWarpAt{__FILE__, __LINE__}(__VA_ARGS__)
 #define __shfl_sync(...) ::cpu_cuda::shfl_sync(__FILE__, __LINE__, __VA_ARGS__)
 #define __shfl_up_sync(...) ::cpu_cuda::shfl_up_sync(__FILE__, __LINE__, __VA_ARGS__)
 #define __shfl_down_sync(...) ::cpu_cuda::shfl_down_sync(__FILE__, __LINE__, __VA_ARGS__)
@@ -85,6 +91,12 @@ inline void syncwarp(const char* f, int l, unsigned mask = 0xffffffffu) {
 #define __all_sync(mask, p) (int)::cpu_cuda::ballot(__FILE__, __LINE__, ::cpu_cuda::WarpOp::all, (mask), (p))
 #define __activemask() ::cpu_cuda::activemask(__FILE__, __LINE__)
 #define __trap() ::cpu_cuda::trap(__FILE__, __LINE__)
+
+// __launch_bounds__(max_threads[, min_blocks[, max_blocks_per_cluster]]): the rewrite step
+// (rewrite.cpp) moves it to a check at the top of the kernel's body (kernel_entry, exec.h);
+// in a file it has not rewritten, it is accepted and means nothing.
+#undef __launch_bounds__
+#define __launch_bounds__(...)
 
 // __shared__ declarations inside functions are rewritten (rewrite.cpp); one the rewrite
 // cannot see (at namespace scope) is at least one per OS thread, never one per CUDA thread.

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "exec.h"
+
 // ---- min and max: CUDA has them as overloaded global functions
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
@@ -24,10 +26,29 @@ inline long long min(long long a, long long b) { return a < b ? a : b; }
 inline long long max(long long a, long long b) { return a > b ? a : b; }
 inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
 inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
+inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
+// mixed signedness: as CUDA's math_functions.hpp, both compared as the unsigned type
+// (so min(-1, 5u) is 5u: -1 becomes 0xffffffff)
+#define CPU_CUDA_MIXED_MIN_MAX(S, U)                                  \
+    inline U min(S a, U b) { return min((U)a, b); }                   \
+    inline U min(U a, S b) { return min(a, (U)b); }                   \
+    inline U max(S a, U b) { return max((U)a, b); }                   \
+    inline U max(U a, S b) { return max(a, (U)b); }
+CPU_CUDA_MIXED_MIN_MAX(int, unsigned)
+CPU_CUDA_MIXED_MIN_MAX(long, unsigned long)
+CPU_CUDA_MIXED_MIN_MAX(long long, unsigned long long)
+#undef CPU_CUDA_MIXED_MIN_MAX
 inline float min(float a, float b) { return fminf(a, b); }
 inline float max(float a, float b) { return fmaxf(a, b); }
 inline double min(double a, double b) { return fmin(a, b); }
 inline double max(double a, double b) { return fmax(a, b); }
+inline double min(float a, double b) { return fmin(a, b); }
+inline double max(float a, double b) { return fmax(a, b); }
+inline double min(double a, float b) { return fmin(a, b); }
+inline double max(double a, float b) { return fmax(a, b); }
 
 // ---- float intrinsics (exact here; approximate on a GPU)
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
@@ -93,19 +114,46 @@ inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xFFFFFFu) * (b &
 inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 
-// ---- loads through the read-only cache: an ordinary load here
+// ---- loads and stores with cache hints (__ldg: the read-only cache; __ldca, __ldcg, __ldcs,
+// __ldlu, __ldcv; __stwb, __stcg, __stcs, __stwt): an ordinary load or store here, for the
+// types CUDA defines them for (sm_32_intrinsics.h), so that a kernel another type would not
+// compile under nvcc fails here too.
+namespace cpu_cuda {
+template <class T, class... U>
+constexpr bool one_of = (std::is_same<T, U>::value || ...);
 template <class T>
-inline T __ldg(const T* p) {
-    return *p;
-}
-template <class T>
-inline T __ldcs(const T* p) {
-    return *p;
-}
-template <class T>
-inline void __stcs(T* p, T v) {
-    *p = v;
-}
+constexpr bool cache_hint_type =
+    one_of<T, char, signed char, short, int, long, long long, unsigned char, unsigned short, unsigned, unsigned long,
+           unsigned long long, float, double, char2, char4, short2, short4, int2, int4, longlong2, uchar2, uchar4,
+           ushort2, ushort4, uint2, uint4, ulonglong2, float2, float4, double2, __half, __half2, __nv_bfloat16,
+           __nv_bfloat162>;
+}  // namespace cpu_cuda
+#define CPU_CUDA_CACHE_LOAD(NAME)                                                                     \
+    template <class T>                                                                                \
+    inline T NAME(const T* p) {                                                                       \
+        static_assert(::cpu_cuda::cache_hint_type<T>, #NAME " is defined for CUDA's scalar and vector " \
+                                                             "types (int, float, float4, __half2, ...)"); \
+        return *p;                                                                                    \
+    }
+#define CPU_CUDA_CACHE_STORE(NAME)                                                                    \
+    template <class T>                                                                                \
+    inline void NAME(T* p, T v) {                                                                     \
+        static_assert(::cpu_cuda::cache_hint_type<T>, #NAME " is defined for CUDA's scalar and vector " \
+                                                             "types (int, float, float4, __half2, ...)"); \
+        *p = v;                                                                                       \
+    }
+CPU_CUDA_CACHE_LOAD(__ldg)
+CPU_CUDA_CACHE_LOAD(__ldca)
+CPU_CUDA_CACHE_LOAD(__ldcg)
+CPU_CUDA_CACHE_LOAD(__ldcs)
+CPU_CUDA_CACHE_LOAD(__ldlu)
+CPU_CUDA_CACHE_LOAD(__ldcv)
+CPU_CUDA_CACHE_STORE(__stwb)
+CPU_CUDA_CACHE_STORE(__stcg)
+CPU_CUDA_CACHE_STORE(__stcs)
+CPU_CUDA_CACHE_STORE(__stwt)
+#undef CPU_CUDA_CACHE_LOAD
+#undef CPU_CUDA_CACHE_STORE
 
 // ---- atomics: blocks run concurrently on several OS threads, so these are real atomics
 namespace cpu_cuda {
@@ -141,15 +189,36 @@ CPU_CUDA_INTEGER_ATOMICS(unsigned long long)
 inline unsigned atomicInc(unsigned* a, unsigned limit) {
     return cpu_cuda::atomic_update(a, [limit](unsigned x) { return x >= limit ? 0u : x + 1; });
 }
-inline float atomicAdd(float* a, float v) { return cpu_cuda::atomic_update(a, [v](float x) { return x + v; }); }
-inline double atomicAdd(double* a, double v) { return cpu_cuda::atomic_update(a, [v](double x) { return x + v; }); }
+// Floating-point sums: the race detector is told (exec.h), since their last bits depend on order
+inline float atomicAdd(float* a, float v) {
+    cpu_cuda::note_float_atomic(a, sizeof *a);
+    return cpu_cuda::atomic_update(a, [v](float x) { return x + v; });
+}
+inline double atomicAdd(double* a, double v) {
+    cpu_cuda::note_float_atomic(a, sizeof *a);
+    return cpu_cuda::atomic_update(a, [v](double x) { return x + v; });
+}
 inline float atomicExch(float* a, float v) { return cpu_cuda::atomic_update(a, [v](float) { return v; }); }
 inline float atomicMax(float* a, float v) { return cpu_cuda::atomic_update(a, [v](float x) { return fmaxf(x, v); }); }
 inline __nv_bfloat16 atomicAdd(__nv_bfloat16* a, __nv_bfloat16 v) {
+    cpu_cuda::note_float_atomic(a, sizeof *a);
     return cpu_cuda::atomic_update(a, [v](__nv_bfloat16 x) { return __float2bfloat16(__bfloat162float(x) + __bfloat162float(v)); });
 }
 inline __half atomicAdd(__half* a, __half v) {
+    cpu_cuda::note_float_atomic(a, sizeof *a);
     return cpu_cuda::atomic_update(a, [v](__half x) { return __float2half(__half2float(x) + __half2float(v)); });
+}
+// The packed pairs: as CUDA documents, each half is added atomically on its own (the pair is
+// not one atomic operation); the old pair is returned. Each sum is rounded once from float.
+inline __nv_bfloat162 atomicAdd(__nv_bfloat162* a, __nv_bfloat162 v) {
+    __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(a);
+    __nv_bfloat16 lo = atomicAdd(h, v.x), hi = atomicAdd(h + 1, v.y);
+    return __nv_bfloat162(lo, hi);
+}
+inline __half2 atomicAdd(__half2* a, __half2 v) {
+    __half* h = reinterpret_cast<__half*>(a);
+    __half lo = atomicAdd(h, v.x), hi = atomicAdd(h + 1, v.y);
+    return __half2(lo, hi);
 }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }

@@ -27,6 +27,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -70,6 +71,9 @@ inline const char* warp_op_name(WarpOp op) {
                                   "wmma::mma_sync"};
     return names[(int)op];
 }
+// A collective's name in messages: the call the program made (a cooperative-groups call
+// built on a shuffle or vote gives its own label), else the intrinsic's.
+inline const char* op_label(WarpOp op, const char* label) { return label ? label : warp_op_name(op); }
 
 // One CUDA thread of the running block.
 struct Lane {
@@ -84,6 +88,7 @@ struct Lane {
     unsigned mask;
     int b, c;           // shuffle operand (source lane, delta or lane mask) and clamp/segment
     int pred;
+    const char* label;  // the cooperative-groups call behind it, or null
     alignas(16) unsigned char value[16];
     alignas(16) unsigned char result[16];
 };
@@ -94,6 +99,7 @@ struct WarpGroup {
     WarpOp op;
     const char* file;
     int line;
+    const char* label;
 };
 
 // "3" or "0-31" or "0-3, 8": a set of thread ids, for messages.
@@ -115,6 +121,22 @@ inline std::string id_ranges(const std::vector<unsigned>& ids) {
 class Block;
 inline thread_local Block* current_block = nullptr;  // the block running on this OS thread
 inline thread_local Lane* current_lane = nullptr;    // the CUDA thread running on it
+}  // namespace cpu_cuda
+
+// The built-in variables (cuda_cpu.h maps threadIdx to cpu_cuda_threadIdx, ...): copies for
+// the block and thread running on this OS thread, set when a block starts and at every
+// switch between its threads. Plain variables, not expressions, so that host code may
+// declare its own `dim3 gridDim(...)` (a local shadows them, as with nvcc).
+inline thread_local uint3 cpu_cuda_threadIdx{};
+inline thread_local uint3 cpu_cuda_blockIdx{};
+inline thread_local dim3 cpu_cuda_blockDim{0, 0, 0};
+inline thread_local dim3 cpu_cuda_gridDim{0, 0, 0};
+
+namespace cpu_cuda {
+inline void set_lane(Lane* l) {
+    current_lane = l;
+    if (l) cpu_cuda_threadIdx = l->tid;
+}
 
 class Block {
   public:
@@ -122,10 +144,12 @@ class Block {
     uint3 block_idx{};
     uint64_t generation = 0;  // counts blocks run here: __shared__ memory is fresh for each
     std::string error;        // why the block failed ("" = it did not)
+    cudaError_t error_code = cudaErrorLaunchFailure;  // what the launch returns when it did
 
     // Runs every thread of block `idx` to its end under schedule s; false if it failed.
     bool run(const Launch& l, uint3 idx, const Schedule& s) {
-        launch = &l, block_idx = idx, schedule_ = s, error.clear();
+        launch = &l, block_idx = idx, schedule_ = s, error.clear(), error_code = cudaErrorLaunchFailure;
+        cpu_cuda_blockIdx = idx, cpu_cuda_blockDim = l.block, cpu_cuda_gridDim = l.grid;
         generation++;
         const dim3 d = l.block;
         n_ = d.x * d.y * d.z;
@@ -155,6 +179,7 @@ class Block {
         running_ = choose();  // a runner: nothing has started yet
         switch_context(main_, fibers_[running_]->ctx);
         current_block = nullptr, current_lane = nullptr;
+        cpu_cuda_blockDim = cpu_cuda_gridDim = dim3(0, 0, 0);  // host code sees no launch shape
         return error.empty();
     }
 
@@ -185,25 +210,25 @@ class Block {
     void warp_collective(Lane& me) {
         unsigned lane = me.id % 32, warp = me.id / 32;
         if (!(me.mask >> lane & 1))
-            fail(strf_("%s at %s:%d: thread %u (lane %u) is not in its own mask 0x%08x", warp_op_name(me.op), me.file,
-                       me.line, me.id, lane, me.mask));
+            fail(strf_("%s at %s:%d: thread %u (lane %u) is not in its own mask 0x%08x", op_label(me.op, me.label),
+                       me.file, me.line, me.id, lane, me.mask));
         std::vector<WarpGroup>& groups = groups_[warp];
         WarpGroup* group = nullptr;
         for (WarpGroup& g : groups) {
             if (!(g.mask & me.mask)) continue;
             if (g.mask != me.mask)
                 fail(strf_("warp %u: %s at %s:%d with mask 0x%08x overlaps %s at %s:%d with mask 0x%08x", warp,
-                           warp_op_name(me.op), me.file, me.line, me.mask, warp_op_name(g.op), g.file, g.line,
-                           g.mask));
+                           op_label(me.op, me.label), me.file, me.line, me.mask, op_label(g.op, g.label), g.file,
+                           g.line, g.mask));
             if (g.op != me.op || g.file != me.file || g.line != me.line)
                 fail(strf_("warp %u diverged: lane %u reached %s at %s:%d while lanes of mask 0x%08x wait in %s at "
                            "%s:%d",
-                           warp, lane, warp_op_name(me.op), me.file, me.line, g.mask, warp_op_name(g.op), g.file,
-                           g.line));
+                           warp, lane, op_label(me.op, me.label), me.file, me.line, g.mask, op_label(g.op, g.label),
+                           g.file, g.line));
             group = &g;
         }
         if (!group) {
-            groups.push_back({me.mask, 0, me.op, me.file, me.line});
+            groups.push_back({me.mask, 0, me.op, me.file, me.line, me.label});
             group = &groups.back();
         }
         group->arrived |= 1u << lane;
@@ -229,11 +254,12 @@ class Block {
         for (WarpGroup& g : converging_[warp])
             if (g.file == file && g.line == line) group = &g;
         if (!group) {
-            converging_[warp].push_back({0, 0, WarpOp::activemask, file, line});
+            converging_[warp].push_back({0, 0, WarpOp::activemask, file, line, nullptr});
             group = &converging_[warp].back();
         }
         group->arrived |= 1u << (me.id % 32);
         me.state = LaneState::in_collective, me.op = WarpOp::activemask, me.file = file, me.line = line;
+        me.label = nullptr;
         check_converged(warp);
         transfer(me.fiber);
         unsigned mask;
@@ -242,8 +268,9 @@ class Block {
     }
 
     // Abandons the block with an error: its threads never run again.
-    [[noreturn, gnu::noinline, gnu::cold]] void fail(const std::string& why) {
-        if (error.empty()) error = why;
+    [[noreturn, gnu::noinline, gnu::cold]] void fail(const std::string& why,
+                                                     cudaError_t code = cudaErrorLaunchFailure) {
+        if (error.empty()) error = why, error_code = code;
         current_lane = nullptr;
         Fiber& me = *fibers_[running_];
         switch_context(me.ctx, main_);
@@ -388,7 +415,7 @@ class Block {
         if (!ready_.empty()) {
             Lane& l = lanes_[ready_.pop_front()];
             l.state = LaneState::running;
-            current_lane = &l;
+            set_lane(&l);
             return l.fiber;
         }
         return -1;
@@ -431,7 +458,7 @@ class Block {
             if (next_unstarted_ >= n_) break;
             Lane& l = lanes_[order_[next_unstarted_++]];
             l.state = LaneState::running, l.fiber = f;
-            current_lane = &l;
+            set_lane(&l);
             launch->invoke(launch->bound);
             l.state = LaneState::exited;
             exited_++;
@@ -508,7 +535,7 @@ class Block {
                 int src = shuffle_source(g.op, (int)lane, me.b, me.c);
                 if (!(g.arrived >> src & 1))
                     fail(strf_("%s at %s:%d: lane %u of warp %u reads lane %d, which %s (mask 0x%08x)",
-                               warp_op_name(g.op), g.file, g.line, lane, warp, src,
+                               op_label(g.op, g.label), g.file, g.line, lane, warp, src,
                                warp * 32 + src >= n_ ? "does not exist (the block is smaller)"
                                : !(live_[warp] >> src & 1) ? "has exited" : "is not in the mask",
                                g.mask));
@@ -553,8 +580,8 @@ class Block {
             if (l.state == LaneState::at_barrier)
                 where[strf_("at __syncthreads (%s:%d)", l.file, l.line)].push_back(l.id);
             else if (l.state == LaneState::in_collective)
-                where[strf_("in %s (%s:%d) with mask 0x%08x", warp_op_name(l.op), l.file, l.line, l.mask)].push_back(
-                    l.id);
+                where[strf_("in %s (%s:%d) with mask 0x%08x", op_label(l.op, l.label), l.file, l.line, l.mask)]
+                    .push_back(l.id);
         }
         std::string s;
         for (auto& w : where) s += (s.empty() ? "" : "; ") + std::string("threads ") + id_ranges(w.second) + " wait " + w.first;
@@ -583,11 +610,12 @@ inline int syncthreads_reduce(const char* file, int line, int pred, int kind) {
 }
 
 template <class T>
-T warp_op(const char* file, int line, WarpOp op, unsigned mask, T value, int b, int c, int pred = 0) {
+T warp_op(const char* file, int line, WarpOp op, unsigned mask, T value, int b, int c, int pred = 0,
+          const char* label = nullptr) {
     static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 16,
                   "warp shuffles move trivially copyable values of up to 16 bytes");
     Lane& me = *current_lane;
-    me.op = op, me.mask = mask, me.b = b, me.c = c, me.pred = pred, me.file = file, me.line = line;
+    me.op = op, me.mask = mask, me.b = b, me.c = c, me.pred = pred, me.file = file, me.line = line, me.label = label;
     memcpy(me.value, (const void*)&value, sizeof(T));
     current_block->warp_collective(me);
     T out;
@@ -596,12 +624,13 @@ T warp_op(const char* file, int line, WarpOp op, unsigned mask, T value, int b, 
 }
 inline bool valid_width(int width) { return width >= 1 && width <= 32 && (width & (width - 1)) == 0; }
 template <class T>
-T shuffle(const char* file, int line, WarpOp op, unsigned mask, T value, int b, int width) {
+T shuffle(const char* file, int line, WarpOp op, unsigned mask, T value, int b, int width,
+          const char* label = nullptr) {
     if (!valid_width(width))
-        current_block->fail(std::string(warp_op_name(op)) + " at " + file + ":" + std::to_string(line) +
+        current_block->fail(std::string(op_label(op, label)) + " at " + file + ":" + std::to_string(line) +
                             ": width " + std::to_string(width) + " is not a power of two from 1 to 32");
     int c = ((32 - width) << 8) | (op == WarpOp::shfl_up ? 0 : 0x1f);  // as CUDA's headers pack it
-    return warp_op(file, line, op, mask, value, b, c);
+    return warp_op(file, line, op, mask, value, b, c, 0, label);
 }
 inline unsigned ballot(const char* file, int line, WarpOp op, unsigned mask, int pred) {
     return warp_op(file, line, op, mask, 0u, 0, 0, pred != 0);
@@ -732,10 +761,12 @@ inline std::string strf_block(const char* kernel, uint3 b) {
 
 // Runs every block under schedule s (blocks over the pool, or on this thread for the race
 // detector, whose orders must be exact); returns the first failure, "" if none.
+inline thread_local cudaError_t failed_launch_code = cudaErrorLaunchFailure;  // of run_blocks' first failure
 inline std::string run_blocks(const Launch& l, const Schedule& s, bool on_this_thread) {
     const uint64_t blocks = (uint64_t)l.grid.x * l.grid.y * l.grid.z;
     std::mutex m;
     std::string first_error;
+    cudaError_t first_code = cudaErrorLaunchFailure;
     std::atomic<bool> failed{false};
     auto one = [&](size_t i) {
         if (failed.load(std::memory_order_relaxed)) return;
@@ -747,6 +778,7 @@ inline std::string run_blocks(const Launch& l, const Schedule& s, bool on_this_t
             if (first_error.empty()) {
                 uint3 bi = block_index(l.grid, k);
                 first_error = strf_block(l.kernel, bi) + b.error;
+                first_code = b.error_code;
             }
             failed = true;
         }
@@ -755,6 +787,7 @@ inline std::string run_blocks(const Launch& l, const Schedule& s, bool on_this_t
         for (uint64_t i = 0; i < blocks; i++) one(i);
     else
         pool().run(blocks, one);
+    failed_launch_code = first_code;
     return first_error;
 }
 
@@ -767,10 +800,71 @@ inline std::vector<Schedule> race_schedules(uint64_t launch_number) {
             {ThreadOrder::warp_reverse, true, 0}};
 }
 
+// The elements that floating-point atomicAdd (float, double, half, bf16 and their pairs) has
+// updated during the race detector's runs of one launch: a sum's last bits depend on the
+// order of its additions, which is not a race. Null outside the race detector.
+struct AtomicTargets {
+    std::vector<std::pair<uintptr_t, size_t>> ranges;  // address, bytes
+    // The element that holds byte p, or {0, 0}
+    std::pair<uintptr_t, size_t> find(const void* p) {
+        uintptr_t a = (uintptr_t)p;
+        auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(a, ~(size_t)0));
+        if (it == ranges.begin()) return {0, 0};
+        --it;
+        return a < it->first + it->second ? *it : std::make_pair(uintptr_t(0), size_t(0));
+    }
+};
+inline thread_local AtomicTargets* float_atomic_targets = nullptr;
+inline void note_float_atomic(const void* address, size_t bytes) {
+    if (AtomicTargets* t = float_atomic_targets) t->ranges.push_back({(uintptr_t)address, bytes});
+}
+inline std::string element_text(const unsigned char* p, size_t bytes) {
+    char buf[80];
+    if (bytes == 4) {
+        float v;
+        memcpy(&v, p, 4);
+        snprintf(buf, sizeof buf, "%.9g (bits 0x%08x)", v, *(const unsigned*)p);
+    } else if (bytes == 8) {
+        double v;
+        memcpy(&v, p, 8);
+        snprintf(buf, sizeof buf, "%.17g", v);
+    } else {
+        snprintf(buf, sizeof buf, "bits 0x%04x", *(const unsigned short*)p);
+    }
+    return buf;
+}
+
+// A difference confined to float atomicAdd targets: not a race but order-dependent rounding.
+// Reported once per kernel as a note; under CPU_CUDA_DETERMINISTIC=1 (the project's own tests
+// set it: the trainer promises bit-identical reruns) it fails the launch.
+inline std::string atomic_rounding(const Launch& l, uintptr_t at, size_t bytes, const unsigned char* was,
+                                   const unsigned char* now, const std::string& a, const std::string& b) {
+    char buf[700];
+    snprintf(buf, sizeof buf,
+             "kernel '%s': floating-point atomicAdd on %p gives %s under schedule %s but %s under %s: the sum's "
+             "rounding depends on the order of the additions",
+             l.kernel, (void*)at, element_text(was, bytes).c_str(), a.c_str(), element_text(now, bytes).c_str(),
+             b.c_str());
+    if (settings().deterministic) return std::string(buf) + " (CPU_CUDA_DETERMINISTIC=1 asks for the same bits)";
+    static std::mutex m;
+    static std::set<std::string> noted;
+    std::lock_guard<std::mutex> lock(m);
+    if (noted.insert(l.kernel).second)
+        fprintf(stderr, "cpu_cuda: note: %s; not a race, but the results are not bit-reproducible "
+                        "(CPU_CUDA_DETERMINISTIC=1 makes this an error)\n", buf);
+    return "";
+}
+
 // Runs l under every race schedule, restoring the memory its pointer arguments reach before
-// each; reports the first element that differs between two schedules.
+// each; reports the first element that differs between two schedules (differences only in
+// float atomicAdd targets: atomic_rounding).
 inline std::string race_check(const Launch& l, const std::vector<const void*>& pointers) {
     static std::atomic<uint64_t> launches{0};
+    AtomicTargets targets;
+    float_atomic_targets = &targets;
+    struct Reset {
+        ~Reset() { float_atomic_targets = nullptr; }
+    } reset;
     std::vector<Allocation> touched;
     for (const void* p : pointers)
         if (const Allocation* a = memory().find(p))
@@ -789,8 +883,22 @@ inline std::string race_check(const Launch& l, const std::vector<const void*>& p
                 continue;
             }
             if (memcmp(reference[i].data(), touched[i].ptr, touched[i].bytes) == 0) continue;
-            size_t at = 0;
-            while (reference[i][at] == touched[i].ptr[at]) at++;
+            std::sort(targets.ranges.begin(), targets.ranges.end());
+            size_t at = 0, first_atomic = SIZE_MAX;
+            for (; at < touched[i].bytes; at++) {  // the first difference that is not an atomic sum's
+                if (reference[i][at] == touched[i].ptr[at]) continue;
+                if (targets.find(touched[i].ptr + at).second == 0) break;
+                if (first_atomic == SIZE_MAX) first_atomic = at;
+            }
+            if (at == touched[i].bytes) {
+                auto e = targets.find(touched[i].ptr + first_atomic);
+                size_t off = e.first - (uintptr_t)touched[i].ptr;
+                std::string why = atomic_rounding(l, e.first, e.second, (const unsigned char*)&reference[i][off],
+                                                  (const unsigned char*)touched[i].ptr + off,
+                                                  schedule_name(schedules[0]), schedule_name(schedules[s]));
+                if (!why.empty()) return why;
+                continue;
+            }
             at &= ~(size_t)3;  // the float it belongs to
             float was = 0, now = 0;
             if (at + 4 <= touched[i].bytes) memcpy(&was, &reference[i][at], 4), memcpy(&now, touched[i].ptr + at, 4);
@@ -820,7 +928,37 @@ inline void execute(const Launch& l, const void* kernel, const std::vector<const
     std::string err = settings().racecheck ? race_check(l, pointers) : run_blocks(l, settings().schedule, false);
     if (!err.empty()) {
         fprintf(stderr, "cpu_cuda: %s\n", err.c_str());
-        set_error(cudaErrorLaunchFailure);
+        set_error(failed_launch_code);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// The first statement of every kernel (the rewrite step puts it there).
+// A kernel called from host code as a function is a bug nvcc lets through ("a __global__
+// function call must be configured" aside); here its built-in variables would be garbage, so
+// it stops with a message. A launch with more threads per block than the kernel's
+// __launch_bounds__ fails as on a GPU: cudaErrorLaunchOutOfResources ("too many resources
+// requested for launch"), before any of its threads has run a statement.
+inline void kernel_entry(const char* kernel, const char* file, int line, unsigned max_threads = 0,
+                         unsigned min_blocks = 0, unsigned max_blocks_per_cluster = 0) {
+    (void)min_blocks, (void)max_blocks_per_cluster;  // occupancy hints: nothing to check here
+    Block* b = current_block;
+    if (!b) {
+        fprintf(stderr,
+                "cpu_cuda: kernel '%s' (%s:%d) was called from host code as an ordinary function: launch it with "
+                "%s<<<grid, block>>>(...) (in gdb, 'bt' shows the call)\n",
+                kernel, file, line, kernel);
+        exit(1);
+    }
+    const dim3 d = b->launch->block;
+    unsigned threads = d.x * d.y * d.z;
+    if (max_threads && threads > max_threads) {
+        char why[300];
+        snprintf(why, sizeof why,
+                 "launched with %u threads per block, more than the %u of its __launch_bounds__ (%s:%d): "
+                 "too many resources requested for launch",
+                 threads, max_threads, file, line);
+        b->fail(why, cudaErrorLaunchOutOfResources);
     }
 }
 
@@ -831,9 +969,11 @@ inline void execute(const Launch& l, const void* kernel, const std::vector<const
 //     ::cpu_cuda::launch_config("kernel", CPU_CUDA_KERNEL(kernel), grid, block, smem, stream)(args...)
 // and a kernel named with explicit template arguments, k<T, 4><<<...>>>, into
 //     ::cpu_cuda::launch_config("k<T, 4>", k<T, 4>, grid, block, smem, stream)(args...)
-// Either way every CUDA thread calls the kernel as a function call would: template
-// arguments deduced, arguments converted to the parameter types, and a copy of its own (a
-// kernel may change its parameters). CPU_CUDA_KERNEL gives the kernel's address (for
+// (so every template argument must be given: a lambda around a name that uses a local
+// constexpr, k<C / 32>, is beyond g++ 12). Every CUDA thread
+// calls the kernel as a function call would: template arguments deduced, arguments converted
+// to the parameter types (NULL included: call_kernel), and a copy of its own (a kernel may
+// change its parameters). CPU_CUDA_KERNEL gives the kernel's address (for
 // cudaFuncSetAttribute's limits; null for a template whose arguments the call deduces) and
 // a thunk that calls it.
 
@@ -858,7 +998,60 @@ const void* address_or_null(F, long) {
             return ::cpu_cuda::address_of(&__VA_ARGS__, tag);                                              \
         },                                                                                                  \
         0)
-#define CPU_CUDA_KERNEL(...) CPU_CUDA_ADDRESS(__VA_ARGS__), [&](auto... cpu_cuda_arg) { __VA_ARGS__(cpu_cuda_arg...); }
+// The kernel as a typed function pointer where &kernel names one function, else null.
+template <class F>
+auto typed_or_null(F f, int) -> decltype(f(0)) {
+    return f(0);
+}
+template <class F>
+std::nullptr_t typed_or_null(F, long) {
+    return nullptr;
+}
+template <class R, class... P>
+auto typed_of(R (*kernel)(P...), int) {
+    return kernel;
+}
+#define CPU_CUDA_TYPED(...)                                                                                \
+    ::cpu_cuda::typed_or_null(                                                                              \
+        [](auto tag) -> decltype(::cpu_cuda::typed_of(&__VA_ARGS__, tag)) {                                \
+            return ::cpu_cuda::typed_of(&__VA_ARGS__, tag);                                                 \
+        },                                                                                                  \
+        0)
+
+// An argument as the kernel's parameter P takes it. As nvcc's launch, NULL or 0 passed for a
+// pointer parameter is a null pointer (the argument list has made it a long or int by now,
+// so a non-zero integer is refused here rather than by the compiler).
+template <class P, class A>
+P kernel_argument(const A& a, size_t index) {
+    if constexpr (std::is_pointer<P>::value && std::is_integral<A>::value) {
+        if (a != 0)
+            current_block->fail(std::string("argument ") + std::to_string(index + 1) +
+                                " is the integer " + std::to_string((long long)a) + ", for a pointer parameter");
+        return nullptr;
+    } else {
+        return a;
+    }
+}
+template <class R, class... P, class... A, size_t... I>
+void call_typed(R (*kernel)(P...), std::index_sequence<I...>, const A&... a) {
+    kernel(kernel_argument<P>(a, I)...);
+}
+template <class R, class... P, class Untyped, class... A>
+void call_kernel(R (*kernel)(P...), Untyped&& untyped, const A&... a) {
+    if constexpr (sizeof...(P) == sizeof...(A))
+        call_typed(kernel, std::index_sequence_for<A...>{}, a...);
+    else
+        untyped(a...);  // default arguments fill the rest (or the compiler explains)
+}
+template <class Untyped, class... A>
+void call_kernel(std::nullptr_t, Untyped&& untyped, const A&... a) {
+    untyped(a...);  // a template whose arguments the call deduces: called as written
+}
+#define CPU_CUDA_KERNEL(...)                                                                               \
+    CPU_CUDA_ADDRESS(__VA_ARGS__), [&](auto... cpu_cuda_arg) {                                              \
+        ::cpu_cuda::call_kernel(                                                                            \
+            CPU_CUDA_TYPED(__VA_ARGS__), [&](auto... cpu_cuda_a) { __VA_ARGS__(cpu_cuda_a...); }, cpu_cuda_arg...); \
+    }
 
 template <class Thunk, class... A>
 struct Bound {
@@ -896,6 +1089,9 @@ struct LaunchConfig {
 
     template <class... A>
     void operator()(A&&... args) const {
+        if (current_block)  // a launch inside a kernel
+            current_block->fail(std::string("kernel '") + kernel +
+                                "' launched from device code: dynamic parallelism is not supported on the CPU runtime");
         Bound<Thunk, std::decay_t<A>...> bound{thunk, {std::forward<A>(args)...}};
         std::vector<const void*> pointers;
         bool ok = true;
@@ -925,7 +1121,7 @@ struct KernelCall {
     void (*kernel)(P...);
     template <class... A>
     void operator()(const A&... a) const {
-        kernel(a...);
+        call_kernel(kernel, [this](const auto&... b) { kernel(b...); }, a...);
     }
 };
 template <class... P>

@@ -6,13 +6,18 @@
 //   kernel<<<grid, block, smem, stream>>>(args)
 //       -> ::cpu_cuda::launch_config("kernel", CPU_CUDA_KERNEL(kernel), grid, block, smem, stream)(args)
 //       (exec.h runs it; each thread calls the kernel as a function; a kernel named with
-//       explicit template arguments, k<T><<<...>>>, is passed as itself instead)
+//       explicit template arguments, k<T><<<...>>>, is passed as itself instead, so it must
+//       give them all)
 //   __shared__ T a[N], b[M];    (inside a function)
 //       -> static thread_local T a[N], b[M]; ::cpu_cuda::shared_touch(&a, sizeof a); ...
 //       (one copy per OS thread = per block, filled with NaN bytes when a block starts)
 //   extern __shared__ T buf[];
 //       -> T* buf = (T*)::cpu_cuda::dynamic_shared();
 //   #pragma unroll N  -> #pragma GCC unroll N   (g++ warns about CUDA's spelling)
+//   __global__ void __launch_bounds__(256) k(float* x) { ...
+//       -> __global__ void  k(float* x) { ::cpu_cuda::kernel_entry("k", __FILE__, __LINE__, 256); ...
+//       (every kernel's body starts with kernel_entry: it fails a launch beyond the launch
+//       bounds, and a kernel called from host code as a function, with a message)
 // Comments, string and character literals are skipped. No line is added or removed, and
 // the output starts with #line 1 "SOURCE", so compiler errors and gdb name the real file
 // and line.
@@ -59,6 +64,20 @@ class Rewriter {
                 copy_to(end);
                 continue;
             }
+            if (kernel_.pending) {
+                if (c == '(') kernel_.parens++, kernel_.seen_params = true;
+                if (c == ')') kernel_.parens--;
+                if (c == '<' && !kernel_.seen_params) kernel_.angles++;
+                if (c == '>' && !kernel_.seen_params && kernel_.angles > 0) kernel_.angles--;
+                if (c == ';' && kernel_.parens == 0) kernel_ = {};  // a declaration: nothing to check
+                if (c == '{' && kernel_.parens == 0 && kernel_.seen_params) {
+                    out_ += "{ ::cpu_cuda::kernel_entry(\"" + kernel_.name + "\", __FILE__, __LINE__" +
+                            (kernel_.bounds.empty() ? "" : ", " + kernel_.bounds) + ");";
+                    kernel_ = {};
+                    depth_++, i_++;
+                    continue;
+                }
+            }
             if (c == '{') depth_++;
             if (c == '}') depth_--;
             if (starts("<<<")) {
@@ -73,6 +92,16 @@ class Rewriter {
                     shared(end);
                     continue;
                 }
+                if (word == "__global__") {  // (keeping launch bounds written before it)
+                    std::string bounds = kernel_.bounds;
+                    kernel_ = {}, kernel_.pending = true, kernel_.bounds = bounds;
+                }
+                if (word == "__launch_bounds__") {
+                    launch_bounds(end);
+                    continue;
+                }
+                if (kernel_.pending && !kernel_.seen_params && kernel_.angles == 0 && word != "__global__")
+                    kernel_.name = word;  // the last name before the parameters
                 out_ += word;
                 i_ = end;
                 continue;
@@ -86,6 +115,25 @@ class Rewriter {
     std::string path_, s_, out_;
     size_t i_ = 0;
     int line_ = 1, depth_ = 0;
+    struct Kernel {  // a __global__ function being read, up to its body
+        bool pending = false, seen_params = false;
+        int parens = 0, angles = 0;
+        std::string name, bounds;
+    } kernel_;
+
+    // __launch_bounds__(args): removed here (its line breaks kept), the arguments handed to
+    // the kernel's kernel_entry.
+    void launch_bounds(size_t word_end) {
+        size_t open = word_end;
+        while (open < s_.size() && isspace((unsigned char)s_[open])) open++;
+        if (open >= s_.size() || s_[open] != '(') die(path_, line_, "__launch_bounds__ without its '('");
+        size_t close = find_top_level(open + 1, ")");
+        if (close == std::string::npos) die(path_, line_, "__launch_bounds__( without its ')'");
+        for (size_t k = i_; k < close; k++)
+            if (s_[k] == '\n') out_ += '\n', line_++;
+        for (size_t k = open + 1; k < close; k++) kernel_.bounds += s_[k] == '\n' ? ' ' : s_[k];
+        i_ = close + 1;
+    }
 
     bool starts(const char* t) const { return s_.compare(i_, strlen_(t), t) == 0; }
     static size_t strlen_(const char* t) { return std::char_traits<char>::length(t); }
@@ -212,7 +260,8 @@ class Rewriter {
         out_.resize(start);
         for (char c : moved)  // the kernel moves into the call; its line breaks stay here
             if (c == '\n') out_ += c;
-        bool explicit_arguments = kernel.back() == '>';  // names one function: no thunk needed
+        // k<T, 4><<<...>>> names one function (all its template arguments given): passed as itself
+        bool explicit_arguments = kernel.back() == '>';
         out_ += "::cpu_cuda::launch_config(\"" + name + "\", " +
                 (explicit_arguments ? kernel : "CPU_CUDA_KERNEL(" + kernel + ")") + ", ";
         i_ += 3;

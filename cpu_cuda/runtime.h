@@ -388,3 +388,36 @@ template <class T>
 inline cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
     return cudaFuncSetAttribute((const void*)entry, attr, value);
 }
+
+// ----------------------------------------------------------------------------
+// CUDA graphs: not here. Each call says so once and answers cudaErrorNotSupported, rather
+// than leaving a program that uses them to a link error.
+
+namespace cpu_cuda {
+inline cudaError_t graphs_not_supported(const char* call) {
+    static std::once_flag once;
+    std::call_once(once, [call] {
+        fprintf(stderr,
+                "cpu_cuda: %s: CUDA graphs are not supported on the CPU runtime (cudaErrorNotSupported); launch "
+                "the kernels directly\n",
+                call);
+    });
+    return set_error(cudaErrorNotSupported);
+}
+}  // namespace cpu_cuda
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+    return cpu_cuda::graphs_not_supported("cudaStreamBeginCapture");
+}
+inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph) {
+    if (graph) *graph = nullptr;
+    return cpu_cuda::graphs_not_supported("cudaStreamEndCapture");
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t, unsigned long long) {
+    if (exec) *exec = nullptr;
+    return cpu_cuda::graphs_not_supported("cudaGraphInstantiate");
+}
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) {
+    return cpu_cuda::graphs_not_supported("cudaGraphLaunch");
+}
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }  // (nothing was made)
+inline cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }

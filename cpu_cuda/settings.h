@@ -25,6 +25,7 @@ struct Settings {
     bool poison = true;           // CPU_CUDA_POISON=0: fresh memory is not filled with NaN bytes
     bool protect_host = false;    // CPU_CUDA_PROTECT=1: device memory is PROT_NONE outside runtime calls
     bool racecheck = false;       // CPU_CUDA_RACECHECK=1: every launch under every schedule, compared
+    bool deterministic = false;   // CPU_CUDA_DETERMINISTIC=1: the race detector also fails float atomic sums whose bits vary
     bool check_pointers = true;   // CPU_CUDA_CHECK_POINTERS=0: kernel pointer arguments not checked
     bool driver_pages = false;    // CPU_CUDA_DRIVER_PAGES=1: cudaMemGetInfo counts 2 MiB pages, as a GPU's driver
     Schedule schedule;            // CPU_CUDA_SCHEDULE=forward|reverse|shuffle[:seed]|warp|warp-reverse[,blocks-reversed]
@@ -101,6 +102,7 @@ inline Settings read_settings() {
     flag("CPU_CUDA_POISON", s.poison);
     flag("CPU_CUDA_PROTECT", s.protect_host);
     flag("CPU_CUDA_RACECHECK", s.racecheck);
+    flag("CPU_CUDA_DETERMINISTIC", s.deterministic);
     flag("CPU_CUDA_CHECK_POINTERS", s.check_pointers);
     flag("CPU_CUDA_DRIVER_PAGES", s.driver_pages);
     if (const char* v = getenv("CPU_CUDA_SCHEDULE")) s.schedule = parse_schedule(v);

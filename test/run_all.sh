@@ -93,6 +93,12 @@ echo "==== hardening checks took $((SECONDS - hardening_start)) s (their builds 
 if [ -x ./test/test_cpu_cuda ]; then
     export OMP_WAIT_POLICY=passive
     suite "CPU runtime for CUDA: execution model and runtime API" ./test/test_cpu_cuda
+    suite "CPU runtime for CUDA: cooperative groups and other features of kernels from elsewhere" \
+        ./test/test_cpu_cuda_features
+    suite "CPU runtime for CUDA: a workbench-style .cu built with the one-line rule (make NAME_cpu)" \
+        ./test/cpu_cuda_byok_cpu
+    suite "the same, race detector on (cooperative groups under five schedules)" env CPU_CUDA_RACECHECK=1 \
+        ./test/cpu_cuda_byok_cpu
     suite "CPU runtime for CUDA: WMMA (tensor-core fragments)" ./test/test_cpu_wmma
     suite "CPU runtime for CUDA: WMMA, shuffled fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled ./test/test_cpu_wmma
     suite "CPU runtime for CUDA: cuBLAS subset" ./test/test_cpu_cublas
@@ -101,7 +107,7 @@ if [ -x ./test/test_cpu_cuda ]; then
     suite "fused attention on the CPU runtime, fp32 build (the exact tier)" ./test/test_flash_attention_cpu_fp32
     suite "fused attention, bf16, shuffled WMMA fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled \
         ./test/test_flash_attention_cpu
-    suite "fused attention, bf16, race detector on" env CPU_CUDA_RACECHECK=1 ./test/test_flash_attention_cpu
+    suite "fused attention, bf16, race detector on" env CPU_CUDA_RACECHECK=1 CPU_CUDA_DETERMINISTIC=1 ./test/test_flash_attention_cpu
     suite "GPU tests on the CPU runtime, bf16 build" ./test/test_gpu_cpu
     suite "GPU tests on the CPU runtime, fp32 build (the exact tier)" ./test/test_gpu_cpu_fp32
     # the memory estimate against cudaMemGetInfo as a GPU's driver answers it (2 MiB pages)
@@ -109,7 +115,7 @@ if [ -x ./test/test_cpu_cuda ]; then
         ./test/test_gpu_cpu --test-case="memory: *"
     # every launch under five schedules, compared: a race shows up as a difference. (Not the
     # end-to-end cases: they start train_gpt_cpu, whose kernels the other cases launch too.)
-    suite "GPU tests on the CPU runtime, bf16 build, race detector on" env CPU_CUDA_RACECHECK=1 ./test/test_gpu_cpu \
+    suite "GPU tests on the CPU runtime, bf16 build, race detector on" env CPU_CUDA_RACECHECK=1 CPU_CUDA_DETERMINISTIC=1 ./test/test_gpu_cpu \
         --test-case-exclude="train_gpt:*"
     suite "GPU replicas on the CPU runtime (mpirun and Slurm-style)" bash test/test_gpu_replicas.sh
     workbenches() {  # the dev/cuda workbenches' correctness checks, at small shapes

@@ -7,9 +7,17 @@
 //            1b the same kernel as the backward runs it: from the saved max and sum
 //            2: one warp per row, "online" max and sum in one pass (each lane rescales its
 //               running sum when its maximum grows), then one pass that writes
+//            3: version 0 written with cooperative groups (a tile of 32 per row,
+//               cg::reduce): the same order of operations, so the same bits as version 0
 //   backward 0: the kernel before 16-byte accesses
 //            1: train_gpt's kernel, one warp per row, 16 bytes per access
+//            2: version 0 with cooperative groups: the same bits as version 0
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+
 #include "common.h"
+
+namespace cg = cooperative_groups;
 
 // Version 2. Combining two (max, sum) pairs: m = max(m1, m2), s = s1·e^(m1-m) + s2·e^(m2-m).
 __global__ void causal_softmax_online(floatX* att, int rows, int T) {
@@ -62,6 +70,40 @@ __global__ void causal_softmax_backward_scalar(floatX* datt, const floatX* att, 
     for (int t2 = t + 1 + lane; t2 < T; t2 += 32) d[t2] = floatX(0.0f);
 }
 
+// Version 3: the row is the tile's place among the block's tiles. cg::reduce adds as
+// gpu::warp_sum does (out = op(out, shfl_xor(out, m)), m = 16 ... 1), and greater<float> is
+// fmaxf on numbers, so the bits are version 0's.
+__global__ void causal_softmax_cg(floatX* att, int rows, int T) {
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(cg::this_thread_block());
+    int r = blockIdx.x * warp.meta_group_size() + warp.meta_group_rank(), lane = warp.thread_rank();
+    if (r >= rows) return;  // whole tiles leave together
+    int t = r % T;
+    floatX* a = att + (size_t)r * T;
+    float maxv = -INFINITY;
+    for (int t2 = lane; t2 <= t; t2 += 32) maxv = fmaxf(maxv, (float)__ldg(a + t2));
+    maxv = cg::reduce(warp, maxv, cg::greater<float>());
+    float sum = 0;
+    for (int t2 = lane; t2 <= t; t2 += 32) sum += expf((float)__ldg(a + t2) - maxv);
+    sum = cg::reduce(warp, sum, cg::plus<float>());
+    for (int t2 = lane; t2 <= t; t2 += 32) a[t2] = floatX(expf((float)a[t2] - maxv) / sum);
+    for (int t2 = t + 1 + lane; t2 < T; t2 += 32) __stcs(a + t2, floatX(0.0f));
+}
+
+// Backward version 2: dS = P ⊙ (dP - Σ P·dP) · scale, the dot product by cg::reduce
+__global__ void causal_softmax_backward_cg(floatX* datt, const floatX* att, int rows, int T, float scale) {
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(cg::this_thread_block());
+    int r = blockIdx.x * warp.meta_group_size() + warp.meta_group_rank(), lane = warp.thread_rank();
+    if (r >= rows) return;
+    int t = r % T;
+    const floatX* a = att + (size_t)r * T;
+    floatX* d = datt + (size_t)r * T;
+    float dot = 0;
+    for (int t2 = lane; t2 <= t; t2 += 32) dot += (float)__ldg(a + t2) * (float)d[t2];
+    dot = cg::reduce(warp, dot, cg::plus<float>());
+    for (int t2 = lane; t2 <= t; t2 += 32) d[t2] = floatX((float)__ldg(a + t2) * ((float)d[t2] - dot) * scale);
+    for (int t2 = t + 1 + lane; t2 < T; t2 += 32) d[t2] = floatX(0.0f);
+}
+
 int main(int argc, char** argv) {
     return workbench_main("attention_softmax", argc, argv, [] {
         const int B = 2, NH = at_scale(12, 2), T = at_scale(1024, 100), rows = B * NH * T;
@@ -106,7 +148,8 @@ int main(int argc, char** argv) {
         };
         d_att.set(to_x(scores));
         v0();
-        double err = norm_error(d_att.host(), P);
+        std::vector<floatX> forward0 = d_att.host();  // before the timed calls, which change d_att
+        double err = norm_error(forward0, P);
         ok &= table_row("0 before: one element per access", err, fwd_tol, time_ms(v0), bytes);
         auto v1 = [&] {
             gpu::causal_softmax_kernel<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_att.ptr(), d_max.ptr(),
@@ -137,6 +180,15 @@ int main(int argc, char** argv) {
         v2();
         err = norm_error(d_att.host(), P);
         ok &= table_row("2 online max and sum, one write pass", err, fwd_tol, time_ms(v2), bytes);
+        auto v3 = [&] {
+            causal_softmax_cg<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_att.ptr(), rows, T);
+            KERNEL_CHECK();
+        };
+        d_att.set(to_x(scores));
+        v3();
+        same = d_att.host() == forward0;  // version 0's order of operations: version 0's bits
+        err = same ? norm_error(d_att.host(), P) : NAN;
+        ok &= table_row("3 cooperative groups (= 0's bits)", err, fwd_tol, time_ms(v3), bytes);
 
         table_header(strf("causal softmax backward (tolerance %g)", bwd_tol).c_str());
         auto b0 = [&] {
@@ -157,6 +209,18 @@ int main(int argc, char** argv) {
         b1();
         err = norm_error(d_datt.host(), dS);
         ok &= table_row("1 production: warp per row, 16 bytes", err, bwd_tol, time_ms(b1), 3.0 * n * sizeof(floatX));
+        d_datt.set(to_x(datt));
+        b0();  // version 0's output again: the timed calls changed d_datt
+        std::vector<floatX> backward = d_datt.host();
+        auto b2 = [&] {
+            causal_softmax_backward_cg<<<grid, gpu::THREADS, 0, gpu::ctx.stream>>>(d_datt.ptr(), d_P.ptr(), rows, T,
+                                                                                 scale);
+            KERNEL_CHECK();
+        };
+        d_datt.set(to_x(datt));
+        b2();
+        err = d_datt.host() == backward ? norm_error(d_datt.host(), dS) : NAN;
+        ok &= table_row("2 cooperative groups (= 0's bits)", err, bwd_tol, time_ms(b2), 3.0 * n * sizeof(floatX));
         return ok;
     });
 }

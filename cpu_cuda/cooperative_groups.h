@@ -1,0 +1,275 @@
+// cpu_cuda/cooperative_groups.h: CUDA's cooperative groups on the CPU runtime, built on its
+// own barriers and warp collectives (exec.h), so that their checks apply: a barrier reached
+// from different places, a deadlock, a lane that has exited, lanes that disagree. Programs
+// include <cooperative_groups.h> (and <cooperative_groups/reduce.h>, <.../scan.h>) as usual:
+// cpu.mk puts cpu_cuda/include first on the include path, whose headers lead here.
+//
+// What is here:
+//   thread_block        this_thread_block(): sync, thread_rank, size / num_threads,
+//                       group_index, thread_index, group_dim / dim_threads
+//   thread_block_tile<N> tiled_partition<N>(block or tile), N a power of two up to 32:
+//                       sync, thread_rank, size / num_threads, meta_group_rank,
+//                       meta_group_size, shfl, shfl_up, shfl_down, shfl_xor, any, all, ballot
+//   thread_group        tiled_partition(parent, n) at run time; a block or tile passed as one
+//                       (sync, thread_rank, size)
+//   reduce              with plus, less, greater, bit_and, bit_or, bit_xor or any function
+//   inclusive_scan, exclusive_scan (with plus by default, or any function)
+// Orders are CUDA's (cooperative_groups/details): reduce is a butterfly, out = op(out,
+// shfl_xor(out, m)) for m = N/2 ... 1, so every lane gets the same bits; inclusive_scan adds
+// shfl_up(out, m) for m = 1, 2, 4 ..., as op(out, earlier); exclusive_scan shifts that up by
+// one and gives rank 0 a value-initialised T (0).
+// Every thread of a tile must take part in its collectives: a tile whose lanes have exited
+// (or do not exist: a block that is not a multiple of N) fails the launch naming the call,
+// as the runtime's shuffles do. Not here: grid_group (this_grid, which needs a cooperative
+// launch), coalesced_threads / coalesced_group, labeled_partition, tiles over 32 threads,
+// memcpy_async, reduce_update_async: a program using them does not compile.
+#pragma once
+#include <string>
+#include <type_traits>
+
+#include "exec.h"
+
+namespace cpu_cuda {
+namespace cg_detail {
+
+inline unsigned block_rank() { return current_lane->id; }
+inline unsigned block_size() {
+    const dim3 d = current_block->launch->block;
+    return d.x * d.y * d.z;
+}
+// The lanes of the tile of `size` threads that holds this thread, as a warp mask.
+inline unsigned tile_mask(unsigned size) {
+    if (size == 32) return 0xffffffffu;
+    unsigned base = (block_rank() % 32) & ~(size - 1);
+    return ((1u << size) - 1) << base;
+}
+[[noreturn]] inline void fail(const char* call, const char* file, int line, const std::string& why) {
+    current_block->fail(std::string(call) + " at " + file + ":" + std::to_string(line) + ": " + why);
+}
+// A vote over the tile that every one of its threads must reach; then, unless op is syncwarp
+// (a tile's sync), the vote asked for.
+inline unsigned tile_vote(const char* call, const char* file, int line, unsigned size, int pred, WarpOp op) {
+    unsigned mask = tile_mask(size);
+    unsigned arrived = warp_op(file, line, WarpOp::ballot, mask, 0u, 0, 0, 1, call);
+    if (arrived != mask) {
+        unsigned warp = block_rank() / 32, missing = mask & ~arrived;
+        std::vector<unsigned> ids;
+        for (unsigned l = 0; l < 32; l++)
+            if (missing >> l & 1) ids.push_back(warp * 32 + l);
+        bool exist = warp * 32 + (31 - __builtin_clz(missing)) < block_size();
+        fail(call, file, line,
+             "threads " + id_ranges(ids) + " of the tile " +
+                 (exist ? "have exited" : "do not exist (the block is not a multiple of the tile size)") +
+                 ": every thread of a tile must take part");
+    }
+    if (op == WarpOp::syncwarp) return arrived;
+    return warp_op(file, line, op, mask, 0u, 0, 0, pred, call);
+}
+
+}  // namespace cg_detail
+}  // namespace cpu_cuda
+
+namespace cooperative_groups {
+
+class thread_group;
+
+class thread_block {
+  public:
+    void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        ::cpu_cuda::syncthreads(file, line);
+    }
+    unsigned thread_rank() const { return ::cpu_cuda::cg_detail::block_rank(); }  // (CUDA's types)
+    unsigned size() const { return ::cpu_cuda::cg_detail::block_size(); }
+    unsigned long long num_threads() const { return size(); }
+    dim3 group_index() const { return dim3(cpu_cuda_blockIdx.x, cpu_cuda_blockIdx.y, cpu_cuda_blockIdx.z); }
+    dim3 thread_index() const { return dim3(cpu_cuda_threadIdx.x, cpu_cuda_threadIdx.y, cpu_cuda_threadIdx.z); }
+    dim3 group_dim() const { return cpu_cuda_blockDim; }
+    dim3 dim_threads() const { return cpu_cuda_blockDim; }
+};
+inline thread_block this_thread_block() { return {}; }
+
+// A tile of N threads (the ranks [k·N, k·N + N) of its block).
+template <unsigned N, class Parent = void>
+class thread_block_tile {
+    static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0,
+                  "thread_block_tile<N>: the CPU runtime has tiles of 1, 2, 4, 8, 16 or 32 threads");
+
+  public:
+    thread_block_tile(unsigned meta_rank, unsigned meta_size) : meta_rank_(meta_rank), meta_size_(meta_size) {}
+    template <class P>
+    thread_block_tile(const thread_block_tile<N, P>& t)  // thread_block_tile<N, parent> to <N>
+        : meta_rank_(t.meta_group_rank()), meta_size_(t.meta_group_size()) {}
+
+    unsigned thread_rank() const { return ::cpu_cuda::cg_detail::block_rank() % N; }
+    static constexpr unsigned size() { return N; }
+    static constexpr unsigned num_threads() { return N; }
+    unsigned meta_group_rank() const { return meta_rank_; }
+    unsigned meta_group_size() const { return meta_size_; }
+
+    void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        ::cpu_cuda::cg_detail::tile_vote("thread_block_tile::sync", file, line, N, 1, ::cpu_cuda::WarpOp::syncwarp);
+    }
+    int any(int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        return (int)::cpu_cuda::cg_detail::tile_vote("thread_block_tile::any", file, line, N, pred,
+                                                     ::cpu_cuda::WarpOp::any);
+    }
+    int all(int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        return (int)::cpu_cuda::cg_detail::tile_vote("thread_block_tile::all", file, line, N, pred,
+                                                     ::cpu_cuda::WarpOp::all);
+    }
+    // bit r: the predicate of the tile's thread of rank r
+    unsigned ballot(int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        unsigned b = ::cpu_cuda::cg_detail::tile_vote("thread_block_tile::ballot", file, line, N, pred,
+                                                      ::cpu_cuda::WarpOp::ballot);
+        return b >> ((::cpu_cuda::cg_detail::block_rank() % 32) & ~(N - 1));
+    }
+    template <class T>
+    T shfl(T v, int src_rank, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        return ::cpu_cuda::shuffle(file, line, ::cpu_cuda::WarpOp::shfl_idx, mask(), v, src_rank, N,
+                                   "thread_block_tile::shfl");
+    }
+    template <class T>
+    T shfl_up(T v, unsigned delta, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        return ::cpu_cuda::shuffle(file, line, ::cpu_cuda::WarpOp::shfl_up, mask(), v, (int)delta, N,
+                                   "thread_block_tile::shfl_up");
+    }
+    template <class T>
+    T shfl_down(T v, unsigned delta, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        return ::cpu_cuda::shuffle(file, line, ::cpu_cuda::WarpOp::shfl_down, mask(), v, (int)delta, N,
+                                   "thread_block_tile::shfl_down");
+    }
+    template <class T>
+    T shfl_xor(T v, unsigned lane_mask, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        return ::cpu_cuda::shuffle(file, line, ::cpu_cuda::WarpOp::shfl_bfly, mask(), v, (int)lane_mask, N,
+                                   "thread_block_tile::shfl_xor");
+    }
+    // the reductions and scans below label their shuffles with their own name
+    template <class T>
+    T shfl_labelled(::cpu_cuda::WarpOp op, T v, int b, const char* label, const char* file, int line) const {
+        return ::cpu_cuda::shuffle(file, line, op, mask(), v, b, N, label);
+    }
+
+  private:
+    unsigned meta_rank_, meta_size_;
+    static unsigned mask() { return ::cpu_cuda::cg_detail::tile_mask(N); }
+};
+
+template <unsigned N>
+thread_block_tile<N, thread_block> tiled_partition(const thread_block& parent) {
+    unsigned size = (unsigned)parent.size();
+    return {(unsigned)parent.thread_rank() / N, (size + N - 1) / N};  // as CUDA's: the last tile may be short
+}
+template <unsigned N, unsigned M, class P>
+thread_block_tile<N, thread_block_tile<M, P>> tiled_partition(const thread_block_tile<M, P>& parent) {
+    static_assert(N <= M, "tiled_partition<N> of a tile of M threads needs N <= M");
+    return {parent.thread_rank() / N, M / N};
+}
+
+// A block or a tile, chosen at run time (tiled_partition(parent, n), or a group passed as one)
+class thread_group {
+  public:
+    thread_group(const thread_block&) : tile_(0) {}
+    template <unsigned N, class P>
+    thread_group(const thread_block_tile<N, P>&) : tile_(N) {}
+    explicit thread_group(unsigned tile) : tile_(tile) {}
+    void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        if (tile_ == 0) return ::cpu_cuda::syncthreads(file, line);
+        ::cpu_cuda::cg_detail::tile_vote("thread_group::sync", file, line, tile_, 1, ::cpu_cuda::WarpOp::syncwarp);
+    }
+    unsigned long long thread_rank() const {
+        return tile_ ? ::cpu_cuda::cg_detail::block_rank() % tile_ : ::cpu_cuda::cg_detail::block_rank();
+    }
+    unsigned long long size() const { return tile_ ? tile_ : ::cpu_cuda::cg_detail::block_size(); }
+    unsigned long long num_threads() const { return size(); }
+
+  private:
+    unsigned tile_;  // 0: the whole block
+};
+inline thread_group tiled_partition(const thread_group& parent, unsigned n, const char* file = __builtin_FILE(),
+                                    int line = __builtin_LINE()) {
+    if (n == 0 || n > 32 || (n & (n - 1)) || (parent.size() % n))
+        ::cpu_cuda::cg_detail::fail("tiled_partition", file, line,
+                                    "tile size " + std::to_string(n) +
+                                        " must be a power of two up to 32 that divides the parent's " +
+                                        std::to_string(parent.size()) + " threads");
+    return thread_group(n);
+}
+template <class Group>
+void sync(const Group& g, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    g.sync(file, line);
+}
+
+// ---- the functions of reduce and scan (CUDA's: less and greater answer the smaller or
+// larger value, not a bool)
+template <class T>
+struct plus {
+    T operator()(T a, T b) const { return a + b; }
+};
+template <class T>
+struct less {
+    T operator()(T a, T b) const { return (b < a) ? b : a; }
+};
+template <class T>
+struct greater {
+    T operator()(T a, T b) const { return (a < b) ? b : a; }
+};
+template <class T>
+struct bit_and {
+    T operator()(T a, T b) const { return a & b; }
+};
+template <class T>
+struct bit_or {
+    T operator()(T a, T b) const { return a | b; }
+};
+template <class T>
+struct bit_xor {
+    T operator()(T a, T b) const { return a ^ b; }
+};
+
+// (each takes the call site's file and line as defaulted arguments, for messages)
+
+template <unsigned N, class P, class T, class Op>
+auto reduce(const thread_block_tile<N, P>& g, T val, Op op, const char* file = __builtin_FILE(),
+            int line = __builtin_LINE()) -> std::decay_t<decltype(op(val, val))> {
+    using R = std::decay_t<decltype(op(val, val))>;
+    R out = val;
+    for (int m = (int)N >> 1; m > 0; m >>= 1)
+        out = op(out, g.shfl_labelled(::cpu_cuda::WarpOp::shfl_bfly, out, m, "cooperative_groups::reduce", file,
+                                      line));
+    return out;
+}
+
+template <unsigned N, class P, class T, class Op>
+auto inclusive_scan(const thread_block_tile<N, P>& g, T val, Op op, const char* file = __builtin_FILE(),
+                    int line = __builtin_LINE()) -> std::decay_t<decltype(op(val, val))> {
+    using R = std::decay_t<decltype(op(val, val))>;
+    R out = val;
+    for (unsigned m = 1; m < N; m <<= 1) {
+        R earlier = g.shfl_labelled(::cpu_cuda::WarpOp::shfl_up, out, (int)m, "cooperative_groups::inclusive_scan",
+                                    file, line);
+        if (m <= g.thread_rank()) out = op(out, earlier);
+    }
+    return out;
+}
+template <unsigned N, class P, class T>
+T inclusive_scan(const thread_block_tile<N, P>& g, T val, const char* file = __builtin_FILE(),
+                 int line = __builtin_LINE()) {
+    return inclusive_scan(g, val, plus<T>(), file, line);
+}
+
+template <unsigned N, class P, class T, class Op>
+auto exclusive_scan(const thread_block_tile<N, P>& g, T val, Op op, const char* file = __builtin_FILE(),
+                    int line = __builtin_LINE()) -> std::decay_t<decltype(op(val, val))> {
+    using R = std::decay_t<decltype(op(val, val))>;
+    R inclusive = inclusive_scan(g, val, op, file, line);
+    R before = g.shfl_labelled(::cpu_cuda::WarpOp::shfl_up, inclusive, 1, "cooperative_groups::exclusive_scan",
+                               file, line);
+    return g.thread_rank() == 0 ? R{} : before;
+}
+template <unsigned N, class P, class T>
+T exclusive_scan(const thread_block_tile<N, P>& g, T val, const char* file = __builtin_FILE(),
+                 int line = __builtin_LINE()) {
+    return exclusive_scan(g, val, plus<T>(), file, line);
+}
+
+}  // namespace cooperative_groups

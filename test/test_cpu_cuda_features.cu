@@ -1,0 +1,671 @@
+// Tests of the CPU runtime (cpu_cuda/) on the CUDA features that kernels written elsewhere
+// use (tutorials, other trainers' workbenches): cooperative groups, __launch_bounds__,
+// built-in variable names in host code, cache-hint loads and stores, packed half atomics,
+// CUDA's mixed int/unsigned min and max, __syncwarp() under -std=c++17, NULL kernel
+// arguments, a kernel called as a host function, float atomics under the race detector.
+//
+// Every expected value is computed here from CUDA's documentation (the programming guide's
+// cooperative-groups chapter and the reduction and scan orders of cooperative_groups/details),
+// by simple host loops, never by the runtime. Errors are checked by their code and message.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+#include <cooperative_groups/scan.h>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cpu_cuda_test.h"
+
+namespace cg = cooperative_groups;
+
+static bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Runs f in a child process; returns its wait status and what it wrote to stderr.
+static int in_child(const std::function<void()>& f, std::string* err) {
+    fflush(stdout), fflush(stderr);
+    int fd[2];
+    REQUIRE(pipe(fd) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        f();
+        _exit(0);
+    }
+    close(fd[1]);
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd[0], buf, sizeof buf)) > 0) err->append(buf, (size_t)n);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+// The line of this file that holds `text` (the first), for messages that name a line
+static int line_of(const std::string& text) {
+    FILE* f = fopen(__FILE__, "r");
+    REQUIRE(f);
+    char buf[1024];
+    int line = 0, found = 0;
+    while (!found && fgets(buf, sizeof buf, f)) line++, found = strstr(buf, text.c_str()) ? line : 0;
+    fclose(f);
+    REQUIRE(found > 0);
+    return found;
+}
+
+// ----------------------------------------------------------------------------
+// 1. Cooperative groups
+
+// the block's rank, size and indices; and block.sync(): each thread reads what its neighbour
+// wrote before the barrier (without one, a thread would read the NaN poison)
+__global__ void block_group(unsigned* out, float* neighbour) {
+    cg::thread_block block = cg::this_thread_block();
+    __shared__ float written[24];
+    unsigned r = (unsigned)block.thread_rank();
+    written[r] = 3.0f * r;
+    block.sync();
+    neighbour[block.group_index().x * 24 + r] = written[(r + 1) % block.size()];
+    unsigned* o = out + 6 * (block.group_index().x * 24 + r);
+    dim3 t = block.thread_index();
+    o[0] = r, o[1] = (unsigned)block.size(), o[2] = block.group_index().x, o[3] = t.x, o[4] = t.y, o[5] = t.z;
+}
+
+TEST_CASE("cooperative groups: thread_block's rank, size, indices and sync") {
+    Dev<unsigned> out(6 * 48);
+    Dev<float> neighbour(48);
+    block_group<<<2, dim3(4, 3, 2)>>>(out.p, neighbour.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<unsigned> h = out.host();
+    std::vector<float> n = neighbour.host();
+    bool ok = true;
+    for (unsigned b = 0; b < 2; b++)
+        for (unsigned z = 0; z < 2; z++)
+            for (unsigned y = 0; y < 3; y++)
+                for (unsigned x = 0; x < 4; x++) {
+                    unsigned r = x + 4 * (y + 3 * z);  // the programming guide's thread_rank
+                    const unsigned* o = &h[6 * (b * 24 + r)];
+                    ok &= o[0] == r && o[1] == 24 && o[2] == b && o[3] == x && o[4] == y && o[5] == z;
+                    ok &= n[b * 24 + r] == 3.0f * ((r + 1) % 24);
+                }
+    CHECK(ok);
+}
+
+// What each tile call answers, per thread: rank, meta rank and size, the leader's value, the
+// neighbours' values, the butterfly partner's, and the three votes.
+template <unsigned N>
+__global__ void tile_calls(int* out) {
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<N> tile = cg::tiled_partition<N>(block);
+    int t = (int)block.thread_rank();
+    int v = 10 * t + 1;
+    int* o = out + 10 * t;
+    o[0] = (int)tile.thread_rank();
+    o[1] = (int)tile.meta_group_rank();
+    o[2] = (int)tile.meta_group_size();
+    o[3] = tile.shfl(v, 0);
+    o[4] = tile.shfl_down(v, 1);
+    o[5] = tile.shfl_up(v, 1);
+    o[6] = tile.shfl_xor(v, N / 2);
+    o[7] = tile.any(t % 7 == 0);
+    o[8] = tile.all(t % 2 == 0);
+    o[9] = (int)tile.ballot(tile.thread_rank() % 2 == 1);
+    tile.sync();
+}
+
+template <unsigned N>
+void check_tile_calls() {
+    CAPTURE(N);
+    const int threads = 64;
+    Dev<int> out(10 * threads);
+    tile_calls<N><<<1, threads>>>(out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<int> h = out.host();
+    for (int t = 0; t < threads; t++) {
+        CAPTURE(t);
+        int r = t % (int)N, base = t - r;
+        auto v = [](int i) { return 10 * i + 1; };
+        bool any = false, all = true;
+        for (int i = base; i < base + (int)N; i++) any |= i % 7 == 0, all &= i % 2 == 0;
+        unsigned ballot = 0;
+        for (int i = 0; i < (int)N; i++) ballot |= (unsigned)(i % 2 == 1) << i;
+        const int* o = &h[10 * t];
+        REQUIRE(o[0] == r);
+        REQUIRE(o[1] == t / (int)N);
+        REQUIRE(o[2] == threads / (int)N);
+        REQUIRE(o[3] == v(base));
+        REQUIRE(o[4] == (r + 1 < (int)N ? v(t + 1) : v(t)));  // beyond the tile: its own value
+        REQUIRE(o[5] == (r >= 1 ? v(t - 1) : v(t)));
+        REQUIRE(o[6] == v(base + (r ^ (int)(N / 2))));
+        REQUIRE(o[7] == (int)any);
+        REQUIRE(o[8] == (int)all);
+        REQUIRE((unsigned)o[9] == ballot);
+    }
+}
+
+TEST_CASE("cooperative groups: tiles of 1, 2, 4, 8, 16 and 32 threads, every call") {
+    check_tile_calls<1>();
+    check_tile_calls<2>();
+    check_tile_calls<4>();
+    check_tile_calls<8>();
+    check_tile_calls<16>();
+    check_tile_calls<32>();
+}
+
+// a tile of a tile: ranks and meta ranks relative to the parent tile
+__global__ void subtile(int* out) {
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(cg::this_thread_block());
+    cg::thread_block_tile<8> eight = cg::tiled_partition<8>(warp);
+    int t = threadIdx.x;
+    out[3 * t] = (int)eight.thread_rank(), out[3 * t + 1] = (int)eight.meta_group_rank();
+    out[3 * t + 2] = (int)eight.meta_group_size();
+}
+
+TEST_CASE("cooperative groups: tiled_partition of a tile") {
+    Dev<int> out(3 * 64);
+    subtile<<<1, 64>>>(out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<int> h = out.host();
+    bool ok = true;
+    for (int t = 0; t < 64; t++) ok &= h[3 * t] == t % 8 && h[3 * t + 1] == t % 32 / 8 && h[3 * t + 2] == 4;
+    CHECK(ok);
+}
+
+// thread_group: tiled_partition(parent, n) at run time, and a block passed as a thread_group
+__device__ unsigned group_rank_times_size(cg::thread_group g) {
+    cg::sync(g);
+    return (unsigned)(g.thread_rank() * 1000 + g.size());
+}
+__global__ void dynamic_tiles(unsigned* out, unsigned n) {
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_group tile = cg::tiled_partition(block, n);
+    out[2 * threadIdx.x] = group_rank_times_size(tile);
+    out[2 * threadIdx.x + 1] = group_rank_times_size(block);
+}
+
+TEST_CASE("cooperative groups: thread_group, tiled_partition(parent, n) and cg::sync") {
+    Dev<unsigned> out(2 * 64);
+    dynamic_tiles<<<1, 64>>>(out.p, 8);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<unsigned> h = out.host();
+    bool ok = true;
+    for (unsigned t = 0; t < 64; t++) ok &= h[2 * t] == t % 8 * 1000 + 8 && h[2 * t + 1] == t * 1000 + 64;
+    CHECK(ok);
+    std::string err = capture_stderr([&] { dynamic_tiles<<<1, 64>>>(out.p, 6); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "tiled_partition at"));
+    CHECK(contains(err, "tile size 6 must be a power of two up to 32 that divides the parent's 64 threads"));
+}
+
+template <unsigned N, class T, class Op>
+__global__ void tile_reduce(const T* in, T* out, Op op) {
+    cg::thread_block_tile<N> tile = cg::tiled_partition<N>(cg::this_thread_block());
+    out[threadIdx.x] = cg::reduce(tile, in[threadIdx.x], op);
+}
+template <unsigned N, class T, class Op>
+__global__ void tile_scans(const T* in, T* inclusive, T* exclusive, Op op) {
+    cg::thread_block_tile<N> tile = cg::tiled_partition<N>(cg::this_thread_block());
+    inclusive[threadIdx.x] = cg::inclusive_scan(tile, in[threadIdx.x], op);
+    exclusive[threadIdx.x] = cg::exclusive_scan(tile, in[threadIdx.x], op);
+}
+
+// CUDA's documented orders (cooperative_groups/details/coalesced_reduce.h, coalesced_scan.h),
+// replayed on the host: the butterfly and Hillis-Steele steps, all lanes in lockstep.
+template <class T, class Op>
+std::vector<T> butterfly(const std::vector<T>& in, unsigned n, Op op) {
+    std::vector<T> v = in;
+    for (unsigned m = n / 2; m > 0; m /= 2) {
+        std::vector<T> next = v;
+        for (size_t i = 0; i < v.size(); i++) next[i] = op(v[i], v[(i / n) * n + ((i % n) ^ m)]);
+        v = next;
+    }
+    return v;
+}
+template <class T, class Op>
+std::vector<T> hillis_steele(const std::vector<T>& in, unsigned n, Op op) {
+    std::vector<T> v = in;
+    for (unsigned m = 1; m < n; m *= 2) {
+        std::vector<T> next = v;
+        for (size_t i = 0; i < v.size(); i++)
+            if (i % n >= m) next[i] = op(v[i], v[i - m]);
+        v = next;
+    }
+    return v;
+}
+
+template <unsigned N, class T, class Op, class HostOp>
+void check_reduce(const std::vector<T>& in, Op op, HostOp host_op, const char* what) {
+    CAPTURE(N);
+    CAPTURE(what);
+    Dev<T> d_in(in), out(in.size());
+    tile_reduce<N, T, Op><<<1, (unsigned)in.size()>>>(d_in.p, out.p, op);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<T> h = out.host(), want = butterfly(in, N, host_op);
+    for (size_t i = 0; i < in.size(); i++) {
+        CAPTURE(i);
+        REQUIRE(memcmp(&h[i], &want[i], sizeof(T)) == 0);  // the same order: the same bits
+    }
+}
+
+TEST_CASE("cooperative groups: reduce with plus, less, greater, bit_and, bit_or, bit_xor and a lambda") {
+    std::vector<int> ints(64);
+    for (int i = 0; i < 64; i++) ints[i] = (i * 37 + 11) % 101 - 50;
+    // integer answers by hand for the first tile of 32: plain loops, any order
+    {
+        Dev<int> d(ints), out(64);
+        tile_reduce<32, int, cg::plus<int>><<<1, 64>>>(d.p, out.p, cg::plus<int>());
+        REQUIRE(cudaGetLastError() == cudaSuccess);
+        std::vector<int> h = out.host();
+        int sum0 = 0, sum1 = 0;
+        for (int i = 0; i < 32; i++) sum0 += ints[i], sum1 += ints[32 + i];
+        for (int i = 0; i < 64; i++) REQUIRE(h[i] == (i < 32 ? sum0 : sum1));
+    }
+    check_reduce<32>(ints, cg::less<int>(), [](int a, int b) { return std::min(a, b); }, "less");
+    check_reduce<8>(ints, cg::greater<int>(), [](int a, int b) { return std::max(a, b); }, "greater");
+    std::vector<unsigned> bits(64);
+    for (unsigned i = 0; i < 64; i++) bits[i] = 0xF0F0FFFFu ^ (1u << (i % 32)) ^ (i * 0x01010101u);
+    check_reduce<16>(bits, cg::bit_and<unsigned>(), [](unsigned a, unsigned b) { return a & b; }, "bit_and");
+    check_reduce<4>(bits, cg::bit_or<unsigned>(), [](unsigned a, unsigned b) { return a | b; }, "bit_or");
+    check_reduce<32>(bits, cg::bit_xor<unsigned>(), [](unsigned a, unsigned b) { return a ^ b; }, "bit_xor");
+    // floats whose sum depends on the order: the butterfly's bits, on every lane
+    std::vector<float> floats(64);
+    for (int i = 0; i < 64; i++) floats[i] = (i % 3 == 0 ? 1e7f : 0.37f) * (i % 2 ? -1.0f : 1.0f) + 0.013f * i;
+    check_reduce<32>(floats, cg::plus<float>(), [](float a, float b) { return a + b; }, "plus<float>");
+    check_reduce<2>(floats, cg::plus<float>(), [](float a, float b) { return a + b; }, "plus<float>, 2");
+    auto absmax = [](float a, float b) { return fabsf(a) > fabsf(b) ? a : b; };
+    check_reduce<32>(floats, absmax, absmax, "a lambda");
+    auto skew = [](unsigned a, unsigned b) { return 3u * a + b; };  // operands that do not commute
+    check_reduce<16>(bits, skew, skew, "3a + b");
+    // a hand-computed one: 1..32 on a tile of 32 gives 528 exactly
+    std::vector<float> counting(32);
+    for (int i = 0; i < 32; i++) counting[i] = (float)(i + 1);
+    Dev<float> d(counting), out(32);
+    tile_reduce<32, float, cg::plus<float>><<<1, 32>>>(d.p, out.p, cg::plus<float>());
+    REQUIRE(out.host()[17] == 528.0f);
+}
+
+template <unsigned N, class T, class Op, class HostOp>
+void check_scans(const std::vector<T>& in, Op op, HostOp host_op, const char* what) {
+    CAPTURE(N);
+    CAPTURE(what);
+    Dev<T> d_in(in), inc(in.size()), exc(in.size());
+    tile_scans<N, T, Op><<<1, (unsigned)in.size()>>>(d_in.p, inc.p, exc.p, op);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<T> hi = inc.host(), he = exc.host(), want = hillis_steele(in, N, host_op);
+    for (size_t i = 0; i < in.size(); i++) {
+        CAPTURE(i);
+        REQUIRE(memcmp(&hi[i], &want[i], sizeof(T)) == 0);
+        T e = i % N == 0 ? T{} : want[i - 1];  // rank 0 of each tile: a value-initialised T
+        REQUIRE(memcmp(&he[i], &e, sizeof(T)) == 0);
+    }
+}
+
+TEST_CASE("cooperative groups: inclusive_scan and exclusive_scan, int and float") {
+    // by hand: 1, 2, 3, ... on tiles of 8 give the triangular numbers, restarting per tile
+    std::vector<int> counting(32);
+    for (int i = 0; i < 32; i++) counting[i] = i % 8 + 1;
+    Dev<int> d(counting), inc(32), exc(32);
+    tile_scans<8, int, cg::plus<int>><<<1, 32>>>(d.p, inc.p, exc.p, cg::plus<int>());
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<int> hi = inc.host(), he = exc.host();
+    for (int i = 0; i < 32; i++) {
+        int k = i % 8 + 1;
+        REQUIRE(hi[i] == k * (k + 1) / 2);
+        REQUIRE(he[i] == (k - 1) * k / 2);
+    }
+    std::vector<int> ints(64);
+    for (int i = 0; i < 64; i++) ints[i] = (i * 53 + 7) % 97 - 40;
+    check_scans<32>(ints, cg::plus<int>(), [](int a, int b) { return a + b; }, "plus<int>");
+    check_scans<16>(ints, cg::greater<int>(), [](int a, int b) { return std::max(a, b); }, "greater<int>");
+    std::vector<float> floats(64);
+    for (int i = 0; i < 64; i++) floats[i] = (i % 4 == 0 ? 3e6f : 0.7f) * (i % 3 ? 1.0f : -1.0f) + 0.011f * i;
+    check_scans<32>(floats, cg::plus<float>(), [](float a, float b) { return a + b; }, "plus<float>");
+    check_scans<4>(floats, cg::less<float>(), [](float a, float b) { return std::min(a, b); }, "less<float>");
+    // a function whose operands do not commute: CUDA's op(own running value, the earlier one)
+    auto skew = [](unsigned a, unsigned b) { return 3u * a + b; };
+    std::vector<unsigned> u(64);
+    for (unsigned i = 0; i < 64; i++) u[i] = i * 7 + 1;
+    check_scans<8>(u, skew, skew, "3a + b");
+    check_scans<32>(u, skew, skew, "3a + b");
+}
+
+// A tile collective some of whose threads have exited fails the launch like a shuffle would.
+__global__ void reduce_after_exit(float* out) {
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(cg::this_thread_block());
+    if (tile.thread_rank() >= 20) return;
+    out[threadIdx.x] = cg::reduce(tile, 1.0f, cg::plus<float>());  // (the line the message names)
+}
+__global__ void sync_after_exit(float* out) {
+    cg::thread_block_tile<16> tile = cg::tiled_partition<16>(cg::this_thread_block());
+    if (threadIdx.x == 5) return;
+    tile.sync();
+    out[threadIdx.x] = 1;
+}
+__global__ void vote_in_short_block(int* out) {
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(cg::this_thread_block());
+    out[threadIdx.x] = tile.all(1);
+}
+
+TEST_CASE("cooperative groups: a tile whose threads have exited, or do not exist, fails the launch") {
+    Dev<float> out(64);
+    std::string err = capture_stderr([&] { reduce_after_exit<<<1, 64>>>(out.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "kernel 'reduce_after_exit'"));
+    CHECK(contains(err, "cooperative_groups::reduce at"));
+    CHECK(contains(err, "test_cpu_cuda_features.cu:" + std::to_string(line_of("cg::reduce(tile, 1.0f"))));
+    CHECK(contains(err, "has exited"));
+
+    err = capture_stderr([&] { sync_after_exit<<<1, 32>>>(out.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "thread_block_tile::sync at"));
+    CHECK(contains(err, "threads 5 of the tile have exited"));
+
+    Dev<int> iout(48);
+    err = capture_stderr([&] { vote_in_short_block<<<1, 48>>>(iout.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "thread_block_tile::all at"));
+    CHECK(contains(err, "threads 48-63 of the tile do not exist"));
+}
+
+// ----------------------------------------------------------------------------
+// 2. __launch_bounds__
+
+__global__ void __launch_bounds__(64) bounded(int* out) { out[threadIdx.x] = 7; }
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS, 2) bounded_template(int* out) {
+    out[threadIdx.x] = THREADS;
+}
+
+TEST_CASE("__launch_bounds__: within the bound runs; beyond it fails as on a GPU, before any thread runs") {
+    Dev<int> out(256);
+    cudaMemset(out.p, 0, 256 * sizeof(int));
+    bounded<<<1, 64>>>(out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    CHECK(out.host()[63] == 7);
+    cudaMemset(out.p, 0, 256 * sizeof(int));
+    std::string err = capture_stderr([&] { bounded<<<2, dim3(8, 9)>>>(out.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchOutOfResources);  // "too many resources requested for launch"
+    CHECK(contains(err, "kernel 'bounded'"));
+    CHECK(contains(err, "72 threads per block, more than the 64 of its __launch_bounds__"));
+    std::vector<int> h = out.host();
+    CHECK(std::count(h.begin(), h.end(), 0) == 256);  // nothing ran
+    bounded_template<128><<<1, 128>>>(out.p);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    CHECK(out.host()[127] == 128);
+    capture_stderr([&] { bounded_template<128><<<1, 256>>>(out.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchOutOfResources);
+}
+
+// ----------------------------------------------------------------------------
+// 3. Built-in variable names used by host code, and a parameter named dim3
+
+__global__ void named_dim3(int dim3, int* out) { out[blockIdx.x * blockDim.x + threadIdx.x] = dim3 + (int)gridDim.x; }
+
+TEST_CASE("built-in names: host variables gridDim and blockDim, a kernel parameter named dim3") {
+    dim3 gridDim(3), blockDim(32);  // as nvcc allows in host code
+    Dev<int> out(96);
+    named_dim3<<<gridDim, blockDim>>>(100, out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<int> h = out.host();
+    CHECK(std::count(h.begin(), h.end(), 103) == 96);
+    CHECK(gridDim.x * blockDim.x == 96u);  // still the host's own
+}
+
+// ----------------------------------------------------------------------------
+// 4. Cache-hint loads and stores
+
+__global__ void cache_hints(const float* f, const float4* f4, const int2* i2, const __half2* h2,
+                            const __nv_bfloat162* b2, const double* d, float* of, float4* of4, int2* oi2,
+                            __half2* oh2, __nv_bfloat162* ob2, double* od) {
+    int i = threadIdx.x;
+    __stwb(of + 6 * i + 0, __ldg(f + i));
+    __stcg(of + 6 * i + 1, __ldca(f + i));
+    __stcs(of + 6 * i + 2, __ldcg(f + i));
+    __stwt(of + 6 * i + 3, __ldcs(f + i));
+    of[6 * i + 4] = __ldlu(f + i);
+    of[6 * i + 5] = __ldcv(f + i);
+    __stcs(of4 + i, __ldg(f4 + i));
+    __stcg(oi2 + i, __ldcs(i2 + i));
+    __stwt(oh2 + i, __ldg(h2 + i));
+    __stwb(ob2 + i, __ldcg(b2 + i));
+    od[i] = __ldg(d + i);
+}
+
+TEST_CASE("cache hints: __ldg, __ldca, __ldcg, __ldcs, __ldlu, __ldcv and __stwb, __stcg, __stcs, __stwt") {
+    const int n = 32;
+    std::vector<float> f(n);
+    std::vector<float4> f4(n);
+    std::vector<int2> i2(n);
+    std::vector<__half2> h2(n);
+    std::vector<__nv_bfloat162> b2(n);
+    std::vector<double> d(n);
+    for (int i = 0; i < n; i++) {
+        f[i] = 0.5f * i - 3;
+        f4[i] = make_float4(i, -i, 2.0f * i, 0.25f);
+        i2[i] = make_int2(i, -7 * i);
+        h2[i] = __half2(__float2half(0.5f * i), __float2half(-1.0f * i));
+        b2[i] = __nv_bfloat162(__float2bfloat16(2.0f * i), __float2bfloat16(-0.125f * i));
+        d[i] = 1e-3 * i;
+    }
+    Dev<float> df(f), of(6 * n);
+    Dev<float4> df4(f4), of4(n);
+    Dev<int2> di2(i2), oi2(n);
+    Dev<__half2> dh2(h2), oh2(n);
+    Dev<__nv_bfloat162> db2(b2), ob2(n);
+    Dev<double> dd(d), od(n);
+    cache_hints<<<1, n>>>(df.p, df4.p, di2.p, dh2.p, db2.p, dd.p, of.p, of4.p, oi2.p, oh2.p, ob2.p, od.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> hf = of.host();
+    std::vector<float4> hf4 = of4.host();
+    std::vector<int2> hi2 = oi2.host();
+    std::vector<__half2> hh2 = oh2.host();
+    std::vector<__nv_bfloat162> hb2 = ob2.host();
+    std::vector<double> hd = od.host();
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < 6; k++) ok &= hf[6 * i + k] == f[i];
+        ok &= memcmp(&hf4[i], &f4[i], sizeof(float4)) == 0 && memcmp(&hi2[i], &i2[i], sizeof(int2)) == 0;
+        ok &= memcmp(&hh2[i], &h2[i], sizeof(__half2)) == 0 && memcmp(&hb2[i], &b2[i], sizeof(__nv_bfloat162)) == 0;
+        ok &= hd[i] == d[i];
+    }
+    CHECK(ok);
+}
+
+// ----------------------------------------------------------------------------
+// 5. Atomics on packed halves
+
+__global__ void packed_atomics(__nv_bfloat162* b2, __half2* h2, __half* h, __nv_bfloat162* old_b2) {
+    old_b2[blockIdx.x * blockDim.x + threadIdx.x] = atomicAdd(b2, __nv_bfloat162(__float2bfloat16(1.0f), __float2bfloat16(2.0f)));
+    atomicAdd(h2, __half2(__float2half(0.5f), __float2half(-3.0f)));
+    atomicAdd(h, __float2half(0.25f));
+}
+
+TEST_CASE("atomicAdd on __nv_bfloat162, __half2 and __half: each half added atomically") {
+    const int n = 100;  // sums stay exact: bf16 holds integers to 256, fp16 to 2048
+    Dev<__nv_bfloat162> b2(1), old(n);
+    Dev<__half2> h2(1);
+    Dev<__half> h(1);
+    cudaMemset(b2.p, 0, sizeof(__nv_bfloat162));
+    cudaMemset(h2.p, 0, sizeof(__half2));
+    cudaMemset(h.p, 0, sizeof(__half));
+    packed_atomics<<<4, n / 4>>>(b2.p, h2.p, h.p, old.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    __nv_bfloat162 rb = b2.host()[0];
+    __half2 rh = h2.host()[0];
+    CHECK(__bfloat162float(rb.x) == 100.0f);
+    CHECK(__bfloat162float(rb.y) == 200.0f);
+    CHECK(__half2float(rh.x) == 50.0f);
+    CHECK(__half2float(rh.y) == -300.0f);
+    CHECK(__half2float(h.host()[0]) == 25.0f);
+    // the old values returned are the 100 partial sums 0, 1, ..., 99 (in some order)
+    std::vector<__nv_bfloat162> olds = old.host();
+    std::vector<int> seen(n, 0);
+    for (auto& o : olds) {
+        int k = (int)__bfloat162float(o.x);
+        REQUIRE(k >= 0);
+        REQUIRE(k < n);
+        seen[k]++;
+    }
+    CHECK(std::count(seen.begin(), seen.end(), 1) == n);
+}
+
+// ----------------------------------------------------------------------------
+// 6. min/max with mixed int and unsigned; __syncwarp() with its default mask
+
+__global__ void mixed_min_max(unsigned* out, int i, unsigned u) {
+    out[0] = min(i, u), out[1] = max(i, u), out[2] = min(u, i), out[3] = max(u, i);
+    out[4] = (unsigned)min(threadIdx.x, 5);  // unsigned and int: CUDA's overload, no ambiguity
+}
+
+TEST_CASE("min and max: CUDA's overloads for mixed int and unsigned compare as unsigned") {
+    Dev<unsigned> out(5);
+    mixed_min_max<<<1, 1>>>(out.p, -1, 5u);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<unsigned> h = out.host();
+    CHECK(h[0] == 5u);            // -1 is 0xffffffff as unsigned: the larger
+    CHECK(h[1] == 0xffffffffu);
+    CHECK(h[2] == 5u);
+    CHECK(h[3] == 0xffffffffu);
+    CHECK(h[4] == 0u);
+    CHECK(min(-3L, 2UL) == 2UL);  // long and unsigned long: the same rule
+    CHECK(max(-3LL, 2ULL) == (unsigned long long)-3LL);
+    CHECK(min(1.5f, 2.0) == 1.5);  // float and double: double
+}
+
+__global__ void warp_exchange(float* out) {
+    __shared__ float s[32];
+    s[threadIdx.x] = 2.0f * threadIdx.x;
+    __syncwarp();  // the default mask, under -std=c++17
+    out[threadIdx.x] = s[31 - threadIdx.x];
+}
+
+TEST_CASE("__syncwarp() with its default mask, compiled as -std=c++17") {
+    Dev<float> out(32);
+    warp_exchange<<<1, 32>>>(out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> h = out.host();
+    bool ok = true;
+    for (int i = 0; i < 32; i++) ok &= h[i] == 2.0f * (31 - i);
+    CHECK(ok);
+}
+
+// ----------------------------------------------------------------------------
+// 7. NULL and 0 for pointer arguments
+
+__global__ void optional_bias(const float* bias, float* out) { out[threadIdx.x] = bias ? bias[threadIdx.x] : -1.0f; }
+
+TEST_CASE("NULL or 0 as a pointer kernel argument is a null pointer, as nvcc's launch converts it") {
+    Dev<float> out(8);
+    optional_bias<<<1, 8>>>(NULL, out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    CHECK(out.host()[3] == -1.0f);
+    cudaMemset(out.p, 0, 8 * sizeof(float));
+    optional_bias<<<1, 8>>>(0, out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    CHECK(out.host()[7] == -1.0f);
+    // a non-zero integer is no pointer (nvcc refuses it at compile time; here the launch fails)
+    std::string err = capture_stderr([&] { optional_bias<<<1, 8>>>(5, out.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "argument 1 is the integer 5, for a pointer parameter"));
+}
+
+// ----------------------------------------------------------------------------
+// 8. A __global__ function called from host code; a launch from device code
+
+__global__ void called_from_host(float* out) { out[threadIdx.x] = 1; }
+
+TEST_CASE("a kernel called from host code as a function stops with its name and line, exit status 1") {
+    std::string err;
+    int status = in_child(
+        [] {
+            float x[32];
+            called_from_host(x);
+        },
+        &err);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK(contains(err, "kernel 'called_from_host' (test/test_cpu_cuda_features.cu:"));
+    CHECK(contains(err, "called from host code as an ordinary function"));
+}
+
+__global__ void child_kernel(float* out) { out[0] = 1; }
+__global__ void parent_kernel(float* out) { child_kernel<<<1, 1>>>(out); }
+
+TEST_CASE("a launch from device code (dynamic parallelism) fails the launch with a message") {
+    Dev<float> out(1);
+    std::string err = capture_stderr([&] { parent_kernel<<<1, 1>>>(out.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "kernel 'child_kernel' launched from device code: dynamic parallelism is not supported"));
+}
+
+// ----------------------------------------------------------------------------
+// 9. Float atomics under the race detector
+
+// 4 blocks of 256 threads add values of mixed sizes into one float: the rounding of the sum
+// depends on the order of the additions, which the race detector's schedules change.
+__global__ void float_sum(const float* in, float* sum) { atomicAdd(sum, in[blockIdx.x * blockDim.x + threadIdx.x]); }
+// the same, plus a real race: every thread writes its own index to one element
+__global__ void float_sum_and_race(const float* in, float* sum, int* last) {
+    atomicAdd(sum, in[blockIdx.x * blockDim.x + threadIdx.x]);
+    *last = (int)threadIdx.x;
+}
+
+TEST_CASE("race detector: a float atomicAdd sum is non-determinism, noted once; an error only when strict") {
+    std::vector<float> in(1024);
+    for (int i = 0; i < 1024; i++) in[i] = (i % 5 == 0 ? 1000.0f : 0.001f) * (1.0f + 0.37f * (i % 11));
+    Dev<float> d(in), sum(1);
+    Dev<int> last(1);
+    cpu_cuda::Settings saved = cpu_cuda::settings();
+    cpu_cuda::settings().racecheck = true;
+    cpu_cuda::settings().deterministic = false;
+    cudaMemset(sum.p, 0, sizeof(float));
+    std::string err = capture_stderr([&] {
+        float_sum<<<4, 256>>>(d.p, sum.p);
+        CHECK(cudaGetLastError() == cudaSuccess);
+        float_sum<<<4, 256>>>(d.p, sum.p);
+        CHECK(cudaGetLastError() == cudaSuccess);
+    });
+    CHECK(contains(err, "cpu_cuda: note: kernel 'float_sum': floating-point atomicAdd on"));
+    CHECK(contains(err, "not a race"));
+    CHECK(err.find("note:") == err.rfind("note:"));  // once per kernel
+    // a real race next to the atomics is still a race
+    err = capture_stderr([&] { float_sum_and_race<<<4, 256>>>(d.p, sum.p, last.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "kernel 'float_sum_and_race': race:"));
+    // strict: the project's own tests promise bit-identical reruns
+    cpu_cuda::settings().deterministic = true;
+    cudaMemset(sum.p, 0, sizeof(float));  // (from 0: on a large sum the small terms vanish in any order)
+    err = capture_stderr([&] { float_sum<<<4, 256>>>(d.p, sum.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "kernel 'float_sum': floating-point atomicAdd on"));
+    CHECK(contains(err, "CPU_CUDA_DETERMINISTIC=1"));
+    cpu_cuda::settings() = saved;
+}
+
+// ----------------------------------------------------------------------------
+// Not supported, with a message: CUDA graphs
+
+TEST_CASE("CUDA graphs answer cudaErrorNotSupported, and say so once") {
+    cudaStream_t stream;
+    REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    std::string err = capture_stderr([&] {
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaErrorNotSupported);
+        CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorNotSupported);
+        CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaErrorNotSupported);
+        CHECK(cudaGraphLaunch(exec, stream) == cudaErrorNotSupported);
+    });
+    CHECK(cudaGetLastError() == cudaErrorNotSupported);
+    CHECK(contains(err, "cpu_cuda: cudaStreamBeginCapture: CUDA graphs are not supported on the CPU runtime"));
+    CHECK(err.find("cpu_cuda:") == err.rfind("cpu_cuda:"));  // once
+    cudaStreamDestroy(stream);
+}
