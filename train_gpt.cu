@@ -246,7 +246,7 @@ struct GpuTrainer {
     }
     // What the constructor allocates on the GPU for a model and micro-batch, to the byte:
     // printed at the start, and compared with the GPU's free memory before allocating.
-    static MemoryUse memory_use(const ModelConfig& mc, int B, int T, const Config& config) {
+    static MemoryUse memory_use(const ModelConfig& mc, int B, int T, int R, const Config& config) {
         double n = (double)mc.num_params(), p = n * sizeof(float);
         MemoryUse use{{{"parameters", p}}};
         if (weights_copy()) use.parts.push_back({"their bf16 copy", n * sizeof(floatX)});

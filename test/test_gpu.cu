@@ -747,7 +747,7 @@ TEST_CASE("memory: the estimate is what the trainer allocates, to the byte, for 
                 whole_pages += std::floor(bytes / page) * page;
                 pages_up += std::ceil(bytes / page) * page;
             }
-            CHECK(asked == GpuTrainer::memory_use(c, shape.B, shape.T, config).total());
+            CHECK(asked == GpuTrainer::memory_use(c, shape.B, shape.T, 1, config).total());
             double used = (double)free0 - (double)free1;
             CHECK(used >= whole_pages);
             CHECK(used <= pages_up);
@@ -869,7 +869,7 @@ TEST_CASE("train_gpt: --batch-size auto picks the largest micro-batch that fits;
     ModelConfig c;
     c.L = 2, c.NH = 2, c.C = 32, c.maxT = 32, c.V = 256, c.Vp = 256;
     Config config;
-    double b8 = GpuTrainer::memory_use(c, 8, 16, config).total(), b16 = GpuTrainer::memory_use(c, 16, 16, config).total();
+    double b8 = GpuTrainer::memory_use(c, 8, 16, 1, config).total(), b16 = GpuTrainer::memory_use(c, 16, 16, 1, config).total();
     REQUIRE(b8 < b16);
     std::string memory = strf("--device-memory %.0f ", (b8 + b16) / 2), out;
     REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + memory + "--dry-run 1 -b auto -d 512", &out) == 0);
@@ -892,8 +892,8 @@ TEST_CASE("train_gpt: -b auto fits a larger micro-batch with --attention fused, 
     c.L = 2, c.NH = 2, c.C = 32, c.maxT = 32, c.V = 256, c.Vp = 256;
     Config fused, cublas;
     fused.attention = "fused", cublas.attention = "cublas";
-    double need = GpuTrainer::memory_use(c, 16, 32, fused).total();
-    REQUIRE(GpuTrainer::memory_use(c, 16, 32, cublas).total() > need);
+    double need = GpuTrainer::memory_use(c, 16, 32, 1, fused).total();
+    REQUIRE(GpuTrainer::memory_use(c, 16, 32, 1, cublas).total() > need);
     std::string args = TINY_ARGS + strf("-t 32 --device-memory %.0f --dry-run 1 -b auto -d 1024 ", need), out;
     REQUIRE(run_command(TRAIN_GPT + " " + args + "--attention fused", &out) == 0);
     CHECK(out.find("micro-batch chosen from memory: B=16,") != std::string::npos);
