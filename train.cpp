@@ -767,6 +767,7 @@ struct CpuTrainer {
         if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
         return strf("CPU threads: %d", omp_get_max_threads());
     }
+    static constexpr int GATHERED_WEIGHT_BYTES = sizeof(float);  // --zero 1's all-gather
     // R: the replicas, over which --zero 1 shards AdamW's state.
     static MemoryUse memory_use(const ModelConfig& mc, int B, int T, int R, const Config& cfg) {
         Shard shard = Shard::of(mc.num_params(), 0, R, cfg.zero && R > 1);

@@ -258,6 +258,7 @@ struct GpuTrainer {
     }
     // What the constructor allocates on the GPU for a model and micro-batch, to the byte:
     // printed at the start, and compared with the GPU's free memory before allocating.
+    static constexpr int GATHERED_WEIGHT_BYTES = sizeof(floatX);  // --zero 1's all-gather: the weights the kernels read
     // R: the replicas, over which --zero 1 shards the master weights (bf16) and AdamW's state.
     static MemoryUse memory_use(const ModelConfig& mc, int B, int T, int R, const Config& config) {
         Shard sh = shard_of(mc, 0, R, config);

@@ -6,6 +6,8 @@
 //   Trainer(const ModelConfig&, const BatchPlan&, const Config&, const Comm&)
 //   static void check_options(const Config&)  refuses options this trainer has no use for (UsageError)
 //   static std::string hardware(const Config&, const Comm&)  threads or GPU, for the log
+//   static constexpr int GATHERED_WEIGHT_BYTES  bytes of one weight as the kernels read it (what
+//       --zero 1's all-gather moves)
 //   static MemoryUse memory_use(const ModelConfig&, int B, int T, int R, const Config&)  what each
 //       of R replicas allocates (--zero 1 shards the optimizer state over them)
 //   static void choose_kernels(Config&, const ModelConfig&, const Comm&)  resolves kernel choices
@@ -403,9 +405,16 @@ public:
         say(strf("%s; communication: %s, %d replica%s%s", Trainer::hardware(cfg, comm).c_str(), comm.backend_name(),
                  comm.world, comm.world == 1 ? "" : "s",
                  plan.R != comm.world ? strf(" (the plan is for --replicas %d)", plan.R).c_str() : ""));
-        for (const std::string& line : describe_costs(mc, plan, cfg.steps, device)) say(line);
+        const int zero_weight_bytes = cfg.zero && plan.R > 1 ? Trainer::GATHERED_WEIGHT_BYTES : 0;
+        for (const std::string& line : describe_costs(mc, plan, cfg.steps, device, zero_weight_bytes)) say(line);
         if (cfg.dry_run) {
             for (const std::string& line : accumulation_table(mc, plan, cfg.steps, device)) say(line);
+            Config with = cfg;
+            auto memory = [&](int R, int zero) {
+                with.zero = zero;
+                return Trainer::memory_use(mc, plan.B, plan.T, R, with).total();
+            };
+            for (const std::string& line : zero_table(mc, plan, Trainer::GATHERED_WEIGHT_BYTES, memory)) say(line);
             return false;
         }
         return true;
