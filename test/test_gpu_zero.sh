@@ -136,5 +136,27 @@ if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 30 ] &&
     pass "--zero 1: a rank killed mid-run ends the job in ${took} s with an error naming it"
 else tail -3 "$work/dead.0.out"; fail "--zero 1: killed rank (exit $rc after ${took} s)"; fi
 
+# ---- a rank that freezes (SIGSTOP) under mpirun: MPI's roll call names it and the collective
+# the others wait in (ZeRO's reduce-scatter or all-gather, or the step's scalar all-reduce,
+# depending on where it stopped)
+if [ "$has_mpi" = yes ]; then
+    log="$work/mfrozen.out"
+    CPU_CUDA_NCCL_TIMEOUT=300 timeout 120 $MPIRUN -np 2 $TINY -b 4 -d $((8 * T)) -n 100000 --zero 1 -o "" \
+        --comm-timeout 3 >"$log" 2>&1 &
+    job=$!
+    for _ in $(seq 300); do grep -q "^step     2/" "$log" && break; sleep 0.1; done
+    pid=$(sed -n "s/^rank 1 on .*, pid \([0-9]*\)$/\1/p" "$log")
+    [ -n "$pid" ] && kill -STOP "$pid"
+    start=$SECONDS
+    wait $job; rc=$?
+    took=$((SECONDS - start))
+    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null  # in case mpirun left it behind, stopped
+    name="--zero 1, mpirun: a frozen rank ends the job in ${took} s with a line naming it"
+    if [ -n "$pid" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 15 ] &&
+       grep -qE "rank 1 \(.*pid $pid\) did not arrive at the (reduce-scatter|all-gather|all-reduce) of .* within --comm-timeout 3 s" "$log"; then
+        pass "$name: $(grep -oE 'at the (reduce-scatter|all-gather|all-reduce)' "$log" | head -1)"
+    else tail -5 "$log"; fail "$name (exit $rc)"; fi
+fi
+
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
