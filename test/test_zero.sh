@@ -18,6 +18,7 @@ cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # containers run as root
 MPIRUN="mpirun --oversubscribe --bind-to none"
 TRAIN=${TRAIN:-./train}
+PROGRAM=$(basename "$TRAIN")  # how its error lines start
 T=16
 TINY="$TRAIN --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T --val-every 10 --val-tokens 2048
       --sample-every 0 --threads 1 --warmup 5 -l 3e-3 --shuffle 1"
@@ -72,7 +73,7 @@ resume 2 1 4 1
 for z in 2 3 -1; do
     out=$($TRAIN -n 1 --zero "$z" 2>&1); rc=$?
     if [ $rc -eq 2 ] && [ "$(wc -l <<<"$out")" -eq 1 ] &&
-       grep -q "^train: --zero $z: only stage 1 (or 0, off) is supported: stages 2 and 3 shard the gradients too, which would need a reduce-scatter after every micro-batch" <<<"$out"; then
+       grep -q "^$PROGRAM: --zero $z: only stage 1 (or 0, off) is supported: stages 2 and 3 shard the gradients too, which would need a reduce-scatter after every micro-batch" <<<"$out"; then
         pass "--zero $z: exit 2, one line with the reason"
     else echo "   $out"; fail "--zero $z (exit $rc)"; fi
 done
@@ -92,7 +93,7 @@ wait $job; rc=$? took=$((SECONDS - t0))
 name="--zero 1: a stopped rank 1 of 2 ends the job with one line naming it (${took} s)"
 if [ -n "$pid" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 20 ] &&
    grep -qE "rank 1 \(.*pid $pid\) did not arrive at the (reduce-scatter|all-gather|all-reduce) of .* within --comm-timeout 3 s" "$log" &&
-   [ "$(grep -c '^train:' "$log")" -eq 1 ]; then
+   [ "$(grep -c "^$PROGRAM:" "$log")" -eq 1 ]; then
     pass "$name: $(grep -oE 'at the (reduce-scatter|all-gather|all-reduce)' "$log")"
 else tail -5 "$log"; fail "$name (exit $rc)"; fi
 
