@@ -144,7 +144,7 @@ if [ "$has_mpi" = yes ]; then
     CPU_CUDA_NCCL_TIMEOUT=300 timeout 120 $MPIRUN -np 2 $TINY -b 4 -d $((8 * T)) -n 100000 --zero 1 -o "" \
         --comm-timeout 3 >"$log" 2>&1 &
     job=$!
-    for _ in $(seq 300); do grep -q "^step     2/" "$log" && break; sleep 0.1; done
+    for _ in $(seq 300); do grep -q "^step     2/" "$log" 2>/dev/null && break; sleep 0.1; done
     pid=$(sed -n "s/^rank 1 on .*, pid \([0-9]*\)$/\1/p" "$log")
     [ -n "$pid" ] && kill -STOP "$pid"
     start=$SECONDS

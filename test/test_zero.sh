@@ -84,7 +84,7 @@ done
 log="$work/frozen.out"
 timeout 90 $MPIRUN -np 2 $TINY -b 4 -d $((8 * T)) -n 100000 -o "" --zero 1 --comm-timeout 3 >"$log" 2>&1 &
 job=$!
-for _ in $(seq 300); do grep -q "^step     5/" "$log" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q "^step     5/" "$log" 2>/dev/null && break; sleep 0.1; done
 pid=$(sed -n "s/^rank 1 on .*, pid \([0-9]*\)$/\1/p" "$log")
 [ -n "$pid" ] && kill -STOP "$pid"
 t0=$SECONDS
