@@ -473,7 +473,9 @@ static void carve(std::vector<float>& buffer, std::vector<std::pair<float**, siz
 struct GPT2 {
     ModelConfig cfg;
     int maxB = 0, maxT = 0;          // activation capacity
-    std::vector<float> params, grads, adam_m, adam_v;  // each num_params floats, file order
+    std::vector<float> params, grads;  // num_params floats each, file order (ZeRO: + padding, shard.padded)
+    std::vector<float> adam_m, adam_v;  // AdamW's moments of this replica's shard: all num_params without ZeRO
+    Shard shard;                        // the parameters this replica updates (host/comm.h)
     ParamTensors p, g;               // views into params and grads
     std::vector<float> act_buffer, dact_buffer;
     Activations a;
@@ -511,13 +513,14 @@ size_t activation_floats(const ModelConfig& c, int B, int T) {
     return n;
 }
 
-void gpt2_build(GPT2& m, const ModelConfig& cfg, int B, int T) {
+// shard: the parameters this replica updates (ZeRO stage 1); default: all of them.
+void gpt2_build(GPT2& m, const ModelConfig& cfg, int B, int T, Shard shard = {}) {
     m.cfg = cfg, m.maxB = B, m.maxT = T;
-    size_t n = cfg.num_params();
-    allocate(m.params, n, "the parameters");
-    allocate(m.grads, n, "the gradients");
-    allocate(m.adam_m, n, "AdamW's first moment");
-    allocate(m.adam_v, n, "AdamW's second moment");
+    m.shard = shard.padded ? shard : Shard::of(cfg.num_params(), 0, 1, false);
+    allocate(m.params, m.shard.padded, "the parameters");
+    allocate(m.grads, m.shard.padded, "the gradients");
+    allocate(m.adam_m, m.shard.size, "AdamW's first moment");
+    allocate(m.adam_v, m.shard.size, "AdamW's second moment");
     m.p = param_views(m.params.data(), cfg);
     m.g = param_views(m.grads.data(), cfg);
     carve(m.act_buffer, activation_layout(m.a, cfg, B, T), "the activations");
@@ -622,7 +625,8 @@ void gpt2_backward(GPT2& m, const int* inputs, const int* targets, int B, int T,
 
 // One AdamW update with bias correction; t is the 1-based update count. Each gradient is
 // multiplied by grad_scale as it is read: that is how clipping is applied, without an
-// extra pass over the gradient buffer.
+// extra pass over the gradient buffer. Only this replica's shard of the parameters is
+// updated (all of them without ZeRO); the moments are indexed from the shard's start.
 void adamw_update(GPT2& m, const AdamWConfig& h, float lr, int t, float grad_scale = 1.0f) {
     float bc1 = 1.0f - powf(h.beta1, (float)t), bc2 = 1.0f - powf(h.beta2, (float)t);
     float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
@@ -630,10 +634,13 @@ void adamw_update(GPT2& m, const AdamWConfig& h, float lr, int t, float grad_sca
     size_t offset = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         float wd = param_decays(i) ? h.weight_decay : 0.0f;
-        float *p = m.params.data() + offset, *g = m.grads.data() + offset;
-        float *mm = m.adam_m.data() + offset, *vv = m.adam_v.data() + offset;
+        auto [lo, hi] = m.shard.clip(offset, offset + sizes[i]);
+        offset += sizes[i];
+        if (lo >= hi) continue;
+        float *p = m.params.data() + lo, *g = m.grads.data() + lo;
+        float *mm = m.adam_m.data() + (lo - m.shard.begin), *vv = m.adam_v.data() + (lo - m.shard.begin);
         const float beta1 = h.beta1, beta2 = h.beta2, eps = h.eps;
-        const size_t n = sizes[i];
+        const size_t n = hi - lo;
 #pragma omp parallel for simd
         for (size_t j = 0; j < n; j++) {
             float grad = g[j] * grad_scale;
@@ -644,7 +651,6 @@ void adamw_update(GPT2& m, const AdamWConfig& h, float lr, int t, float grad_sca
             float mhat = mj * inv_bc1, vhat = vj * inv_bc2;
             p[j] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[j]);
         }
-        offset += sizes[i];
     }
 }
 
@@ -667,6 +673,23 @@ double global_norm_squared(const float* g, size_t n) {
     return total;
 }
 float global_norm(const float* g, size_t n) { return (float)std::sqrt(global_norm_squared(g, n)); }
+
+// ZeRO stage 1's helpers for train_step(); without ZeRO (the shard is the whole buffer)
+// they are the all-reduce, the norm of the whole buffer, and nothing.
+// The gradient sync: the sum over the replicas, of this replica's shard only with ZeRO.
+void sync_gradients(GPT2& m, const Comm& comm) {
+    if (m.shard.size == m.grads.size()) comm.allreduce_sum(m.grads.data(), m.grads.size());
+    else comm.reduce_scatter_sum(m.grads.data(), m.grads.size());
+}
+// The global gradient norm: with ZeRO each replica's shard norm², summed in one scalar all-reduce.
+float synced_gradient_norm(const GPT2& m, const Comm& comm) {
+    double sq = global_norm_squared(m.grads.data() + m.shard.begin, m.shard.size);
+    return (float)std::sqrt(m.shard.size == m.grads.size() ? sq : comm.allreduce_sum(sq));
+}
+// After the update: every replica's updated shard to every replica (ZeRO); else nothing.
+void share_updated_weights(GPT2& m, const Comm& comm) {
+    if (m.shard.size != m.params.size()) comm.allgather(m.params.data(), m.params.size());
+}
 
 // |G_small|² for the noise scale (host/noise.h), called when the gradient buffer holds the
 // first micro-batch's gradient alone.
@@ -696,21 +719,24 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
         if (a == 0 && measure_noise) small_sq = first_micro_batch_norm_squared(m, plan);
     }
 
-    // 3. gradient sync, once per step: sum over replicas = mean over the global batch; the
-    //    loss and |G_small|² averaged over replicas in one scalar all-reduce
-    comm.allreduce_sum(m.grads.data(), m.grads.size());
+    // 3. gradient sync, once per step: sum over replicas = mean over the global batch (with
+    //    --zero 1 a reduce-scatter: each replica receives its shard); the loss and |G_small|²
+    //    averaged over replicas in one scalar all-reduce
+    sync_gradients(m, comm);
     double means[2] = {loss_sum / plan.A, small_sq};  // the loss and |G_small|²
     comm.step_means(means);                            // (and whether to stop after this step)
     float loss = (float)means[0];
 
     // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica);
     //    a NaN or an infinity stops the run here, before it reaches the weights
-    float norm = global_norm(m.grads.data(), m.grads.size());
+    float norm = synced_gradient_norm(m, comm);
     check_finite_step(loss, norm, t);
     float grad_scale = (grad_clip > 0 && norm > grad_clip) ? grad_clip / (norm + 1e-6f) : 1.0f;
 
-    // 5. update, with the clipping scale applied to each gradient as AdamW reads it
+    // 5. update, with the clipping scale applied to each gradient as AdamW reads it: this
+    //    replica's shard, then (--zero 1) an all-gather of the updated weights
     adamw_update(m, opt, lr, t, grad_scale);
+    share_updated_weights(m, comm);
     return {loss, norm, (float)std::sqrt(means[1])};
 }
 
@@ -720,10 +746,15 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
 struct CpuTrainer {
     GPT2 m;
     bool measure_noise;
-    CpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& cfg, const Comm&)
-        : measure_noise(noise_scale_measured(cfg.noise_ema, plan)) {
-        gpt2_build(m, mc, plan.B, plan.T);
+    const Comm& comm;
+    // With ZeRO, AdamW's moments of every parameter, for the checkpoint files only: filled by
+    // load_state() before upload() or by download() before a save, freed by the next step.
+    std::vector<float> file_m, file_v;
+    CpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& cfg, const Comm& comm)
+        : measure_noise(noise_scale_measured(cfg.noise_ema, plan)), comm(comm) {
+        gpt2_build(m, mc, plan.B, plan.T, Shard::of(mc.num_params(), comm.rank, comm.world, cfg.zero && comm.world > 1));
     }
+    bool sharded() const { return m.shard.size != m.params.size(); }
     static Comm connect(int* argc, char*** argv) {
         Comm comm = Comm::init(argc, argv);
         if (comm.world == 1) note_ignored_slurm_tasks();
@@ -736,9 +767,13 @@ struct CpuTrainer {
         if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
         return strf("CPU threads: %d", omp_get_max_threads());
     }
-    static MemoryUse memory_use(const ModelConfig& mc, int B, int T, const Config&) {
-        double p = mc.num_params() * 4.0;
-        return {{{"parameters", p}, {"gradients", p}, {"AdamW state", 2 * p},
+    static constexpr int GATHERED_WEIGHT_BYTES = sizeof(float);  // --zero 1's all-gather
+    // R: the replicas, over which --zero 1 shards AdamW's state.
+    static MemoryUse memory_use(const ModelConfig& mc, int B, int T, int R, const Config& cfg) {
+        Shard shard = Shard::of(mc.num_params(), 0, R, cfg.zero && R > 1);
+        double p = shard.padded * 4.0;
+        return {{{"parameters", p}, {"gradients", p},
+                 {shard.size == shard.padded ? "AdamW state" : strf("AdamW state (1/%d shard)", R), 8.0 * shard.size},
                  {"activations", activation_floats(mc, B, T) * 4.0}}};
     }
     // Linux hands out memory it does not have and kills the process when it is touched:
@@ -757,12 +792,34 @@ struct CpuTrainer {
         return (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE);
     }
     float* params() { return m.params.data(); }
-    float* adam_m() { return m.adam_m.data(); }
-    float* adam_v() { return m.adam_v.data(); }
-    void upload() {}  // the CPU computes on the host copies themselves
-    void download() {}
+    float* adam_m() { return sharded() ? file_moments(file_m) : m.adam_m.data(); }
+    float* adam_v() { return sharded() ? file_moments(file_v) : m.adam_v.data(); }
+    float* file_moments(std::vector<float>& full) {
+        if (full.empty()) allocate(full, m.cfg.num_params(), "AdamW's state for the checkpoint files");
+        return full.data();
+    }
+    // The CPU computes on the host copies themselves; with ZeRO, a loaded optimizer state
+    // is cut to this replica's shard.
+    void upload() {
+        if (!sharded() || file_m.empty()) return;
+        auto [lo, hi] = m.shard.clip(0, m.cfg.num_params());
+        for (size_t i = lo; i < hi; i++) m.adam_m[i - lo] = file_m[i], m.adam_v[i - lo] = file_v[i];
+        free_file_moments();
+    }
+    // With ZeRO, every replica takes part (a collective): the shards of the moments are
+    // gathered through the gradient buffer, which is free between steps.
+    void download() {
+        if (!sharded()) return;
+        for (auto [shard, full] : {std::pair{&m.adam_m, &file_m}, std::pair{&m.adam_v, &file_v}}) {
+            std::copy(shard->begin(), shard->end(), m.grads.begin() + m.shard.begin);
+            comm.allgather(m.grads.data(), m.grads.size());
+            std::copy(m.grads.begin(), m.grads.begin() + m.cfg.num_params(), file_moments(*full));
+        }
+    }
+    void free_file_moments() { std::vector<float>().swap(file_m), std::vector<float>().swap(file_v); }
     StepResult step(DataLoader& data, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt, float lr,
                     float grad_clip, int t) {
+        free_file_moments();  // (a checkpoint's copy)
         return train_step(m, data, plan, comm, opt, lr, grad_clip, t, measure_noise);
     }
     // Forward only: the B·T per-position losses (validation and HellaSwag, host/eval.h).

@@ -175,10 +175,15 @@ struct GpuTrainer {
     bool fused_attention;  // --attention: gpu/flash_attention.cuh, else gpu/attention.cuh (cuBLAS)
     bool measure_noise;  // the first micro-batch's gradient norm, for the noise scale (host/noise.h)
     int rank;
-    // host copies: where run.h initialises, loads and saves
+    const Comm* replicas;  // with --zero 1, download() gathers the shards from the replicas
+    // --zero 1: the parameters this replica updates; the buffers of every parameter are padded to
+    // shard.padded, those of the shard hold shard.size (without ZeRO, both are num_params)
+    Shard shard;
+    // host copies of every parameter: where run.h initialises, loads and saves
     std::vector<float> host_params, host_m, host_v;
     // device buffers, each one allocation
     gpu::DeviceBuffer<float> params_buf, grads_buf, m_buf, v_buf;  // float32: master weights, gradients, AdamW
+    // (params_buf: the shard's master weights in bf16; in fp32 the weights the kernels read, all of them)
     gpu::DeviceBuffer<floatX> weights_buf;  // the weights as the kernels read them (bf16); fp32 reads params_buf
     gpu::DeviceBuffer<char> acts_buf, dacts_buf, scratch_buf;
     gpu::DeviceBuffer<int> tokens_buf;      // the current micro-batch's tokens (gpu::token_ints)
@@ -202,11 +207,18 @@ struct GpuTrainer {
     int steps_done = 0;
 
     static bool weights_copy() { return !std::is_same<floatX, float>::value; }
+    bool sharded() const { return shard.size != shard.padded; }
+    // float32 master weights held: the shard's in bf16; in fp32 every one, as the kernels read them
+    static size_t master_count(const Shard& sh) { return weights_copy() ? sh.size : sh.padded; }
+    static Shard shard_of(const ModelConfig& mc, int rank, int R, const Config& config) {
+        return Shard::of(mc.num_params(), rank, R, config.zero && R > 1);
+    }
 
     GpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& config, const Comm& comm)
         : cfg(mc), maxB(plan.B), maxT(plan.T), slots(plan.A), recompute(config.recompute),
           fused_attention(uses_fused_attention(config, mc)),
-          measure_noise(noise_scale_measured(config.noise_ema, plan)), rank(comm.rank) {
+          measure_noise(noise_scale_measured(config.noise_ema, plan)), rank(comm.rank), replicas(&comm),
+          shard(shard_of(mc, comm.rank, comm.world, config)) {
         if (fused_attention && !gpu::flash_attention_supports(mc.C / mc.NH))
             throw Error(strf("--attention fused does not support the head size %d (C/NH)", mc.C / mc.NH));
         if (mc.C % gpu::pack_size<floatX>() != 0)
@@ -216,9 +228,9 @@ struct GpuTrainer {
         gpu::set_tf32(config.tf32);
         size_t n = mc.num_params(), BT = (size_t)maxB * maxT;
         host_params.assign(n, 0.0f), host_m.assign(n, 0.0f), host_v.assign(n, 0.0f);
-        params_buf.alloc(n, "the parameters"), grads_buf.alloc(n, "the gradients");
-        m_buf.alloc(n, "AdamW's first moments"), v_buf.alloc(n, "AdamW's second moments");
-        if (weights_copy()) weights_buf.alloc(n, "the bf16 copy of the weights");
+        params_buf.alloc(master_count(shard), "the parameters"), grads_buf.alloc(shard.padded, "the gradients");
+        m_buf.alloc(shard.size, "AdamW's first moments"), v_buf.alloc(shard.size, "AdamW's second moments");
+        if (weights_copy()) weights_buf.alloc(shard.padded, "the bf16 copy of the weights");
         weights = weights_copy() ? weights_buf.ptr : (floatX*)params_buf.ptr;
         p = param_views(weights, mc);
         g = param_views(grads_buf.ptr, mc);
@@ -245,12 +257,18 @@ struct GpuTrainer {
     }
     // What the constructor allocates on the GPU for a model and micro-batch, to the byte:
     // printed at the start, and compared with the GPU's free memory before allocating.
-    static MemoryUse memory_use(const ModelConfig& mc, int B, int T, const Config& config) {
-        double n = (double)mc.num_params(), p = n * sizeof(float);
-        MemoryUse use{{{"parameters", p}}};
+    static constexpr int GATHERED_WEIGHT_BYTES = sizeof(floatX);  // --zero 1's all-gather: the weights the kernels read
+    // R: the replicas, over which --zero 1 shards the master weights (bf16) and AdamW's state.
+    static MemoryUse memory_use(const ModelConfig& mc, int B, int T, int R, const Config& config) {
+        Shard sh = shard_of(mc, 0, R, config);
+        const bool sharded = sh.size != sh.padded;
+        const std::string of_shard = sharded ? strf(" (1/%d shard)", R) : "";
+        double n = (double)sh.padded, p = n * sizeof(float);
+        MemoryUse use{{{weights_copy() ? "parameters" + of_shard : "parameters",
+                        (double)master_count(sh) * sizeof(float)}}};
         if (weights_copy()) use.parts.push_back({"their bf16 copy", n * sizeof(floatX)});
         use.parts.insert(use.parts.end(),
-                         {{"gradients", p}, {"AdamW state", 2 * p},
+                         {{"gradients", p}, {"AdamW state" + of_shard, 2.0 * sh.size * sizeof(float)},
                           {"activations", (double)gpu::activation_bytes(mc, B, T, config.recompute,
                                                                         uses_fused_attention(config, mc))},
                           {"tokens and sums", (double)(gpu::token_ints(B, T) * sizeof(int) +
@@ -383,19 +401,44 @@ struct GpuTrainer {
     float* params() { return host_params.data(); }
     float* adam_m() { return host_m.data(); }
     float* adam_v() { return host_v.data(); }
+    // Every weight in float32 goes through the gradient buffer (free between steps, padded):
+    // the bf16 copy is made from it and the master weights are cut from it; AdamW's state is
+    // cut to the shard (all of it without ZeRO).
     void upload() {
-        size_t n = host_params.size(), bytes = n * sizeof(float);
-        CUDA_CHECK(cudaMemcpy(params_buf.ptr, host_params.data(), bytes, cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(m_buf.ptr, host_m.data(), bytes, cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(v_buf.ptr, host_v.data(), bytes, cudaMemcpyHostToDevice));
-        if (weights_copy()) gpu::to_floatX(weights, params_buf.ptr, n);  // afterwards, AdamW keeps it current
+        const size_t n = host_params.size();
+        CUDA_CHECK(cudaMemset(grads_buf.ptr, 0, shard.padded * sizeof(float)));  // the padding stays 0
+        CUDA_CHECK(cudaMemcpy(grads_buf.ptr, host_params.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+        const size_t master_from = weights_copy() ? shard.begin : 0;
+        CUDA_CHECK(cudaMemcpy(params_buf.ptr, grads_buf.ptr + master_from, master_count(shard) * sizeof(float),
+                              cudaMemcpyDeviceToDevice));
+        if (weights_copy()) gpu::to_floatX(weights, grads_buf.ptr, shard.padded);  // then AdamW keeps it current
+        upload_shard(m_buf.ptr, host_m), upload_shard(v_buf.ptr, host_v);
     }
+    void upload_shard(float* device, const std::vector<float>& host) {
+        auto [lo, hi] = shard.clip(0, host.size());
+        CUDA_CHECK(cudaMemset(device, 0, shard.size * sizeof(float)));
+        if (lo < hi)
+            CUDA_CHECK(cudaMemcpy(device, host.data() + lo, (hi - lo) * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    // On every replica: with --zero 1 each shard is gathered from the replicas (a collective).
     void download() {
         gpu::synchronize();
-        size_t bytes = host_params.size() * sizeof(float);
-        CUDA_CHECK(cudaMemcpy(host_params.data(), params_buf.ptr, bytes, cudaMemcpyDeviceToHost));
-        CUDA_CHECK(cudaMemcpy(host_m.data(), m_buf.ptr, bytes, cudaMemcpyDeviceToHost));
-        CUDA_CHECK(cudaMemcpy(host_v.data(), v_buf.ptr, bytes, cudaMemcpyDeviceToHost));
+        if (weights_copy()) download_gathered(params_buf.ptr, host_params);
+        else CUDA_CHECK(cudaMemcpy(host_params.data(), params_buf.ptr, host_params.size() * sizeof(float),
+                                   cudaMemcpyDeviceToHost));  // every weight: gathered after each step
+        download_gathered(m_buf.ptr, host_m), download_gathered(v_buf.ptr, host_v);
+    }
+    // A shard's buffer to the host copy of every parameter: with ZeRO through the gradient
+    // buffer, where this replica's shard takes its place and the all-gather fills the rest.
+    void download_gathered(const float* device_shard, std::vector<float>& host) {
+        const float* all = device_shard;
+        if (sharded()) {
+            CUDA_CHECK(cudaMemcpy(grads_buf.ptr + shard.begin, device_shard, shard.size * sizeof(float),
+                                  cudaMemcpyDeviceToDevice));
+            replicas->allgather(grads_buf.ptr, shard.padded);
+            all = grads_buf.ptr;
+        }
+        CUDA_CHECK(cudaMemcpy(host.data(), all, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
     }
 
     // The micro-batch in inputs/targets (targets may be absent) to the device, with its
@@ -539,7 +582,7 @@ struct GpuTrainer {
     StepResult step(DataLoader& loader, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt, float lr,
                     float grad_clip, int t) {
         const int B = plan.B, T = plan.T;
-        const size_t n = cfg.num_params();
+        const size_t n = shard.padded;  // every parameter (with --zero 1, and the padding)
         // 1. zero the parameter gradients: they accumulate over the micro-batches below
         CUDA_CHECK(cudaMemsetAsync(grads_buf.ptr, 0, n * sizeof(float), gpu::ctx.stream));
         zero_loss_sum();
@@ -555,26 +598,33 @@ struct GpuTrainer {
             if (i == 0 && measure_noise) first_micro_batch_norm_squared();
         }
 
-        // 3. gradient sync, once per step: sum over replicas = mean over the global batch
-        comm.allreduce_sum(grads_buf.ptr, n);
+        // 3. gradient sync, once per step: sum over replicas = mean over the global batch (with
+        //    --zero 1 a reduce-scatter: each replica receives the sum of its shard)
+        if (sharded()) comm.reduce_scatter_sum(grads_buf.ptr, n);
+        else comm.allreduce_sum(grads_buf.ptr, n);
 
         // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica);
-        //    a NaN or an infinity stops the run here, before it reaches the weights
-        gpu::global_norm_squared(grads_buf.ptr, n, sums_buf.ptr + 3, sums_buf.ptr + 1);
+        //    a NaN or an infinity stops the run here, before it reaches the weights. With ZeRO
+        //    each replica has its shard's ‖g‖², summed in the step's scalar all-reduce.
+        gpu::global_norm_squared(grads_buf.ptr + shard.begin, shard.size, sums_buf.ptr + 3, sums_buf.ptr + 1);
         double sums[3];  // the loss sum, ‖g‖² and |G_small|², in the step's one wait for the GPU
         CUDA_CHECK(cudaMemcpyAsync(sums, sums_buf.ptr, sizeof sums, cudaMemcpyDeviceToHost, gpu::ctx.stream));
         gpu::synchronize();
-        double means[2] = {sums[0] / plan.A, small_batch_norm_squared(sums[2], plan)};  // the loss and |G_small|²
+        // the loss, |G_small|² and the shard's ‖g‖², as means over the replicas
+        double means[3] = {sums[0] / plan.A, small_batch_norm_squared(sums[2], plan), sums[1]};
         comm.step_means(means);      // (and whether to stop after this step)
         float loss = (float)means[0];
-        float norm = (float)std::sqrt(sums[1]);
+        float norm = (float)std::sqrt(sharded() ? means[2] * comm.world : sums[1]);
         check_finite_step(loss, norm, t);
         float grad_scale = (grad_clip > 0 && norm > grad_clip) ? grad_clip / (norm + 1e-6f) : 1.0f;
 
-        // 5. update, with the clipping scale applied as AdamW reads each gradient (and the
-        //    bf16 copy of the weights refreshed as it writes them)
-        gpu::adamw_update(params_buf.ptr, weights_copy() ? weights : nullptr, grads_buf.ptr, m_buf.ptr, v_buf.ptr, cfg,
-                          opt, lr, t, grad_scale);
+        // 5. update this replica's shard (all of it without ZeRO), with the clipping scale applied
+        //    as AdamW reads each gradient (and the bf16 copy of the weights refreshed as it writes
+        //    them); then, with --zero 1, every replica's updated weights to every replica
+        float* master = weights_copy() ? params_buf.ptr : params_buf.ptr + shard.begin;  // from the shard's start
+        gpu::adamw_update(master, weights_copy() ? weights : nullptr, grads_buf.ptr, m_buf.ptr, v_buf.ptr, cfg, opt,
+                          lr, t, grad_scale, shard);
+        if (sharded()) comm.allgather(weights, shard.padded);
         gpu::synchronize();  // so that the step's time in the log is the GPU's
         size_t free_bytes, total;
         CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));

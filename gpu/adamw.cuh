@@ -24,22 +24,28 @@ __global__ void adamw_kernel(float* p, floatX* p_x, const float* g, float* m, fl
     p[i] = pi;
     if (p_x) p_x[i] = floatX(pi);
 }
-// One update of all parameters (buffers in file order); t is the 1-based update count.
-// Gradients are multiplied by grad_scale as they are read: that is how clipping is applied.
-// params_x: the floatX copy to refresh, or null when the kernels read params itself (fp32).
+// One update of the parameters in `shard` (host/comm.h; default: all of them); t is the
+// 1-based update count. Gradients are multiplied by grad_scale as they are read: that is how
+// clipping is applied. params, m and v hold the shard (indexed from its start); params_x,
+// the floatX copy to refresh (null when the kernels read params itself, fp32), and grads
+// hold every parameter, in file order.
 void adamw_update(float* params, floatX* params_x, const float* grads, float* m, float* v, const ModelConfig& cfg,
-                  const AdamWConfig& h, float lr, int t, float grad_scale = 1.0f) {
+                  const AdamWConfig& h, float lr, int t, float grad_scale = 1.0f, Shard shard = {}) {
     float bc1 = 1.0f - powf(h.beta1, (float)t), bc2 = 1.0f - powf(h.beta2, (float)t);
     float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
+    if (!shard.padded) shard = Shard::of(cfg.num_params(), 0, 1, false);
     std::vector<size_t> sizes = cfg.param_sizes();
     size_t offset = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {  // one launch per tensor: the decay differs
         float wd = param_decays(i) ? h.weight_decay : 0.0f;
-        adamw_kernel<<<blocks_for(sizes[i]), THREADS, 0, ctx.stream>>>(
-            params + offset, params_x ? params_x + offset : nullptr, grads + offset, m + offset, v + offset, sizes[i],
-            lr, h.beta1, h.beta2, h.eps, wd, inv_bc1, inv_bc2, grad_scale);
-        KERNEL_CHECK();
+        auto [lo, hi] = shard.clip(offset, offset + sizes[i]);
         offset += sizes[i];
+        if (lo >= hi) continue;
+        const size_t at = lo - shard.begin;  // in the shard's buffers
+        adamw_kernel<<<blocks_for(hi - lo), THREADS, 0, ctx.stream>>>(
+            params + at, params_x ? params_x + lo : nullptr, grads + lo, m + at, v + at, hi - lo, lr, h.beta1,
+            h.beta2, h.eps, wd, inv_bc1, inv_bc2, grad_scale);
+        KERNEL_CHECK();
     }
 }
 

@@ -125,13 +125,13 @@ struct PinnedBuffer {
 // (a copy to pageable memory would wait for the collective inside cudaMemcpyAsync).
 struct NcclCollectives : Collectives {
     std::shared_ptr<NcclComm> nccl;
-    int world;
+    int rank, world;
     bool host_memory;
     DeviceBuffer<char> staging;
     PinnedBuffer pinned;
     Watchdog watchdog;
     NcclCollectives(std::shared_ptr<NcclComm> nccl, int rank, int world, bool host_memory, RollCall* roll_call)
-        : nccl(std::move(nccl)), world(world), host_memory(host_memory), watchdog(rank, world, roll_call) {}
+        : nccl(std::move(nccl)), rank(rank), world(world), host_memory(host_memory), watchdog(rank, world, roll_call) {}
     char* device_space(size_t bytes) {
         if (staging.count < bytes) staging.alloc(bytes, "NCCL's staging buffer");
         return staging.ptr;
@@ -215,6 +215,21 @@ struct NcclCollectives : Collectives {
         CUDA_CHECK(cudaMemcpyAsync(h, d, bytes * world, cudaMemcpyDeviceToHost, ctx.stream));
         wait("all-gather", bytes);
         memcpy(all, h, bytes * world);
+    }
+    // ZeRO stage 1's pair, in place as NCCL defines it: this rank's shard lies at
+    // data + rank·shard in both the reduce-scatter's result and the all-gather's input.
+    void reduce_scatter_sum(float* data, size_t n) override {
+        const size_t shard = n / world;
+        in_place("reduce-scatter", data, n * sizeof(float), [&](char* d) {
+            float* f = (float*)d;
+            return ncclReduceScatter(f, f + rank * shard, shard, ncclFloat, ncclSum, nccl->comm, ctx.stream);
+        });
+    }
+    void allgather_shards(void* data, size_t bytes) override {
+        const size_t shard = bytes / world;
+        in_place("all-gather", data, bytes, [&](char* d) {
+            return ncclAllGather(d + rank * shard, d, shard, ncclChar, nccl->comm, ctx.stream);
+        });
     }
     void barrier() override {  // a one-element all-reduce: it returns once every rank has joined
         char* d = device_space(sizeof(double));

@@ -65,6 +65,9 @@ struct Config {
     // replicas: a collective that has not completed after this many seconds ends the job
     // (a frozen or dead replica would otherwise hang every other one); 0 = wait forever
     float comm_timeout = 600;
+    // ZeRO stage 1: each replica keeps and updates 1/R of AdamW's state (and, on the GPU, of the
+    // float32 master weights); 0 = off
+    int zero = 0;
     // GPU trainer only
     double device_memory = 0;    // bytes the trainer may use per replica; 0 = what is free (RAM for train)
     int tf32 = 0;
@@ -77,7 +80,7 @@ struct Config {
 struct Option {
     const char* name;   // long name, without "--"
     char shortname;     // 0 = none
-    const char* kind;   // "int", "long", "u64", "float", "str", "bool", "batch" (int or auto), "bytes"
+    const char* kind;   // "int", "long", "u64", "float", "str", "bool", "batch" (int or auto), "bytes", "zero" (0 or 1)
     void* value;
     const char* help;
 };
@@ -135,6 +138,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"link-gbps", 0, "float", &c.link_gbps, "Gbit/s each way per replica (overrides --device)"},
         {"device-memory", 0, "bytes", &c.device_memory, "memory per replica, e.g. 80GB; 0 = what is free"},
         {"comm-timeout", 0, "float", &c.comm_timeout, "replicas: seconds a collective may wait; 0 = forever"},
+        {"zero", 0, "zero", &c.zero, "ZeRO stage: 1 = shard the optimizer state over the replicas; 0 = off"},
         {"tf32", 0, "bool", &c.tf32, "GPU only: TF32 tensor-core matmuls"},
         {"recompute", 0, "bool", &c.recompute, "GPU only: recompute GELU in backward (less memory)"},
         {"attention", 0, "str", &c.attention, "GPU only: cublas, fused or auto (times both, keeps the faster)"},
@@ -144,7 +148,7 @@ inline std::vector<Option> option_table(Config& c) {
 
 inline std::string option_value_string(const Option& o) {
     if (!strcmp(o.kind, "batch") && *(int*)o.value == 0) return "auto";
-    if (!strcmp(o.kind, "int") || !strcmp(o.kind, "bool") || !strcmp(o.kind, "batch"))
+    if (!strcmp(o.kind, "int") || !strcmp(o.kind, "bool") || !strcmp(o.kind, "batch") || !strcmp(o.kind, "zero"))
         return std::to_string(*(int*)o.value);
     if (!strcmp(o.kind, "bytes")) return strf("%.0f", *(double*)o.value);
     if (!strcmp(o.kind, "long")) return std::to_string(*(long long*)o.value);
@@ -196,6 +200,15 @@ inline void parse_value(const Option& o, const char* text) {
             throw UsageError(strf("%s %s is less than one byte: give a size such as 80GB, or 0 for what is free",
                                   name.c_str(), text));
         *(double*)o.value = v * scale;
+        return;
+    }
+    if (!strcmp(o.kind, "zero")) {  // stage 1 or none, with the reason for the stages beyond
+        if (strcmp(text, "0") && strcmp(text, "1"))
+            throw UsageError(strf("%s %s: only stage 1 (or 0, off) is supported: stages 2 and 3 shard the gradients "
+                                  "too, which would need a reduce-scatter after every micro-batch of the accumulation "
+                                  "instead of one gradient sync per optimizer step",
+                                  name.c_str(), text));
+        *(int*)o.value = text[0] - '0';
         return;
     }
     if (!strcmp(o.kind, "batch") && !strcmp(text, "auto")) {

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -152,12 +153,40 @@ struct Collectives {
     virtual void allreduce_sum(double* data, size_t n) = 0;  // in place
     virtual void broadcast(void* data, size_t bytes) = 0;    // from rank 0
     virtual void allgather(const void* mine, size_t bytes, void* all) = 0;  // all: world × bytes
+    // ZeRO stage 1's pair, in place (n floats, or bytes, a multiple of the world size; a shard
+    // is 1/world of them): the reduce-scatter leaves the sum over the ranks of this rank's
+    // shard at its place, data + rank·shard (the rest of data is undefined); the all-gather
+    // copies each rank's shard to every rank.
+    virtual void reduce_scatter_sum(float* data, size_t n) = 0;
+    virtual void allgather_shards(void* data, size_t bytes) = 0;
     virtual void barrier() = 0;
     [[noreturn]] virtual void abort(int code) = 0;
     virtual void finalize() {}
     virtual const char* name() const = 0;
     // The watchdog's settings, for backends that have one (a backend without ignores them).
     virtual void set_watchdog(const WatchdogSettings&) {}
+};
+
+// ZeRO stage 1's layout: n parameters padded so that R replicas get equal shards, each a whole
+// number of the GPU's 16-byte packs of bf16 (8 values): the padding is never a parameter.
+constexpr size_t ZERO_SHARD_ALIGN = 8;
+inline size_t zero_padded(size_t n, int R) {
+    const size_t unit = ZERO_SHARD_ALIGN * (size_t)R;
+    return (n + unit - 1) / unit * unit;
+}
+// This replica's shard [begin, begin + size) of a buffer of n parameters over R replicas;
+// without ZeRO (sharded false) the whole of it.
+struct Shard {
+    size_t begin = 0, size = 0, padded = 0;  // padded: the buffer's length, a multiple of R
+    static Shard of(size_t n, int rank, int R, bool sharded) {
+        if (!sharded) return {0, n, n};
+        size_t padded = zero_padded(n, R), size = padded / R;
+        return {(size_t)rank * size, size, padded};
+    }
+    // The part of [lo, hi) that falls in this shard, as offsets into the whole buffer.
+    std::pair<size_t, size_t> clip(size_t lo, size_t hi) const {
+        return {std::max(lo, begin), std::min(hi, begin + size)};
+    }
 };
 
 // Thrown on the ranks that stop for a problem another rank reports (the agreement check):
@@ -198,6 +227,18 @@ struct Comm {
     // so the sum is the mean over the global batch.
     void allreduce_sum(float* data, size_t n) const {
         if (Collectives* c = buffers ? buffers.get() : backend.get()) c->allreduce_sum(data, n);
+    }
+    // ZeRO stage 1's gradient sync, once per optimizer step, where the trainer keeps the
+    // buffer: the same sum as allreduce_sum, but each replica receives only its shard,
+    // data[rank·n/world, (rank+1)·n/world); n must be a multiple of world (zero_padded()).
+    void reduce_scatter_sum(float* data, size_t n) const {
+        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->reduce_scatter_sum(data, n);
+    }
+    // The reverse, after each replica has updated its shard: every replica's shard of the
+    // n values at data (float32 weights, or the GPU's bf16 ones) copied to every replica, in place.
+    template <class T>
+    void allgather(T* data, size_t n) const {
+        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->allgather_shards(data, n * sizeof(T));
     }
     // Sum of one number over all replicas (loss sums, counts), in host memory.
     double allreduce_sum(double x) const {
@@ -359,9 +400,10 @@ struct MpiRollCall : RollCall {
 // Every collective is started without blocking and waited for by the watchdog.
 struct MpiCollectives : Collectives {
     std::shared_ptr<RollCall> roll_call;
+    int rank, world;
     Watchdog watchdog;
     MpiCollectives(int rank, int world, std::shared_ptr<RollCall> roll_call)
-        : roll_call(roll_call), watchdog(rank, world, roll_call.get()) {}
+        : roll_call(roll_call), rank(rank), world(world), watchdog(rank, world, roll_call.get()) {}
 
     void wait(const char* op, size_t bytes, MPI_Request& req) {
         watchdog.wait(op, bytes, [&] {
@@ -397,6 +439,29 @@ struct MpiCollectives : Collectives {
         MPI_Request req;
         MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &req);
         wait("all-gather", bytes, req);
+    }
+    // MPI's in-place reduce-scatter leaves this rank's block at the start of the buffer; it
+    // is moved to the rank's own place, where the shard is updated and gathered from.
+    void reduce_scatter_sum(float* data, size_t n) override {
+        const size_t shard = n / (size_t)world;
+        MPI_Request req;
+        MPI_Ireduce_scatter_block(MPI_IN_PLACE, data, int_count(shard), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+        wait("reduce-scatter", n * sizeof(float), req);
+        if (rank > 0) memmove(data + rank * shard, data, shard * sizeof(float));
+    }
+    void allgather_shards(void* data, size_t bytes) override {
+        const bool floats = bytes % (sizeof(float) * world) == 0;  // MPI counts are ints: count in floats
+        const size_t shard = bytes / world / (floats ? sizeof(float) : 1);
+        MPI_Request req;
+        MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, int_count(shard), floats ? MPI_FLOAT : MPI_BYTE,
+                       MPI_COMM_WORLD, &req);
+        wait("all-gather", bytes, req);
+    }
+    static int int_count(size_t n) {
+        if (n > INT_MAX)
+            throw Error(strf("a shard of %s values is more than MPI's int counts can address; use more replicas",
+                             with_commas((long long)n).c_str()));
+        return (int)n;
     }
     void barrier() override {
         MPI_Request req;

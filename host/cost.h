@@ -15,7 +15,10 @@
 //     computes all T×T scores and masks them; the useful work, counted here, is the causal
 //     half. PyTorch's FLOP counter counts the full products: 12·C·T per block.)
 // Communication: one all-reduce of the float32 gradients per optimizer step. In a ring
-// all-reduce each replica sends, and receives, 2·(R−1)/R times the buffer.
+// all-reduce each replica sends, and receives, 2·(R−1)/R times the buffer. With ZeRO stage 1
+// (--zero 1) the same step does its two halves as two collectives: a reduce-scatter of the
+// float32 gradients ((R−1)/R of them), and after the update an all-gather of the weights the
+// kernels read ((R−1)/R of them: float32, or bf16 on the GPU, which then moves less).
 #pragma once
 #include <algorithm>
 #include <string>
@@ -50,6 +53,13 @@ inline double allreduce_bytes(double n, int R) { return R <= 1 ? 0.0 : 2.0 * (R 
 constexpr int ALLREDUCES_PER_STEP = 1;
 inline double gradient_sync_bytes(const ModelConfig& c, int R) {
     return ALLREDUCES_PER_STEP * allreduce_bytes((double)c.num_params(), R);
+}
+// --zero 1: the reduce-scatter of the float32 gradients and the all-gather of the weights,
+// weight_bytes each (4 for float32, 2 for bf16), per replica each way; the padding counted.
+inline double zero_sync_bytes(const ModelConfig& c, int R, int weight_bytes) {
+    if (R <= 1) return 0.0;
+    double padded = (double)((c.num_params() + 8ull * R - 1) / (8ull * R) * (8ull * R));
+    return (double)(R - 1) / R * padded * (4.0 + weight_bytes);
 }
 
 // A device and its link, for time estimates: a preset (--device) or the numbers given.
@@ -104,12 +114,14 @@ struct RunPlan {
     double run_s() const { return step_s() * steps; }
     double gpu_hours() const { return run_s() * R / 3600; }
 };
-inline RunPlan plan_run(const ModelConfig& c, const BatchPlan& p, int steps, const DeviceSpeed& d) {
+// zero_weight_bytes: with --zero 1, the bytes of one weight the all-gather moves; 0 = no ZeRO.
+inline RunPlan plan_run(const ModelConfig& c, const BatchPlan& p, int steps, const DeviceSpeed& d,
+                        int zero_weight_bytes = 0) {
     RunPlan r;
     r.R = p.R, r.steps = steps;
     r.flops_per_step = flops_per_step(c, p);
     r.flops_total = r.flops_per_step * steps;
-    r.comm_bytes = gradient_sync_bytes(c, p.R);
+    r.comm_bytes = zero_weight_bytes ? zero_sync_bytes(c, p.R, zero_weight_bytes) : gradient_sync_bytes(c, p.R);
     if (d.tflops > 0) r.compute_s = r.flops_per_step / p.R / (d.tflops * 1e12);
     if (d.link_gbps > 0) r.comm_s = r.comm_bytes * 8 / (d.link_gbps * 1e9);
     return r;
@@ -135,9 +147,9 @@ inline std::string format_seconds(double s) {
 
 // The plan's lines for the dry run and the start of every run.
 inline std::vector<std::string> describe_costs(const ModelConfig& c, const BatchPlan& p, int steps,
-                                               const DeviceSpeed& d) {
+                                               const DeviceSpeed& d, int zero_weight_bytes = 0) {
     TokenFlops t = flops_per_token(c, p.T);
-    RunPlan r = plan_run(c, p, steps, d);
+    RunPlan r = plan_run(c, p, steps, d, zero_weight_bytes);
     std::vector<std::string> lines;
     lines.push_back(strf("compute: %s per token (parameters 6·P = %s, P = %s weights in products; causal "
                          "attention 6·L·C·(T+1) = %s); %s per step, %s for %s steps",
@@ -146,6 +158,12 @@ inline std::vector<std::string> describe_costs(const ModelConfig& c, const Batch
                          format_flops(r.flops_per_step).c_str(), format_flops(r.flops_total).c_str(), with_commas(steps).c_str()));
     if (p.R == 1)
         lines.push_back("communication: none (one replica)");
+    else if (zero_weight_bytes)
+        lines.push_back(strf("communication (--zero 1): a reduce-scatter of the %s of gradients and an all-gather of "
+                             "the %s of weights per step; each replica sends and receives %s (ring: (R−1)/R of each)",
+                             format_bytes(4.0 * c.num_params()).c_str(),
+                             format_bytes((double)zero_weight_bytes * c.num_params()).c_str(),
+                             format_bytes(r.comm_bytes).c_str()));
     else
         lines.push_back(strf("communication: %d all-reduce of the %s of gradients per step; each replica sends and "
                              "receives %s (ring: 2·(R−1)/R of the buffer)",
@@ -201,5 +219,27 @@ inline std::vector<std::string> accumulation_table(const ModelConfig& c, const B
                                 format_bytes(r.comm_bytes).c_str(), format_bytes(r.comm_bytes * q.A).c_str(),
                                 mark.c_str()));
     }
+    return rows;
+}
+
+// The dry run's ZeRO table: per replica count R (those of the accumulation table), the memory
+// of one replica with --zero 0 and --zero 1 (memory(R, zero), the trainer's own estimate) and
+// the bytes each replica sends per step in both modes.
+template <class Memory>
+std::vector<std::string> zero_table(const ModelConfig& c, const BatchPlan& p, int weight_bytes, Memory memory) {
+    std::vector<int> Rs;
+    long long global = p.global_tokens(), per_replica_round = (long long)p.B * p.T;
+    for (int R = 1; global % (per_replica_round * R) == 0; R *= 2) Rs.push_back(R);
+    if (std::find(Rs.begin(), Rs.end(), p.R) == Rs.end()) Rs.push_back(p.R), std::sort(Rs.begin(), Rs.end());
+    std::vector<std::string> rows;
+    rows.push_back(strf("memory per replica and sync bytes per replica per step, without and with ZeRO stage 1 "
+                        "(--zero 1: AdamW's state%s sharded over the replicas; B=%d, T=%d):",
+                        weight_bytes == 4 ? "" : " and the float32 master weights", p.B, p.T));
+    rows.push_back("  replicas     memory --zero 0     memory --zero 1    sync --zero 0    sync --zero 1");
+    for (int R : Rs)
+        rows.push_back(strf("  %8d  %18s  %18s  %15s  %15s%s", R, format_bytes(memory(R, 0)).c_str(),
+                            format_bytes(memory(R, 1)).c_str(), format_bytes(gradient_sync_bytes(c, R)).c_str(),
+                            format_bytes(zero_sync_bytes(c, R, weight_bytes)).c_str(),
+                            R == p.R ? " <- R of this run" : ""));
     return rows;
 }

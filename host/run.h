@@ -6,14 +6,18 @@
 //   Trainer(const ModelConfig&, const BatchPlan&, const Config&, const Comm&)
 //   static void check_options(const Config&)  refuses options this trainer has no use for (UsageError)
 //   static std::string hardware(const Config&, const Comm&)  threads or GPU, for the log
-//   static MemoryUse memory_use(const ModelConfig&, int B, int T, const Config&)  what it allocates
+//   static constexpr int GATHERED_WEIGHT_BYTES  bytes of one weight as the kernels read it (what
+//       --zero 1's all-gather moves)
+//   static MemoryUse memory_use(const ModelConfig&, int B, int T, int R, const Config&)  what each
+//       of R replicas allocates (--zero 1 shards the optimizer state over them)
 //   static void choose_kernels(Config&, const ModelConfig&, const Comm&)  resolves kernel choices
 //       such as --attention auto, the same on every replica, before memory is planned
 //   static double memory_available(const Config&)  bytes it may use (--device-memory, else what
 //                                                  is free); 0 = unknown (a dry run without a GPU)
 //   float* params(); float* adam_m(); float* adam_v();  host copies, num_params() each
 //   void upload();    host copies -> where the trainer computes (no-op on the CPU)
-//   void download();  the reverse, before a checkpoint is written
+//   void download();  the reverse, before a checkpoint is written; every replica calls it (with
+//                     --zero 1 it gathers the shards of the optimizer state: a collective)
 //   StepResult step(DataLoader&, const BatchPlan&, const Comm&, const AdamWConfig&,
 //                   float lr, float grad_clip, int t)    one optimizer step, t = 1, 2, ...;
 //                   calls check_finite_step(loss, grad_norm, t) before it updates the weights
@@ -252,13 +256,13 @@ BatchPlan plan_micro_batch(Config& cfg, const ModelConfig& mc, const Comm& comm)
     Trainer::choose_kernels(cfg, mc, comm);  // before memory is planned: the GPU's attention path uses it
     double available = Trainer::memory_available(cfg);
     for (uint64_t a : comm.allgather((uint64_t)available)) available = std::min(available, (double)a);
-    auto bytes = [&](int B) { return Trainer::memory_use(mc, B, T, cfg).total(); };
+    auto bytes = [&](int B) { return Trainer::memory_use(mc, B, T, R, cfg).total(); };
     const long long global = cfg.total_batch ? cfg.total_batch : (long long)cfg.batch_size * T * R;
     auto fitting = [&] { return largest_fitting_batch(T, R, global, available, bytes); };
     const char* limit = cfg.device_memory > 0 ? "allowed (--device-memory)" : "free";
     auto too_big = [&] {
         return Error(strf("the model does not fit even with a micro-batch of 1×%d: %s, but %s is %s", T,
-                          Trainer::memory_use(mc, 1, T, cfg).describe().c_str(), format_bytes(available).c_str(),
+                          Trainer::memory_use(mc, 1, T, R, cfg).describe().c_str(), format_bytes(available).c_str(),
                           limit));
     };
     if (cfg.batch_size == 0) {  // auto
@@ -397,13 +401,20 @@ public:
             say(strf("HellaSwag: %s examples from '%s', %s%s", with_commas(hellaswag.size()).c_str(), cfg.hellaswag.c_str(),
                      eval_every == INT_MAX ? "at the start and the end" : strf("every %d steps", eval_every).c_str(),
                      comm.world > 1 ? ", split over the replicas" : ""));
-        say("memory per replica: " + Trainer::memory_use(mc, plan.B, plan.T, cfg).describe());
+        say("memory per replica: " + Trainer::memory_use(mc, plan.B, plan.T, plan.R, cfg).describe());
         say(strf("%s; communication: %s, %d replica%s%s", Trainer::hardware(cfg, comm).c_str(), comm.backend_name(),
                  comm.world, comm.world == 1 ? "" : "s",
                  plan.R != comm.world ? strf(" (the plan is for --replicas %d)", plan.R).c_str() : ""));
-        for (const std::string& line : describe_costs(mc, plan, cfg.steps, device)) say(line);
+        const int zero_weight_bytes = cfg.zero && plan.R > 1 ? Trainer::GATHERED_WEIGHT_BYTES : 0;
+        for (const std::string& line : describe_costs(mc, plan, cfg.steps, device, zero_weight_bytes)) say(line);
         if (cfg.dry_run) {
             for (const std::string& line : accumulation_table(mc, plan, cfg.steps, device)) say(line);
+            Config with = cfg;
+            auto memory = [&](int R, int zero) {
+                with.zero = zero;
+                return Trainer::memory_use(mc, plan.B, plan.T, R, with).total();
+            };
+            for (const std::string& line : zero_table(mc, plan, Trainer::GATHERED_WEIGHT_BYTES, memory)) say(line);
             return false;
         }
         return true;
@@ -677,19 +688,26 @@ private:
     }
 
     // A checkpoint after `step`: at the end, every --ckpt-every steps, and once --ckpt-minutes
-    // have passed since the last one (rank 0 alone writes, so its clock alone decides).
+    // have passed since the last one (rank 0 alone writes, so its clock alone decides; with
+    // --zero 1 every replica takes part in the save, so rank 0's decision is broadcast).
     bool checkpoint_due(int step) const {
         double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint_time).count() / 60;
-        return step == cfg.steps || (cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0) ||
-               (cfg.ckpt_minutes > 0 && minutes >= cfg.ckpt_minutes);
+        bool by_time = cfg.ckpt_minutes > 0 && minutes >= cfg.ckpt_minutes;
+        if (cfg.zero && cfg.ckpt_minutes > 0 && comm.world > 1) {
+            char due = by_time;
+            comm.broadcast(&due, 1);
+            by_time = due;
+        }
+        return step == cfg.steps || (cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0) || by_time;
     }
 
     // Writes the state, then the model (host/checkpoint.h): a crash between the two leaves an
     // incomplete pair, which --resume skips. Neither is written when either would hold a
     // non-finite value.
     void save_checkpoint(int step) {
+        if (cfg.out_dir.empty()) return;
+        m->download();  // on every replica: with --zero 1 a collective
         if (!writes) return;
-        m->download();
         NonFinite bad = find_non_finite(m->params(), mc);
         if (bad.count > 0)
             throw Error(strf("not writing the checkpoint of step %d: this run's updates made the weights non-finite, "

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""compare_runs.py DIR_A DIR_B STEP [FROM]: do two training runs agree?
+"""compare_runs.py [--states] DIR_A DIR_B STEP [FROM]: do two training runs agree?
 
 The losses, validation losses and gradient norms of steps >= FROM in both runs' log.jsonl, and their model
 files at STEP, must agree within 1e-5 relative (weights: ||a - b|| / ||a||). Prints the
@@ -8,6 +8,9 @@ largest differences; exit status 0 if they agree, 1 if not. Used by the replica 
 model, up to float32 rounding (~1e-7 per step; 20 Adam steps amplify that to ~1e-6).
 The gradient norm matters: Adam and clipping hide a gradient that is off by a constant
 factor (a loss scaled by 1/(B·T·A) instead of 1/(B·T·A·R)) from the losses.
+With --states, AdamW's moments m and v in the state files at STEP too, each within 1e-5
+relative by the same norm (the ZeRO tests: the sharded optimizer state gathered into the file
+must be the unsharded one, up to the rounding of the sums).
 """
 import json
 import math
@@ -31,9 +34,26 @@ def weights(d, step):
     return struct.unpack(f"{len(raw) // 4}f", raw)
 
 
+def moments(d, step):
+    raw = open(f"{d}/state_{step:08d}.bin", "rb").read()[1024:]
+    n = len(raw) // 8
+    return struct.unpack(f"{n}f", raw[:4 * n]), struct.unpack(f"{n}f", raw[4 * n:8 * n])
+
+
+def relative(wa, wb):
+    if len(wa) != len(wb) or not wa:  # zip() would compare only the common start
+        return float("inf")
+    num = sum((x - y) ** 2 for x, y in zip(wa, wb))
+    den = sum(x * x for x in wa)
+    return math.sqrt(num / den) if den > 0 else float("inf")
+
+
 def main():
-    a, b, step = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    first = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    args = sys.argv[1:]
+    states = "--states" in args
+    args = [x for x in args if x != "--states"]
+    a, b, step = args[0], args[1], int(args[2])
+    first = int(args[3]) if len(args) > 3 else 1
     (la, va), (lb, vb) = losses(a, first), losses(b, first)
     if sorted(la) != sorted(lb) or not la or sorted(va) != sorted(vb):
         sys.exit(f"different steps logged: {sorted(la)} vs {sorted(lb)}, validation {sorted(va)} vs {sorted(vb)}")
@@ -46,8 +66,14 @@ def main():
     num = sum((x - y) ** 2 for x, y in zip(wa, wb))
     den = sum(x * x for x in wa)
     worst_w = math.sqrt(num / den)
-    print(f"   max relative difference: loss {worst_loss:.2e}, grad norm {worst_norm:.2e}, weights {worst_w:.2e}")
+    line = f"   max relative difference: loss {worst_loss:.2e}, grad norm {worst_norm:.2e}, weights {worst_w:.2e}"
     ok = worst_loss <= 1e-5 and worst_norm <= 1e-5 and worst_w <= 1e-5  # NaN compares false: fails
+    if states:
+        (ma, va_), (mb, vb_) = moments(a, step), moments(b, step)
+        dm, dv = relative(ma, mb), relative(va_, vb_)
+        line += f", AdamW m {dm:.2e}, v {dv:.2e}"
+        ok = ok and dm <= 1e-5 and dv <= 1e-5
+    print(line)
     sys.exit(0 if ok else 1)
 
 

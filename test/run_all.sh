@@ -55,6 +55,7 @@ suite "PyTorch reference (golden file)" ./test/check_reference test/golden/model
 
 if command -v mpirun >/dev/null && ldd ./train | grep -q libmpi; then
     suite "replicas (MPI)" bash test/test_replicas.sh
+    suite "ZeRO stage 1 in the CPU trainer (MPI)" bash test/test_zero.sh
 else
     missing "replicas (MPI)" "./train was built without MPI or mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)"
 fi
@@ -118,6 +119,9 @@ if [ -x ./test/test_cpu_cuda ]; then
     suite "GPU tests on the CPU runtime, bf16 build, race detector on" env CPU_CUDA_RACECHECK=1 CPU_CUDA_DETERMINISTIC=1 ./test/test_gpu_cpu \
         --test-case-exclude="train_gpt:*"
     suite "GPU replicas on the CPU runtime (mpirun and Slurm-style)" bash test/test_gpu_replicas.sh
+    suite "ZeRO stage 1 in the GPU trainer on the CPU runtime, bf16 build" bash test/test_gpu_zero.sh
+    suite "ZeRO stage 1 in the GPU trainer on the CPU runtime, fp32 build" env TRAIN_GPT=./train_gpt_cpu_fp32 \
+        bash test/test_gpu_zero.sh
     workbenches() {  # the dev/cuda workbenches' correctness checks, at small shapes
         local p=0 f=0 w
         for w in dev/cuda/*_cpu; do

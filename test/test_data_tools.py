@@ -289,6 +289,36 @@ def recipe_gpt2_124m_8_gpus():
 
 
 @check
+def recipe_gpt2_1558m_dry_run_plans_8_gpus_of_80gb_with_zero():
+    # llm.c's 1.5B settings on the command line; -b auto and --zero 1 for 8 GPUs; without a
+    # GPU the dry run plans 80GB each (train_gpt_cpu plans when train_gpt is not built)
+    p = sh(["bash", "scripts/run_gpt2_1558m.sh", "--dry-run"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout
+    command = next((l for l in out.splitlines() if l.startswith("command: ")), "")
+    for flag in ("mpirun -np 8", "--layers 48 --heads 25 --channels 1600", "-b auto", "-t 1024", "-d 1048576",
+                 "-l 6e-4", "--warmup 700", "-c 0.1", "--zero 1", "--device-memory 80GB"):
+        assert flag in command, "missing %s in: %s" % (flag, command)
+    if not os.path.exists(os.path.join(ROOT, "train_gpt_cpu")):
+        raise Skip("./train_gpt_cpu is not built: only the command is checked")
+    # the plan with ZeRO, then the one without: each a chosen micro-batch and a memory line
+    chosen = [l for l in out.splitlines() if "micro-batch chosen from memory" in l]
+    memory = [l for l in out.splitlines() if l.strip().startswith("memory per replica:")]
+    assert len(chosen) == 2 and len(memory) == 2, out
+    assert "AdamW state (1/8 shard)" in memory[0] and "(1/8 shard)" not in memory[1], memory
+
+    def gib(line):  # "...: 50.7 GiB in all"
+        value, unit = line.rsplit(": ", 1)[1].split()[:2]
+        assert unit == "GiB", line
+        return float(value)
+    # 80 GB = 74.5 GiB; ZeRO saves (12 bytes of master weights and AdamW state) × 7/8 of
+    # 1,557,686,400 parameters = 15.2 GiB
+    assert gib(memory[0]) <= 74.5 and gib(memory[1]) <= 74.5, memory
+    saved = gib(memory[1]) - gib(memory[0])
+    assert abs(saved - 12 * 7 / 8 * 1557686400 / 2**30) <= 0.1, (saved, memory)
+
+
+@check
 def recipe_gpt2_124m_single_gpu_accumulates():
     p = sh(["bash", "scripts/run_gpt2_124m.sh", "--micro-batch", "64", "--dry-run"])
     assert p.returncode == 0, p.stderr

@@ -436,6 +436,58 @@ TEST_CASE("AdamW matches the CPU's update, decay on matrices only, with a clippi
     CHECK(px.host() == to_x(p.host()));  // the copy is the updated weight, rounded once
 }
 
+// ZeRO stage 1 (--zero 1): R replicas each update their shard of the parameters, in both
+// trainers. The shards' updates, put together, must be the whole update bit for bit: the
+// same element-wise formula on the same numbers, whatever the cut (R = 3 does not divide the
+// tiny model's parameters: the last shard ends in padding, which no tensor reaches).
+TEST_CASE("ZeRO: the updates of R shards make the whole AdamW update, on the CPU and the GPU") {
+    ModelConfig c = tiny_config();
+    const size_t n = c.num_params();
+    Rng rng(11);
+    Floats p0 = random_floats(n, rng), g0 = random_floats(n, rng), m0 = random_floats(n, rng, 0.1), v0(n);
+    for (float& v : v0) v = (float)std::fabs(0.01 * rng.normal());
+    AdamWConfig h{0.9f, 0.95f, 1e-8f, 0.1f};
+    GPT2 whole;
+    gpt2_build(whole, c, 1, 1);
+    whole.params = p0, whole.grads = g0, whole.adam_m = m0, whole.adam_v = v0;
+    adamw_update(whole, h, 1e-2f, 3, 0.5f);
+    for (int R : {2, 3, 4}) {
+        CAPTURE(R);
+        Floats cpu_p(n), gpu_p(n), cpu_m(n), gpu_m(n);
+        for (int r = 0; r < R; r++) {
+            Shard sh = Shard::of(n, r, R, true);
+            REQUIRE(sh.padded % (ZERO_SHARD_ALIGN * R) == 0);
+            REQUIRE(sh.padded >= n);
+            REQUIRE(sh.padded < n + ZERO_SHARD_ALIGN * R);
+            auto [lo, hi] = sh.clip(0, n);
+            GPT2 m;  // the CPU trainer's replica r: every weight and gradient, its shard of m and v
+            gpt2_build(m, c, 1, 1, sh);
+            std::copy(p0.begin(), p0.end(), m.params.begin()), std::copy(g0.begin(), g0.end(), m.grads.begin());
+            std::copy(m0.begin() + lo, m0.begin() + hi, m.adam_m.begin());
+            std::copy(v0.begin() + lo, v0.begin() + hi, m.adam_v.begin());
+            adamw_update(m, h, 1e-2f, 3, 0.5f);
+            std::copy(m.params.begin() + lo, m.params.begin() + hi, cpu_p.begin() + lo);
+            std::copy(m.adam_m.begin(), m.adam_m.begin() + (hi - lo), cpu_m.begin() + lo);
+            // the GPU trainer's: the shard's master weights, m and v; every gradient and bf16 weight
+            Floats shard_p(sh.size, 0.0f), shard_m(sh.size, 0.0f), shard_v(sh.size, 0.0f), grads(sh.padded, 0.0f);
+            std::copy(p0.begin() + lo, p0.begin() + hi, shard_p.begin());
+            std::copy(m0.begin() + lo, m0.begin() + hi, shard_m.begin());
+            std::copy(v0.begin() + lo, v0.begin() + hi, shard_v.begin());
+            std::copy(g0.begin(), g0.end(), grads.begin());
+            DevArray<float> dp(shard_p), dg(grads), dm(shard_m), dv(shard_v);
+            DevArray<floatX> px(sh.padded);
+            gpu::adamw_update(dp.ptr(), px.ptr(), dg.ptr(), dm.ptr(), dv.ptr(), c, h, 1e-2f, 3, 0.5f, sh);
+            Floats up = dp.host(), um = dm.host();
+            std::copy(up.begin(), up.begin() + (hi - lo), gpu_p.begin() + lo);
+            std::copy(um.begin(), um.begin() + (hi - lo), gpu_m.begin() + lo);
+        }
+        CHECK(cpu_p == whole.params);  // exact: the same formula on the same numbers
+        CHECK(cpu_m == whole.adam_m);
+        CHECK(norm_error(gpu_p, whole.params) <= 1e-6);  // 1e-6: nvcc's fused multiply-adds (as above)
+        CHECK(norm_error(gpu_m, whole.adam_m) <= 1e-6);
+    }
+}
+
 TEST_CASE("global norm matches the CPU") {
     Rng rng(8);
     Floats g = random_floats(1000003, rng, 0.01);
@@ -809,11 +861,42 @@ TEST_CASE("memory: the estimate is what the trainer allocates, to the byte, for 
                 whole_pages += std::floor(bytes / page) * page;
                 pages_up += std::ceil(bytes / page) * page;
             }
-            CHECK(asked == GpuTrainer::memory_use(c, shape.B, shape.T, config).total());
+            CHECK(asked == GpuTrainer::memory_use(c, shape.B, shape.T, 1, config).total());
             double used = (double)free0 - (double)free1;
             CHECK(used >= whole_pages);
             CHECK(used <= pages_up);
         }
+}
+
+// --zero 1: each of R replicas allocates 1/R of AdamW's state (and, in bf16, of the float32
+// master weights); the buffers of every parameter are padded to whole shards. The estimate
+// must still be the allocation to the byte, and the shard what the line prints. (A Comm of R
+// ranks without a backend: the constructor communicates nothing.)
+TEST_CASE("memory: with --zero 1 the estimate is the sharded allocation, to the byte") {
+    ModelConfig c = tiny_config();
+    const size_t n = c.num_params();
+    Config config;
+    config.zero = 1;
+    const double unsharded = GpuTrainer::memory_use(c, 4, 6, 1, config).total();
+    for (int R : {2, 3, 4}) {
+        CAPTURE(R);
+        Comm replica;
+        replica.world = R, replica.rank = R - 1;
+        GpuTrainer m(c, plan_batch(4, 6, R, 0), config, replica);
+        double asked = 0;
+        for (size_t bytes : device_allocations(m)) asked += (double)bytes;
+        MemoryUse use = GpuTrainer::memory_use(c, 4, 6, R, config);
+        CHECK(asked == use.total());
+        const size_t padded = (n + 8 * R - 1) / (8 * R) * (8 * R);  // whole 8-value packs per shard
+        CHECK(m.m_buf.count == padded / R);
+        CHECK(m.v_buf.count == padded / R);
+        CHECK(m.grads_buf.count == padded);
+        CHECK(m.params_buf.count == (BF16 ? padded / R : padded));
+        CHECK(use.describe().find(strf("AdamW state (1/%d shard)", R)) != std::string::npos);
+        // the saving: AdamW's 8 bytes per parameter (and bf16's 4 of master weights) less (R-1)/R
+        const double saved = (BF16 ? 12.0 : 8.0) * n * (R - 1) / R;
+        CHECK(std::fabs(unsharded - use.total() - saved) <= (BF16 ? 18.0 : 14.0) * 8 * R);  // the padding's bytes
+    }
 }
 
 TEST_CASE("memory: attention no longer grows with L×T², and --recompute keeps one layer's GELU output") {
@@ -931,7 +1014,7 @@ TEST_CASE("train_gpt: --batch-size auto picks the largest micro-batch that fits;
     ModelConfig c;
     c.L = 2, c.NH = 2, c.C = 32, c.maxT = 32, c.V = 256, c.Vp = 256;
     Config config;
-    double b8 = GpuTrainer::memory_use(c, 8, 16, config).total(), b16 = GpuTrainer::memory_use(c, 16, 16, config).total();
+    double b8 = GpuTrainer::memory_use(c, 8, 16, 1, config).total(), b16 = GpuTrainer::memory_use(c, 16, 16, 1, config).total();
     REQUIRE(b8 < b16);
     std::string memory = strf("--device-memory %.0f ", (b8 + b16) / 2), out;
     REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + memory + "--dry-run 1 -b auto -d 512", &out) == 0);
@@ -954,8 +1037,8 @@ TEST_CASE("train_gpt: -b auto fits a larger micro-batch with --attention fused, 
     c.L = 2, c.NH = 2, c.C = 32, c.maxT = 32, c.V = 256, c.Vp = 256;
     Config fused, cublas;
     fused.attention = "fused", cublas.attention = "cublas";
-    double need = GpuTrainer::memory_use(c, 16, 32, fused).total();
-    REQUIRE(GpuTrainer::memory_use(c, 16, 32, cublas).total() > need);
+    double need = GpuTrainer::memory_use(c, 16, 32, 1, fused).total();
+    REQUIRE(GpuTrainer::memory_use(c, 16, 32, 1, cublas).total() > need);
     std::string args = TINY_ARGS + strf("-t 32 --device-memory %.0f --dry-run 1 -b auto -d 1024 ", need), out;
     REQUIRE(run_command(TRAIN_GPT + " " + args + "--attention fused", &out) == 0);
     CHECK(out.find("micro-batch chosen from memory: B=16,") != std::string::npos);
@@ -1078,6 +1161,65 @@ TEST_CASE("replicas: a collective of host memory whose peer froze ends at --comm
     waitpid(pids[0], nullptr, 0), waitpid(pids[1], nullptr, 0);
     CHECK_MESSAGE((ended && WIFEXITED(status) && WEXITSTATUS(status) == 0),
                   "rank 0: 2 = the all-reduce completed, 3 = it failed late or otherwise, 4 = another error");
+}
+
+// ZeRO's two collectives (host/comm.h: reduce_scatter_sum, allgather) over NCCL, on device
+// and on host memory, with 3 ranks: integers small enough that every sum is exact, against
+// the sums worked out here. Each rank checks its own result and exits 0 when it is right.
+TEST_CASE("replicas: NCCL's reduce-scatter and all-gather of shards, in place, 3 ranks") {
+    ncclUniqueId id;
+    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    fflush(nullptr);
+    const int R = 3;
+    const size_t n = 3 * 40;  // shards of 40 floats
+    pid_t pids[R];
+    for (int rank = 0; rank < R; rank++) {
+        pids[rank] = fork();
+        REQUIRE(pids[rank] >= 0);
+        if (pids[rank] > 0) continue;
+        int wrong = 100;  // an exception
+        try {
+            auto nccl = std::make_shared<gpu::NcclComm>(id, R, rank, 30.0, nullptr);
+            wrong = 0;
+            for (bool host_memory : {false, true}) {
+                Comm comm;
+                comm.rank = rank, comm.world = R;
+                comm.buffers = std::make_shared<gpu::NcclCollectives>(nccl, rank, R, host_memory, nullptr);
+                comm.set_watchdog({30.0, {}});
+                Floats x(n), back(n);
+                for (size_t i = 0; i < n; i++) x[i] = (float)(1000 * rank + i);
+                DevArray<float> d(x);
+                float* data = host_memory ? x.data() : d.ptr();
+                comm.reduce_scatter_sum(data, n);
+                back = host_memory ? x : d.host();
+                for (size_t i = rank * 40; i < (rank + 1) * 40u; i++)  // Σ_r (1000 r + i) = 3000 + 3 i
+                    wrong += back[i] != (float)(3000 + 3 * i);
+                for (size_t i = 0; i < n; i++) back[i] = i / 40 == (size_t)rank ? (float)(7 * i + rank) : -1.0f;
+                DevArray<float> d2(back);
+                float* data2 = host_memory ? back.data() : d2.ptr();
+                comm.allgather(data2, n);
+                Floats all = host_memory ? back : d2.host();
+                for (size_t i = 0; i < n; i++) wrong += all[i] != (float)(7 * i + i / 40);  // each rank's own shard
+            }
+        } catch (const std::exception& e) {
+            fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        }
+        fflush(nullptr);
+        _exit(std::min(wrong, 100));
+    }
+    auto start = std::chrono::steady_clock::now();  // a hang is a failure, not a stuck test: 60 s at most
+    for (int rank = 0; rank < R; rank++) {
+        int status = 0;
+        bool ended = false;
+        while (!ended && std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+            ended = waitpid(pids[rank], &status, WNOHANG) == pids[rank];
+            if (!ended) usleep(10000);
+        }
+        if (!ended) kill(pids[rank], SIGKILL), waitpid(pids[rank], nullptr, 0);
+        CAPTURE(rank);
+        CHECK_MESSAGE((ended && WIFEXITED(status) && WEXITSTATUS(status) == 0),
+                      "exit status: the count of wrong values (100: an exception)");
+    }
 }
 #endif
 

@@ -106,6 +106,23 @@ TEST_CASE("gradient sync bytes: a ring all-reduce sends 2·(R−1)/R of the buff
     CHECK(gradient_sync_bytes(c, 8) == 2.0 * 7 / 8 * 4 * c.num_params());
 }
 
+// --zero 1 moves the all-reduce's two halves as two collectives: the reduce-scatter of the
+// float32 gradients and the all-gather of the weights (float32 on the CPU: the same bytes as
+// the all-reduce; bf16 on the GPU: 3/4 of them). The padding to whole shards of 8 values adds
+// at most 8·R values.
+TEST_CASE("gradient sync bytes with ZeRO stage 1: a reduce-scatter and an all-gather") {
+    ModelConfig c = model(12, 12, 768, 1024, 50257, 50304);
+    const double n = (double)c.num_params();
+    CHECK(zero_sync_bytes(c, 1, 4) == 0);
+    for (int R : {2, 3, 4, 8}) {
+        CAPTURE(R);
+        const double padding = 8.0 * R * 8;  // at most 8·R values of 8 bytes (4 + 4)
+        CHECK(zero_sync_bytes(c, R, 4) >= gradient_sync_bytes(c, R));
+        CHECK(zero_sync_bytes(c, R, 4) <= gradient_sync_bytes(c, R) + padding);
+        CHECK(std::fabs(zero_sync_bytes(c, R, 2) - (R - 1.0) / R * 6 * n) <= padding);
+    }
+}
+
 TEST_CASE("device figures: presets, overrides, and one clear error for a bad one") {
     DeviceSpeed h100 = device_speed("h100-sxm", 0, 0);
     CHECK(h100.tflops == 989);
@@ -245,7 +262,7 @@ TEST_CASE("the dry run's table: the same global batch over R = 1 .. 8, A·R cons
     REQUIRE(header != std::string::npos);
     std::istringstream rows(out.substr(out.find('\n', header) + 1));
     std::vector<int> Rs;
-    for (std::string row; std::getline(rows, row) && !row.empty();) {
+    for (std::string row; std::getline(rows, row) && !row.empty() && row[0] == ' ';) {  // (the ZeRO table follows)
         // R, A, FLOP per replica per step, sync bytes per step, the same after every micro-batch
         std::istringstream f(row);
         int R, A;
@@ -280,6 +297,30 @@ TEST_CASE("the dry run's estimates: compute at the given peak, the sync over the
     check_3_digits(quantity_after(estimate, "; the run: "), 1000 * (compute + sync));
 }
 
+// The dry run's ZeRO table: a row per replica count, the memory with --zero 1 below that of
+// --zero 0 from R = 2 on (AdamW's state, 8 bytes per parameter, divided by R: for this model
+// 8 · 858,880 · (1 − 1/R) bytes less, the padding aside) and the same at R = 1.
+TEST_CASE("the dry run's ZeRO table: memory per replica with and without --zero 1, and the sync bytes") {
+    std::string out;
+    REQUIRE(run_command("./train -d 2048 -t 64 -b 4 --replicas 8 --zero 1 --dry-run 1", &out) == 0);
+    std::string table = from_line(out, "memory per replica and sync bytes");
+    const double params = 858880;  // the default model's (printed on the model line)
+    REQUIRE(out.find("858,880 parameters") != std::string::npos);
+    for (int R : {1, 2, 4, 8}) {
+        CAPTURE(R);
+        std::string row = from_line(table, strf("  %8d  ", R));
+        row = row.substr(0, row.find('\n'));
+        double zero0 = 0, zero1 = 0;
+        char u0[8], u1[8];
+        REQUIRE(sscanf(row.c_str(), "%*d %lf %7s %lf %7s", &zero0, u0, &zero1, u1) == 4);
+        REQUIRE(std::string(u0) == "MiB");
+        REQUIRE(std::string(u1) == "MiB");
+        const double saved = (zero0 - zero1) * 1048576, expected = 8 * params * (1 - 1.0 / R);
+        CHECK(std::fabs(saved - expected) <= 0.05 * 1048576 + 8 * 8 * R);  // 0.05 MiB: the printed rounding
+    }
+    CHECK(out.find("communication (--zero 1): a reduce-scatter") != std::string::npos);
+}
+
 TEST_CASE("both trainers print the same plan") {
     // train_gpt_cpu is built where the CUDA toolkit's headers are (make test does). Without
     // it nothing is compared: a skip, which test/run_all.sh counts from this line
@@ -292,7 +333,13 @@ TEST_CASE("both trainers print the same plan") {
     std::string args = SHAPE + "-d 4096 --replicas 4 --device h100-sxm --dry-run 1";
     REQUIRE(run_command("./train " + args, &a) == 0);
     REQUIRE(run_command("./train_gpt_cpu " + args, &b) == 0);
-    CHECK(from_line(a, "compute: ") == from_line(b, "compute: "));
+    // up to the ZeRO table, whose memory is each trainer's own
+    auto plan = [](const std::string& out) {
+        std::string from = from_line(out, "compute: ");
+        return from.substr(0, from.find("memory per replica and sync bytes"));
+    };
+    CHECK(plan(a) == plan(b));
+    CHECK(plan(a).find("replicas  accumulation") != std::string::npos);  // (the cut left the table above it)
 }
 
 TEST_CASE("bad device figures: one line naming the problem, exit 2") {
