@@ -72,17 +72,34 @@ constexpr int VEC = 4;
 #endif
 typedef float SimdVec __attribute__((vector_size(VEC * sizeof(float))));
 
+// The register tile is MR rows × NR columns of C, held in MR×2 vector accumulators, plus two
+// registers for a row of B and one for a broadcast element of A. AVX-512 has 32 registers:
+// 8 rows (16 accumulators), which also divides the B·T rows of the usual shapes evenly among
+// the threads (B·T = 256 in 6-row tiles leaves one thread a tile more than the other). AVX2
+// and SSE have 16: 6 rows (12 accumulators).
 constexpr int NR = 2 * VEC;  // columns of the register tile: two vector registers per row
-constexpr int MR = 6;      // rows of the register tile: 6×2 accumulators fit the register file
+#if defined(__AVX512F__)
+constexpr int MR = 8;      // rows of the register tile
+#else
+constexpr int MR = 6;
+#endif
 constexpr int KC = 256;    // depth of a packed block: a B panel of KC×NR stays in L1
 constexpr int MC_MAX = 96; // rows of A per thread-block (a multiple of MR)
 constexpr int NC = 1024;   // columns of B per packed block (a multiple of NR): KC×NC stays in L2
 
-// The register tile: acc[MR][NR] = Ap (KC×MR, packed) · Bp (KC×NR, packed). Written with
-// explicit vectors: left to itself, GCC keeps a float tile this size in registers only
-// when it has AVX-512's 32 of them.
-static inline void gemm_tile(int kc, const float* __restrict Ap, const float* __restrict Bp, float* __restrict acc_out) {
+// The register tile: C[0:MR, 0:NR] (=, or += when add) Ap (KC×MR, packed) · Bp (KC×NR,
+// packed), C's rows ldc apart. The accumulators start from C itself when adding, so C is read
+// and written once per depth block, with no pass through a temporary. Written with explicit
+// vectors: left to itself, GCC keeps a float tile this size in registers only when it has
+// AVX-512's 32 of them.
+static inline void gemm_tile(int kc, const float* __restrict Ap, const float* __restrict Bp, float* __restrict C,
+                             long ldc, bool add) {
     SimdVec acc[MR][2] = {};
+    if (add)
+        for (int i = 0; i < MR; i++) {
+            memcpy(&acc[i][0], C + i * ldc, sizeof acc[i][0]);
+            memcpy(&acc[i][1], C + i * ldc + VEC, sizeof acc[i][1]);
+        }
     for (int k = 0; k < kc; k++) {
         SimdVec b0, b1;
         memcpy(&b0, Bp + k * NR, sizeof b0);
@@ -93,7 +110,10 @@ static inline void gemm_tile(int kc, const float* __restrict Ap, const float* __
             acc[i][1] += a * b1;
         }
     }
-    memcpy(acc_out, acc, sizeof acc);
+    for (int i = 0; i < MR; i++) {
+        memcpy(C + i * ldc, &acc[i][0], sizeof acc[i][0]);
+        memcpy(C + i * ldc + VEC, &acc[i][1], sizeof acc[i][1]);
+    }
 }
 
 // Copies the rows×cols block X(r, c) = X[r*rs + c*cs] into panels of `width` columns
@@ -129,7 +149,7 @@ static void gemm(int M, int N, int K, const float* A, long a_row, long a_col, co
 #pragma omp parallel  // one team for the whole product; the loops below share out work
     {
         float Ap[MC_MAX * KC];  // this thread's packed block of A
-        float tile[MR * NR];
+        float tile[MR * NR] = {};  // an edge tile (see below)
         for (int jc = 0; jc < N; jc += NC) {
             int nc = std::min(NC, N - jc);
             int panels = (nc + NR - 1) / NR;
@@ -150,15 +170,22 @@ static void gemm(int M, int N, int K, const float* A, long a_row, long a_col, co
                     pack_panels(Ap, A + (long)ic * a_row + (long)pc * a_col, a_col, a_row, kc, mc, MR);
                     for (int p = 0; p < panels; p++)
                         for (int r = 0; r < mc; r += MR) {
-                            gemm_tile(kc, Ap + (size_t)r * kc, Bp.data() + (size_t)p * kc * NR, tile);
+                            const float* a = Ap + (size_t)r * kc;
+                            const float* b = Bp.data() + (size_t)p * kc * NR;
+                            float* c = C + (long)(ic + r) * ldc + jc + p * NR;
                             int rows = std::min(MR, mc - r), cols = std::min(NR, nc - p * NR);
-                            for (int i = 0; i < rows; i++) {
-                                float* c = C + (long)(ic + r + i) * ldc + jc + p * NR;
-                                if (add)
-                                    for (int j = 0; j < cols; j++) c[j] += tile[i * NR + j];
-                                else
-                                    for (int j = 0; j < cols; j++) c[j] = tile[i * NR + j];
+                            if (rows == MR && cols == NR) {
+                                gemm_tile(kc, a, b, c, ldc, add);
+                                continue;
                             }
+                            // An edge tile goes through a whole one, `tile`, in the same order of
+                            // sums, so an element's bits do not depend on where the edges fall
+                            // (on B·T, say): the tests check that the loss does not depend on B.
+                            for (int i = 0; i < rows; i++)
+                                for (int j = 0; j < cols; j++) tile[i * NR + j] = add ? c[i * ldc + j] : 0.0f;
+                            gemm_tile(kc, a, b, tile, NR, add);
+                            for (int i = 0; i < rows; i++)
+                                for (int j = 0; j < cols; j++) c[i * ldc + j] = tile[i * NR + j];
                         }
                 }
                 // (and its barrier again: nobody repacks B while another thread still reads it)
