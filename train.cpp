@@ -47,6 +47,8 @@
 }
 #else  // the Makefile warned: everything runs on one core
 static int omp_get_max_threads() { return 1; }
+static int omp_get_num_threads() { return 1; }
+static int omp_get_thread_num() { return 0; }
 static void omp_set_num_threads(int) {}
 [[maybe_unused]] static void choose_passive_openmp_wait(char**) {}
 #endif
@@ -137,59 +139,69 @@ static void pack_panels(float* dst, const float* X, long rs, long cs, int rows, 
     }
 }
 
+// C[i0:i1, j0:j1] of the product, by one thread: blocks of B (KC×NC) and of A (MC_MAX×KC) are
+// packed into this thread's own buffers, then swept by the register tile.
+static void gemm_part(int i0, int i1, int j0, int j1, int K, const float* A, long a_row, long a_col, const float* B,
+                      long b_row, long b_col, float* C, long ldc, bool accumulate) {
+    static thread_local std::vector<float> Bp(KC * NC);  // kept between products: no page faults
+    float Ap[MC_MAX * KC];
+    float tile[MR * NR] = {};  // an edge tile (see below)
+    for (int jc = j0; jc < j1; jc += NC) {
+        int nc = std::min(NC, j1 - jc);
+        int panels = (nc + NR - 1) / NR;
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = std::min(KC, K - pc);
+            bool add = accumulate || pc > 0;  // later depth blocks add to the first one
+            // B[pc:pc+kc, jc:jc+nc] as kc×NR panels: B(k, j) = B[k*b_row + j*b_col]
+            pack_panels(Bp.data(), B + (long)pc * b_row + (long)jc * b_col, b_row, b_col, kc, nc, NR);
+            for (int ic = i0; ic < i1; ic += MC_MAX) {
+                int mc = std::min(MC_MAX, i1 - ic);
+                // A[ic:ic+mc, pc:pc+kc] as kc×MR panels: the transpose view X(k, i) = A(i, k)
+                pack_panels(Ap, A + (long)ic * a_row + (long)pc * a_col, a_col, a_row, kc, mc, MR);
+                for (int p = 0; p < panels; p++)
+                    for (int r = 0; r < mc; r += MR) {
+                        const float* a = Ap + (size_t)r * kc;
+                        const float* b = Bp.data() + (size_t)p * kc * NR;
+                        float* c = C + (long)(ic + r) * ldc + jc + p * NR;
+                        int rows = std::min(MR, mc - r), cols = std::min(NR, nc - p * NR);
+                        if (rows == MR && cols == NR) {
+                            gemm_tile(kc, a, b, c, ldc, add);
+                            continue;
+                        }
+                        // An edge tile goes through a whole one, `tile`, in the same order of
+                        // sums, so an element's bits do not depend on where the edges fall
+                        // (on B·T, say): the tests check that the loss does not depend on B.
+                        for (int i = 0; i < rows; i++)
+                            for (int j = 0; j < cols; j++) tile[i * NR + j] = add ? c[i * ldc + j] : 0.0f;
+                        gemm_tile(kc, a, b, tile, NR, add);
+                        for (int i = 0; i < rows; i++)
+                            for (int j = 0; j < cols; j++) c[i * ldc + j] = tile[i * NR + j];
+                    }
+            }
+        }
+    }
+}
+
+// The threads split C along its longer side, in whole tiles, and each computes its part
+// alone: no thread waits for another inside a product (a shared packed B needed two barriers
+// per block of B, thousands per step, each a sleep and a wake-up with the passive wait).
+// What a thread packs for itself (A, when the columns are split; B, when the rows are) is the
+// small operand. Each element is summed by one thread in a fixed order whatever the split, so
+// runs are bit-reproducible and independent of the thread count.
 static void gemm(int M, int N, int K, const float* A, long a_row, long a_col, const float* B, long b_row, long b_col,
                  float* C, long ldc, bool accumulate) {
-    static std::vector<float> Bp;  // the packed block of B, shared by the threads
-    Bp.resize((size_t)KC * std::min(NC, (N + NR - 1) / NR * NR));
-    // Split the rows into a multiple of the thread count, so that threads get equal shares
-    int threads = omp_get_max_threads();
-    int mblocks = threads * ((M + threads * MC_MAX - 1) / (threads * MC_MAX));
-    int mc_rows = ((M + mblocks - 1) / mblocks + MR - 1) / MR * MR;
-    mblocks = (M + mc_rows - 1) / mc_rows;
-#pragma omp parallel  // one team for the whole product; the loops below share out work
+    bool split_columns = N > M;
+    int unit = split_columns ? NR : MR, units = ((split_columns ? N : M) + unit - 1) / unit;
+#pragma omp parallel
     {
-        float Ap[MC_MAX * KC];  // this thread's packed block of A
-        float tile[MR * NR] = {};  // an edge tile (see below)
-        for (int jc = 0; jc < N; jc += NC) {
-            int nc = std::min(NC, N - jc);
-            int panels = (nc + NR - 1) / NR;
-            for (int pc = 0; pc < K; pc += KC) {
-                int kc = std::min(KC, K - pc);
-                bool add = accumulate || pc > 0;  // later depth blocks add to the first one
-                // B[pc:pc+kc, jc:jc+nc] as kc×NR panels: B(k, j) = B[k*b_row + j*b_col]
-                const float* Bblock = B + (long)pc * b_row + (long)jc * b_col;
-#pragma omp for schedule(static)
-                for (int p = 0; p < panels; p++)
-                    pack_panels(Bp.data() + (size_t)p * kc * NR, Bblock + (long)p * NR * b_col, b_row, b_col, kc,
-                                std::min(NR, nc - p * NR), NR);
-                // (the loop's implicit barrier: B is packed before anyone reads it)
-#pragma omp for schedule(static)
-                for (int mb = 0; mb < mblocks; mb++) {
-                    int ic = mb * mc_rows, mc = std::min(mc_rows, M - ic);
-                    // A[ic:ic+mc, pc:pc+kc] as kc×MR panels: the transpose view X(k, i) = A(i, k)
-                    pack_panels(Ap, A + (long)ic * a_row + (long)pc * a_col, a_col, a_row, kc, mc, MR);
-                    for (int p = 0; p < panels; p++)
-                        for (int r = 0; r < mc; r += MR) {
-                            const float* a = Ap + (size_t)r * kc;
-                            const float* b = Bp.data() + (size_t)p * kc * NR;
-                            float* c = C + (long)(ic + r) * ldc + jc + p * NR;
-                            int rows = std::min(MR, mc - r), cols = std::min(NR, nc - p * NR);
-                            if (rows == MR && cols == NR) {
-                                gemm_tile(kc, a, b, c, ldc, add);
-                                continue;
-                            }
-                            // An edge tile goes through a whole one, `tile`, in the same order of
-                            // sums, so an element's bits do not depend on where the edges fall
-                            // (on B·T, say): the tests check that the loss does not depend on B.
-                            for (int i = 0; i < rows; i++)
-                                for (int j = 0; j < cols; j++) tile[i * NR + j] = add ? c[i * ldc + j] : 0.0f;
-                            gemm_tile(kc, a, b, tile, NR, add);
-                            for (int i = 0; i < rows; i++)
-                                for (int j = 0; j < cols; j++) c[i * ldc + j] = tile[i * NR + j];
-                        }
-                }
-                // (and its barrier again: nobody repacks B while another thread still reads it)
-            }
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int lo = std::min((split_columns ? N : M), (int)((long)units * t / nt) * unit);
+        int hi = std::min((split_columns ? N : M), (int)((long)units * (t + 1) / nt) * unit);
+        if (lo < hi) {
+            if (split_columns)
+                gemm_part(0, M, lo, hi, K, A, a_row, a_col, B, b_row, b_col, C, ldc, accumulate);
+            else
+                gemm_part(lo, hi, 0, N, K, A, a_row, a_col, B, b_row, b_col, C, ldc, accumulate);
         }
     }
 }
