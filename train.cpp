@@ -80,14 +80,11 @@ typedef float SimdVec __attribute__((vector_size(VEC * sizeof(float))));
 // the threads (B·T = 256 in 6-row tiles leaves one thread a tile more than the other). AVX2
 // and SSE have 16: 6 rows (12 accumulators).
 constexpr int NR = 2 * VEC;  // columns of the register tile: two vector registers per row
-#if defined(__AVX512F__)
-constexpr int MR = 8;      // rows of the register tile
-#else
-constexpr int MR = 6;
-#endif
+constexpr int MR = VEC == 16 ? 8 : 6;  // rows of the register tile
 constexpr int KC = 256;    // depth of a packed block: a B panel of KC×NR stays in L1
 constexpr int MC_MAX = 96; // rows of A per thread-block (a multiple of MR)
 constexpr int NC = 1024;   // columns of B per packed block (a multiple of NR): KC×NC stays in L2
+static_assert(MC_MAX % MR == 0 && NC % NR == 0, "blocks are whole tiles");
 
 // The register tile: C[0:MR, 0:NR] (=, or += when add) Ap (KC×MR, packed) · Bp (KC×NR,
 // packed), C's rows ldc apart. The accumulators start from C itself when adding, so C is read
