@@ -47,6 +47,8 @@
 }
 #else  // the Makefile warned: everything runs on one core
 static int omp_get_max_threads() { return 1; }
+static int omp_get_num_threads() { return 1; }
+static int omp_get_thread_num() { return 0; }
 static void omp_set_num_threads(int) {}
 [[maybe_unused]] static void choose_passive_openmp_wait(char**) {}
 #endif
@@ -72,17 +74,31 @@ constexpr int VEC = 4;
 #endif
 typedef float SimdVec __attribute__((vector_size(VEC * sizeof(float))));
 
+// The register tile is MR rows × NR columns of C, held in MR×2 vector accumulators, plus two
+// registers for a row of B and one for a broadcast element of A. AVX-512 has 32 registers:
+// 8 rows (16 accumulators), which also divides the B·T rows of the usual shapes evenly among
+// the threads (B·T = 256 in 6-row tiles leaves one thread a tile more than the other). AVX2
+// and SSE have 16: 6 rows (12 accumulators).
 constexpr int NR = 2 * VEC;  // columns of the register tile: two vector registers per row
-constexpr int MR = 6;      // rows of the register tile: 6×2 accumulators fit the register file
+constexpr int MR = VEC == 16 ? 8 : 6;  // rows of the register tile
 constexpr int KC = 256;    // depth of a packed block: a B panel of KC×NR stays in L1
 constexpr int MC_MAX = 96; // rows of A per thread-block (a multiple of MR)
 constexpr int NC = 1024;   // columns of B per packed block (a multiple of NR): KC×NC stays in L2
+static_assert(MC_MAX % MR == 0 && NC % NR == 0, "blocks are whole tiles");
 
-// The register tile: acc[MR][NR] = Ap (KC×MR, packed) · Bp (KC×NR, packed). Written with
-// explicit vectors: left to itself, GCC keeps a float tile this size in registers only
-// when it has AVX-512's 32 of them.
-static inline void gemm_tile(int kc, const float* __restrict Ap, const float* __restrict Bp, float* __restrict acc_out) {
+// The register tile: C[0:MR, 0:NR] (=, or += when add) Ap (KC×MR, packed) · Bp (KC×NR,
+// packed), C's rows ldc apart. The accumulators start from C itself when adding, so C is read
+// and written once per depth block, with no pass through a temporary. Written with explicit
+// vectors: left to itself, GCC keeps a float tile this size in registers only when it has
+// AVX-512's 32 of them.
+static inline void gemm_tile(int kc, const float* __restrict Ap, const float* __restrict Bp, float* __restrict C,
+                             long ldc, bool add) {
     SimdVec acc[MR][2] = {};
+    if (add)
+        for (int i = 0; i < MR; i++) {
+            memcpy(&acc[i][0], C + i * ldc, sizeof acc[i][0]);
+            memcpy(&acc[i][1], C + i * ldc + VEC, sizeof acc[i][1]);
+        }
     for (int k = 0; k < kc; k++) {
         SimdVec b0, b1;
         memcpy(&b0, Bp + k * NR, sizeof b0);
@@ -93,7 +109,10 @@ static inline void gemm_tile(int kc, const float* __restrict Ap, const float* __
             acc[i][1] += a * b1;
         }
     }
-    memcpy(acc_out, acc, sizeof acc);
+    for (int i = 0; i < MR; i++) {
+        memcpy(C + i * ldc, &acc[i][0], sizeof acc[i][0]);
+        memcpy(C + i * ldc + VEC, &acc[i][1], sizeof acc[i][1]);
+    }
 }
 
 // Copies the rows×cols block X(r, c) = X[r*rs + c*cs] into panels of `width` columns
@@ -117,52 +136,69 @@ static void pack_panels(float* dst, const float* X, long rs, long cs, int rows, 
     }
 }
 
+// C[i0:i1, j0:j1] of the product, by one thread: blocks of B (KC×NC) and of A (MC_MAX×KC) are
+// packed into this thread's own buffers, then swept by the register tile.
+static void gemm_part(int i0, int i1, int j0, int j1, int K, const float* A, long a_row, long a_col, const float* B,
+                      long b_row, long b_col, float* C, long ldc, bool accumulate) {
+    static thread_local std::vector<float> Bp(KC * NC);  // kept between products: no page faults
+    float Ap[MC_MAX * KC];
+    float tile[MR * NR] = {};  // an edge tile (see below)
+    for (int jc = j0; jc < j1; jc += NC) {
+        int nc = std::min(NC, j1 - jc);
+        int panels = (nc + NR - 1) / NR;
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = std::min(KC, K - pc);
+            bool add = accumulate || pc > 0;  // later depth blocks add to the first one
+            // B[pc:pc+kc, jc:jc+nc] as kc×NR panels: B(k, j) = B[k*b_row + j*b_col]
+            pack_panels(Bp.data(), B + (long)pc * b_row + (long)jc * b_col, b_row, b_col, kc, nc, NR);
+            for (int ic = i0; ic < i1; ic += MC_MAX) {
+                int mc = std::min(MC_MAX, i1 - ic);
+                // A[ic:ic+mc, pc:pc+kc] as kc×MR panels: the transpose view X(k, i) = A(i, k)
+                pack_panels(Ap, A + (long)ic * a_row + (long)pc * a_col, a_col, a_row, kc, mc, MR);
+                for (int p = 0; p < panels; p++)
+                    for (int r = 0; r < mc; r += MR) {
+                        const float* a = Ap + (size_t)r * kc;
+                        const float* b = Bp.data() + (size_t)p * kc * NR;
+                        float* c = C + (long)(ic + r) * ldc + jc + p * NR;
+                        int rows = std::min(MR, mc - r), cols = std::min(NR, nc - p * NR);
+                        if (rows == MR && cols == NR) {
+                            gemm_tile(kc, a, b, c, ldc, add);
+                            continue;
+                        }
+                        // An edge tile goes through a whole one, `tile`, in the same order of
+                        // sums, so an element's bits do not depend on where the edges fall
+                        // (on B·T, say): the tests check that the loss does not depend on B.
+                        for (int i = 0; i < rows; i++)
+                            for (int j = 0; j < cols; j++) tile[i * NR + j] = add ? c[i * ldc + j] : 0.0f;
+                        gemm_tile(kc, a, b, tile, NR, add);
+                        for (int i = 0; i < rows; i++)
+                            for (int j = 0; j < cols; j++) c[i * ldc + j] = tile[i * NR + j];
+                    }
+            }
+        }
+    }
+}
+
+// The threads split C along its longer side, in whole tiles, and each computes its part
+// alone: no thread waits for another inside a product (a shared packed B needed two barriers
+// per block of B, thousands per step, each a sleep and a wake-up with the passive wait).
+// What a thread packs for itself (A, when the columns are split; B, when the rows are) is the
+// small operand. Each element is summed by one thread in a fixed order whatever the split, so
+// runs are bit-reproducible and independent of the thread count.
 static void gemm(int M, int N, int K, const float* A, long a_row, long a_col, const float* B, long b_row, long b_col,
                  float* C, long ldc, bool accumulate) {
-    static std::vector<float> Bp;  // the packed block of B, shared by the threads
-    Bp.resize((size_t)KC * std::min(NC, (N + NR - 1) / NR * NR));
-    // Split the rows into a multiple of the thread count, so that threads get equal shares
-    int threads = omp_get_max_threads();
-    int mblocks = threads * ((M + threads * MC_MAX - 1) / (threads * MC_MAX));
-    int mc_rows = ((M + mblocks - 1) / mblocks + MR - 1) / MR * MR;
-    mblocks = (M + mc_rows - 1) / mc_rows;
-#pragma omp parallel  // one team for the whole product; the loops below share out work
+    bool split_columns = N > M;
+    int unit = split_columns ? NR : MR, units = ((split_columns ? N : M) + unit - 1) / unit;
+#pragma omp parallel
     {
-        float Ap[MC_MAX * KC];  // this thread's packed block of A
-        float tile[MR * NR];
-        for (int jc = 0; jc < N; jc += NC) {
-            int nc = std::min(NC, N - jc);
-            int panels = (nc + NR - 1) / NR;
-            for (int pc = 0; pc < K; pc += KC) {
-                int kc = std::min(KC, K - pc);
-                bool add = accumulate || pc > 0;  // later depth blocks add to the first one
-                // B[pc:pc+kc, jc:jc+nc] as kc×NR panels: B(k, j) = B[k*b_row + j*b_col]
-                const float* Bblock = B + (long)pc * b_row + (long)jc * b_col;
-#pragma omp for schedule(static)
-                for (int p = 0; p < panels; p++)
-                    pack_panels(Bp.data() + (size_t)p * kc * NR, Bblock + (long)p * NR * b_col, b_row, b_col, kc,
-                                std::min(NR, nc - p * NR), NR);
-                // (the loop's implicit barrier: B is packed before anyone reads it)
-#pragma omp for schedule(static)
-                for (int mb = 0; mb < mblocks; mb++) {
-                    int ic = mb * mc_rows, mc = std::min(mc_rows, M - ic);
-                    // A[ic:ic+mc, pc:pc+kc] as kc×MR panels: the transpose view X(k, i) = A(i, k)
-                    pack_panels(Ap, A + (long)ic * a_row + (long)pc * a_col, a_col, a_row, kc, mc, MR);
-                    for (int p = 0; p < panels; p++)
-                        for (int r = 0; r < mc; r += MR) {
-                            gemm_tile(kc, Ap + (size_t)r * kc, Bp.data() + (size_t)p * kc * NR, tile);
-                            int rows = std::min(MR, mc - r), cols = std::min(NR, nc - p * NR);
-                            for (int i = 0; i < rows; i++) {
-                                float* c = C + (long)(ic + r + i) * ldc + jc + p * NR;
-                                if (add)
-                                    for (int j = 0; j < cols; j++) c[j] += tile[i * NR + j];
-                                else
-                                    for (int j = 0; j < cols; j++) c[j] = tile[i * NR + j];
-                            }
-                        }
-                }
-                // (and its barrier again: nobody repacks B while another thread still reads it)
-            }
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int lo = std::min((split_columns ? N : M), (int)((long)units * t / nt) * unit);
+        int hi = std::min((split_columns ? N : M), (int)((long)units * (t + 1) / nt) * unit);
+        if (lo < hi) {
+            if (split_columns)
+                gemm_part(0, M, lo, hi, K, A, a_row, a_col, B, b_row, b_col, C, ldc, accumulate);
+            else
+                gemm_part(lo, hi, 0, N, K, A, a_row, a_col, B, b_row, b_col, C, ldc, accumulate);
         }
     }
 }
@@ -256,12 +292,15 @@ void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, co
                      int IC, int OC) {
     gemm(N, IC, OC, dout, OC, 1, w, IC, 1, dinp, IC, false);   // dinp (N,IC)  = dout · w
     gemm(OC, IC, N, dout, 1, OC, inp, IC, 1, dw, IC, true);    // dw  (OC,IC) += doutᵀ · inp
-    if (dbias) {
+    if (dbias) {  // dbias += Σ_n dout[n,:], each sum in order over n, 64 columns at a time in vectors
+        constexpr int W = 64;
 #pragma omp parallel for
-        for (int o = 0; o < OC; o++) {
-            float s = 0;
-            for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
-            dbias[o] += s;
+        for (int o0 = 0; o0 < OC; o0 += W) {
+            int w = std::min(W, OC - o0);
+            float s[W] = {};
+            for (int n = 0; n < N; n++)
+                for (int o = 0; o < w; o++) s[o] += dout[(size_t)n * OC + o0 + o];
+            for (int o = 0; o < w; o++) dbias[o0 + o] += s[o];
         }
     }
 }
@@ -282,6 +321,7 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
                 for (int t2 = 0; t2 <= t; t2++) {  // causal: position t sees positions ≤ t
                     const float* k = qkv + ((size_t)b * T + t2) * C3 + C + h * hs;
                     float s = 0;
+#pragma omp simd reduction(+ : s)  // in vector lanes, then summed: only the order of the sum changes
                     for (int i = 0; i < hs; i++) s += q[i] * k[i];
                     a[t2] = s * scale;
                     maxv = fmaxf(maxv, a[t2]);
@@ -318,7 +358,9 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                     const float* v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
                     float* dv = dqkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
                     float s = 0;
-                    for (int i = 0; i < hs; i++) s += d[i] * v[i], dv[i] += a[t2] * d[i];
+#pragma omp simd reduction(+ : s)
+                    for (int i = 0; i < hs; i++) s += d[i] * v[i];
+                    for (int i = 0; i < hs; i++) dv[i] += a[t2] * d[i];
                     datt[t2] = s;
                 }
                 // softmax backward: dpre = a ⊙ (datt - Σ a·datt)
@@ -331,6 +373,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                 for (int t2 = 0; t2 <= t; t2++) {
                     const float* k = qkv + ((size_t)b * T + t2) * C3 + C + h * hs;
                     float* dk = dqkv + ((size_t)b * T + t2) * C3 + C + h * hs;
+#pragma omp simd  // dq and dk are different parts of a row of dqkv
                     for (int i = 0; i < hs; i++) dq[i] += dpre[t2] * k[i], dk[i] += dpre[t2] * q[i];
                 }
             }

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# CPU speed of ./train: ms per optimizer step and tokens/s, averaged over the steps after
-# the first (which warms caches), for the GPT-2 124M shape at B=4, T=64 and for the
-# default model. Random initialisation and the built-in corpus: no files needed.
-#   scripts/bench_cpu.sh [STEPS]      (make bench)
+# CPU speed of ./train: ms per optimizer step, averaged over the steps after the first (which
+# warms caches), for the GPT-2 124M shape at B=4, T=64, a small model with GPT-2's vocabulary
+# and the default model. Random initialisation and the built-in corpus: no files needed.
+#   scripts/bench_cpu.sh [STEPS [ROUNDS]]      (make bench; defaults 6 steps, 3 rounds)
+#
+# When python3 can import torch, each shape is also trained by a plain PyTorch GPT-2 of the
+# same shape (dev/reference/gpt2_torch_bench.py: float32, eager, the same thread count), the
+# two taking turns ROUNDS times (ours, PyTorch, ours, ...) so that a machine whose speed drifts
+# slows both alike; it prints the median of each and the median of the per-round ratios.
 #
 # With LLMC_DIR=/path/to/llm.c (a checkout where `make train_gpt2` was run and its
 # gpt2_124M.bin and tiny Shakespeare shards exist), it also times llm.c's train_gpt2.c,
@@ -10,19 +15,63 @@
 set -eu
 cd "$(dirname "$0")/.."
 steps=${1:-6}
+rounds=${2:-3}
+threads=$(nproc)
 common=(--val-every 0 --sample-every 0 -o "" -n "$steps")
-measure() {  # NAME ARGS...: runs ./train and prints its average line
-    local name=$1; shift
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ours_ms() {  # ARGS...: one ./train run; prints its ms/step and GFLOP/s
     local line
-    line=$(./train "$@" "${common[@]}" | grep '^average:') || { echo "$name: the run failed"; exit 1; }
-    printf "%-34s %s\n" "$name" "${line#average: }"
-    ms=${line#average: }; ms=${ms%% ms*}
+    line=$(./train "$@" "${common[@]}" | grep '^average:') || { echo "error: ./train $* failed" >&2; exit 1; }
+    echo "$line" | sed -E 's/^average: ([0-9.]+) ms.* ([0-9.]+) GFLOP.*/\1 \2/'
 }
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
-measure "GPT-2 124M shape, B=4 T=64" --layers 12 --heads 12 --channels 768 --max-seq-len 1024 \
+torch_ms() {  # ARGS...: one run of the PyTorch model; prints its ms/step
+    local line
+    line=$(python3 dev/reference/gpt2_torch_bench.py "$@" -n "$steps" --threads "$threads" | grep '^average:') ||
+        { echo "error: dev/reference/gpt2_torch_bench.py $* failed" >&2; exit 1; }
+    line=${line#average: }; echo "${line%% ms*}"
+}
+
+have_torch=no
+if python3 -c 'import torch' 2>/dev/null; then
+    have_torch=yes
+else
+    echo "PyTorch not found: timing ./train alone. For the side-by-side figures install it (CPU build):"
+    echo "    pip install torch --index-url https://download.pytorch.org/whl/cpu"
+    rounds=1
+fi
+
+# measure NAME ARGS...: ROUNDS turns of ./train (and PyTorch), then one line of figures
+measure() {
+    local name=$1; shift
+    local ours=() gflops=() torch=() ratios=() i o t
+    for ((i = 0; i < rounds; i++)); do
+        read -r o t < <(ours_ms "$@"); ours+=("$o"); gflops+=("$t")
+        if [ $have_torch = yes ]; then
+            t=$(torch_ms "$@"); torch+=("$t")
+            ratios+=("$(awk -v t="$t" -v o="$o" 'BEGIN { print t / o }')")
+        fi
+    done
+    o=$(printf '%s\n' "${ours[@]}" | median)
+    printf "%-30s ./train %7.1f ms/step %5.1f GFLOP/s" "$name" "$o" "$(printf '%s\n' "${gflops[@]}" | median)"
+    if [ $have_torch = yes ]; then
+        t=$(printf '%s\n' "${torch[@]}" | median)
+        printf "   PyTorch %7.1f ms/step   PyTorch/ours %.2fx (median of %d rounds: %s)" "$t" \
+            "$(printf '%s\n' "${ratios[@]}" | median)" "$rounds" "$(printf '%.2f ' "${ratios[@]}" | xargs)"
+    fi
+    echo
+    ms=$o
+}
+
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $threads cores," \
+     "$(grep -qw avx512f /proc/cpuinfo && echo AVX-512 || { grep -qw avx2 /proc/cpuinfo && echo AVX2 || echo 'no AVX2'; })"
+echo "(median ms per step over $rounds rounds of $steps steps each, the first step of each not counted)"
+measure "GPT-2 124M, B=4 T=64" --layers 12 --heads 12 --channels 768 --max-seq-len 1024 \
         --vocab 50257 --padded-vocab 50304 -b 4 -t 64
 ours_124m=$ms
-measure "default model, B=16 T=64"
+measure "L4 NH4 C128 V=50257, B=8 T=64" --layers 4 --heads 4 --channels 128 --max-seq-len 1024 \
+        --vocab 50257 --padded-vocab 50304 -b 8 -t 64
+measure "default model, B=16 T=64" --layers 4 --heads 4 --channels 128 --max-seq-len 256 --vocab 256 -b 16 -t 64
 
 [ -n "${LLMC_DIR:-}" ] || exit 0
 [ -x "$LLMC_DIR/train_gpt2" ] || { echo "error: no $LLMC_DIR/train_gpt2 (run make train_gpt2 there)"; exit 1; }
