@@ -577,6 +577,19 @@ struct GpuTrainer {
         gpu::encoder_backward(g.wte, g.wpe, d.dresidual, groups, B, T, C);
     }
 
+    // ZeRO stage 1's two collectives, as train.cpp names them; without ZeRO the all-reduce
+    // and nothing. The gradient sync: the sum over the replicas, of this replica's shard only
+    // with ZeRO (a reduce-scatter).
+    void sync_gradients(const Comm& comm) {
+        if (sharded()) comm.reduce_scatter_sum(grads_buf.ptr, shard.padded);
+        else comm.allreduce_sum(grads_buf.ptr, shard.padded);
+    }
+    // After the update: every replica's updated shard of the weights the kernels read, to
+    // every replica (ZeRO's all-gather); else nothing.
+    void share_updated_weights(const Comm& comm) {
+        if (sharded()) comm.allgather(weights, shard.padded);
+    }
+
     // One optimizer step: train.cpp's train_step(), on the GPU. The host waits for the GPU
     // once, for the loss and the gradient norm that the clipping decision needs.
     StepResult step(DataLoader& loader, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt, float lr,
@@ -600,8 +613,7 @@ struct GpuTrainer {
 
         // 3. gradient sync, once per step: sum over replicas = mean over the global batch (with
         //    --zero 1 a reduce-scatter: each replica receives the sum of its shard)
-        if (sharded()) comm.reduce_scatter_sum(grads_buf.ptr, n);
-        else comm.allreduce_sum(grads_buf.ptr, n);
+        sync_gradients(comm);
 
         // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica);
         //    a NaN or an infinity stops the run here, before it reaches the weights. With ZeRO
@@ -624,7 +636,7 @@ struct GpuTrainer {
         float* master = weights_copy() ? params_buf.ptr : params_buf.ptr + shard.begin;  // from the shard's start
         gpu::adamw_update(master, weights_copy() ? weights : nullptr, grads_buf.ptr, m_buf.ptr, v_buf.ptr, cfg, opt,
                           lr, t, grad_scale, shard);
-        if (sharded()) comm.allgather(weights, shard.padded);
+        share_updated_weights(comm);
         gpu::synchronize();  // so that the step's time in the log is the GPU's
         size_t free_bytes, total;
         CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
