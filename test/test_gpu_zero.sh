@@ -62,17 +62,30 @@ $TINY -b 6 -d $((6 * T)) -n $STEPS -o "$work/ref6" >"$work/ref6.out" 2>&1 || fai
 # gradient of B=2 rounds its bf16 activations otherwise than B=8 does (AdamW's m differed by
 # 1.9e-5 at (1,2,4), with and without ZeRO, the weights by 4e-6). Those splits' states are
 # compared with --zero 0 on the same split instead (measured: equal bit for bit).
+# bf16, every split: the parameter gradients' float32 sums run in another order (~1e-8 apart);
+# once such a difference flips one bf16 rounding (a weight's bf16 copy, an activation), that
+# value moves by up to 2^-8 and the runs part at ~1e-5. AdamW magnifies it most in the
+# attention's key bias, whose gradient is zero but for rounding (softmax ignores a shift common
+# to a row's scores). Measured with this TINY model, 10 steps, (6,1,1) against B=2 × 3
+# micro-batches, seeds 1..12: 4 seeds above 1e-5 before the fused LayerNorm kernels (worst:
+# weights 7.8e-4, loss 3.4e-5), 6 after (1.1e-3, 3.4e-5); the default seed was below only by
+# chance before. So in bf16 every split is compared with --zero 0 on the same split (what ZeRO
+# changes, to 1e-5) and with (seqs,1,1) within 2e-3, which still fails a gradient scaled by 1/R.
+split_tol=1e-5
+"$TRAIN_GPT" --dry-run 1 2>&1 | grep -q "bf16" && split_tol=2e-3
 check() {  # LAUNCHER B A R SEQUENCES
     local how=$1 B=$2 A=$3 R=$4 seqs=$5 dir="$work/$1$2$3$4"
     local name="$how: --zero 1 (B,A,R)=($B,$A,$R) trains as --zero 0 at ($seqs,1,1)" ref="$work/ref$seqs"
-    if [ "$A" -gt 1 ]; then
+    if [ "$A" -gt 1 ] || [ "$split_tol" != 1e-5 ]; then
         name+=" and, with its AdamW state, at ($B,$A,$R)"
         ${how}_run "$dir.zero0" "$R" 0 "$B" "$seqs" -n $STEPS || { fail "$name (--zero 0)"; return; }
-        python3 test/compare_runs.py "$ref" "$dir.zero0" $STEPS || { fail "$name (--zero 0 split)"; return; }
+        python3 test/compare_runs.py --tol $split_tol "$ref" "$dir.zero0" $STEPS ||
+            { fail "$name (--zero 0 split)"; return; }
         ref="$dir.zero0"
     fi
     if ${how}_run "$dir" "$R" 1 "$B" "$seqs" -n $STEPS && grep -q "$A accumulation × $R replica" "$dir.out" &&
-       grep -q "AdamW state (1/$R shard)" "$dir.out" && python3 test/compare_runs.py "$work/ref$seqs" "$dir" $STEPS &&
+       grep -q "AdamW state (1/$R shard)" "$dir.out" &&
+       python3 test/compare_runs.py --tol $split_tol "$work/ref$seqs" "$dir" $STEPS &&
        compare "$ref" "$dir" $STEPS; then pass "$name"
     else fail "$name"; fi
 }
