@@ -33,7 +33,7 @@
 // OpenMP's idle threads wait for the next parallel region by spinning (GCC's libgomp: some
 // 300,000 checks before they sleep). On a machine with other work those spins take the cores
 // the other threads of the team need, and a step runs 3-16 times slower; a passive wait costs
-// the small default model about a fifth on an idle machine and the 124M shape nothing
+// the small default model about a tenth on an idle machine and the 124M shape nothing
 // measurable (docs/speed.md). So the trainer chooses it, unless the environment
 // already sets OMP_WAIT_POLICY (active, to compare). libgomp reads the variable once, while
 // the program is loaded: setenv() in main() is too late, and so is a constructor of ours (one
