@@ -5,10 +5,11 @@
 # trainer derives the steps (--train-tokens), 10B / 524,288 = 19,073.
 #
 #   scripts/run_gpt2_124m.sh [--gpus N] [--hosts FILE] [--micro-batch B|auto] [--device-memory SIZE]
-#                            [--tokens N] [--steps N] [--data DIR] [--out DIR] [--dry-run [0|1]]
-#                            [-- TRAINER ARGS...]
+#                            [--zero 0|1] [--tokens N] [--steps N] [--data DIR] [--out DIR]
+#                            [--dry-run [0|1]] [-- TRAINER ARGS...]
 #
 #   --gpus N       replicas (GPUs) in total; N > 1 launches through mpirun -np N
+#   --zero 0|1     ZeRO stage 1 (default 0: the model and its optimizer state fit every GPU)
 #   --hosts FILE   MPI hostfile for several nodes (mpirun --hostfile FILE)
 #   --micro-batch  sequences per GPU per forward pass (env MICRO_BATCH); default auto:
 #                  the trainer takes the largest that fits in the GPU's memory and
@@ -24,94 +25,15 @@
 # Environment: MICRO_BATCH, TOKENS, STEPS, DATA_DIR, OUT_DIR, TRAIN_BIN (default ./train_gpt).
 # Data: python3 data/fineweb.py --dataset edu  (writes data/edu_fineweb10B/).
 # Arguments after "--" are appended to the trainer's command line.
+# The rest of the recipe, shared with run_gpt2_1558m.sh: scripts/gpt2_recipe.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+MODEL=(--layers 12 --heads 12 --channels 768 --max-seq-len 1024 --vocab 50257 --padded-vocab 50304)
 GPUS=1
-HOSTS=""
-DRY_RUN=0
-MICRO_BATCH=${MICRO_BATCH:-auto}
-DEVICE_MEMORY=${DEVICE_MEMORY:-}
-SEQ_LEN=1024
 TOTAL_BATCH=524288
 TOKENS=${TOKENS:-10000000000}
 STEPS=${STEPS:-}
-DATA_DIR=${DATA_DIR:-data/edu_fineweb10B}
 OUT_DIR=${OUT_DIR:-out/gpt2_124m}
-TRAIN_BIN=${TRAIN_BIN:-./train_gpt}
-EXTRA=()
-
-source scripts/common.sh  # die, positive_int, commas, batch_line, show
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
-
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --gpus) GPUS=${2:?--gpus needs a number}; shift 2 ;;
-        --hosts) HOSTS=${2:?--hosts needs a file}; shift 2 ;;
-        --micro-batch) MICRO_BATCH=${2:?--micro-batch needs a number or auto}; shift 2 ;;
-        --device-memory) DEVICE_MEMORY=${2:?--device-memory needs a size, e.g. 80GB}; shift 2 ;;
-        --tokens) TOKENS=${2:?--tokens needs a number}; shift 2 ;;
-        --steps) STEPS=${2:?--steps needs a number}; shift 2 ;;
-        --data) DATA_DIR=${2:?--data needs a directory}; shift 2 ;;
-        --out) OUT_DIR=${2:?--out needs a directory}; shift 2 ;;
-        --dry-run|--dry-run=*) if take_dry_run "$1" "${2:-}"; then shift; fi; shift ;;
-        -h|--help) usage 0 ;;
-        --) shift; EXTRA=("$@"); break ;;
-        *) echo "error: unknown option $1" >&2; usage 2 ;;
-    esac
-done
-
-[ "$MICRO_BATCH" = auto ] || positive_int MICRO_BATCH "$MICRO_BATCH"
-for v in GPUS TOKENS ${STEPS:+STEPS}; do
-    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
-done
-[ -n "$HOSTS" ] && [ "$GPUS" -eq 1 ] && die "--hosts needs --gpus N (the total number of GPUs over all nodes)"
-
-LENGTH=(-n "$STEPS")
-if [ -z "$STEPS" ]; then  # the trainer derives them, and prints the same division
-    steps_from_tokens "$TOKENS" "$TOTAL_BATCH"
-    LENGTH=(--train-tokens "$TOKENS")
-fi
-if [ "$MICRO_BATCH" = auto ]; then
-    [ $((TOTAL_BATCH % (SEQ_LEN * GPUS))) -eq 0 ] ||
-        die "$(commas $TOTAL_BATCH) tokens per step do not split into ${SEQ_LEN}-token sequences over $GPUS GPUs"
-    echo "micro-batch: the largest B×$SEQ_LEN that fits in a GPU's memory and splits $(commas $TOTAL_BATCH) tokens over $GPUS GPU(s), chosen by the trainer (-b auto)"
-else
-    batch_line "$MICRO_BATCH" "$SEQ_LEN" "$TOTAL_BATCH" "$GPUS" "$STEPS"
-fi
-if [ "$DRY_RUN" -eq 1 ] && [ -z "$DEVICE_MEMORY" ] && ! gpu_visible; then
-    DEVICE_MEMORY=80GB
-    echo "no GPU visible: the dry run plans for 80GB per GPU (--device-memory SIZE for another)"
-fi
-
-# --val-tokens 10,485,760: llm.c's 20 validation batches of 64×1024 on each of 8 GPUs
-CMD=()
-if [ "$GPUS" -gt 1 ]; then
-    CMD=(mpirun -np "$GPUS")
-    [ -n "$HOSTS" ] && CMD+=(--hostfile "$HOSTS")
-fi
-ARGS=(-i "$DATA_DIR/*_train_*.bin" -j "$DATA_DIR/*_val_*.bin"
-    -o "$OUT_DIR" --tokenizer data/gpt2_tokenizer.bin
-    --layers 12 --heads 12 --channels 768 --max-seq-len 1024 --vocab 50257 --padded-vocab 50304
-    -b "$MICRO_BATCH" -t "$SEQ_LEN" -d "$TOTAL_BATCH" "${LENGTH[@]}"
-    -l 6e-4 --lr-schedule cosine --warmup 700 --lr-final-frac 0.0
-    --beta1 0.9 --beta2 0.95 --eps 1e-8 -c 0.1 --grad-clip 1.0 --seed 1337
-    -v 250 --val-tokens 10485760 -s 1000 -g 64 --ckpt-every 1000 --resume 1
-    ${DEVICE_MEMORY:+--device-memory "$DEVICE_MEMORY"} ${EXTRA[@]+"${EXTRA[@]}"})
-CMD+=("$TRAIN_BIN" "${ARGS[@]}")
-
-echo "command: $(show "${CMD[@]}")"
-
-if [ "$DRY_RUN" -eq 1 ]; then
-    trainer_plan "$GPUS" "$TRAIN_BIN" "${ARGS[@]}"
-    exit 0
-fi
-
-gpu_visible || die "no GPU visible to nvidia-smi: this recipe trains on GPUs (scripts/run_tinyshakespeare.sh runs on a CPU)"
-[ -x "$TRAIN_BIN" ] || die "$TRAIN_BIN not found or not executable; build it first (or set TRAIN_BIN)"
-compgen -G "$DATA_DIR/*_train_*.bin" > /dev/null || die "no training shards in $DATA_DIR; run: python3 data/fineweb.py --dataset edu"
-[ -f data/gpt2_tokenizer.bin ] || echo "warning: data/gpt2_tokenizer.bin missing; samples cannot be decoded" >&2
-[ -z "$HOSTS" ] || [ -f "$HOSTS" ] || die "hostfile $HOSTS not found"
-[ "$GPUS" -eq 1 ] || command -v mpirun > /dev/null || die "mpirun not found; it launches the $GPUS replicas"
-mkdir -p "$OUT_DIR"
-exec "${CMD[@]}"
+ZERO_WITH_REPLICAS=0
+source scripts/gpt2_recipe.sh
