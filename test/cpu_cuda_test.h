@@ -1,7 +1,9 @@
-// Helpers shared by the CPU runtime's own tests (test_cpu_cuda.cu, test_cpu_cublas.cpp):
-// device memory that frees itself, and stderr captured while a call reports an error.
+// Helpers shared by the CPU runtime's own tests (test_cpu_cuda.cu, test_cpu_cuda_features.cu,
+// test_cpu_wmma.cu, test_cpu_cublas.cpp): device memory that frees itself, and stderr captured
+// while a call reports an error, in this process or in a child that may die of it.
 // Built with the runtime (g++ -include cpu_cuda/cuda_cpu.h) and doctest.
 #pragma once
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -49,3 +51,27 @@ inline std::string capture_stderr(const std::function<void()>& f) {
     fclose(tmp);
     return text;
 }
+
+// Runs f in a child process; returns its wait status and what it wrote to stderr.
+inline int in_child(const std::function<void()>& f, std::string* err) {
+    fflush(stdout), fflush(stderr);
+    int fd[2];
+    REQUIRE(pipe(fd) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        f();
+        _exit(0);
+    }
+    close(fd[1]);
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd[0], buf, sizeof buf)) > 0) err->append(buf, (size_t)n);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

@@ -26,29 +26,7 @@
 
 namespace cg = cooperative_groups;
 
-static bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// Runs f in a child process; returns its wait status and what it wrote to stderr.
-static int in_child(const std::function<void()>& f, std::string* err) {
-    fflush(stdout), fflush(stderr);
-    int fd[2];
-    REQUIRE(pipe(fd) == 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 2);
-        f();
-        _exit(0);
-    }
-    close(fd[1]);
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fd[0], buf, sizeof buf)) > 0) err->append(buf, (size_t)n);
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return status;
-}
 
 // The line of this file that holds `text` (the first), for messages that name a line
 static int line_of(const std::string& text) {

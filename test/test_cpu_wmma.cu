@@ -18,7 +18,6 @@
 
 using namespace nvcuda;
 
-static bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Values that bf16 and fp16 both hold exactly (8 significant bits, small exponents), so
 // the float64 reference multiplies the very numbers the fragments hold.
