@@ -274,6 +274,20 @@ def tinyshakespeare_val_train_split_constant():
     assert tinyshakespeare.VAL_TOKENS == 32768, tinyshakespeare.VAL_TOKENS
 
 
+@check
+def tinyshakespeare_names_a_text_that_is_not_char_rnns():
+    # The published file is not in the repository: a text of its length that differs (one
+    # character of 1,115,394, as a hand-rebuilt copy might) must be named with both hashes.
+    import tinyshakespeare
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "input.txt")
+        with open(path, "wb") as f:
+            f.write(b"x" * (tinyshakespeare.TEXT_BYTES - 1) + b"$")
+        why = tinyshakespeare.text_mismatch(path)
+        assert why and path in why and tinyshakespeare.TEXT_SHA256[:16] in why, why
+        assert "1115394 bytes" in why, why
+
+
 # --------------------------------------------------------------------------- recipes
 
 @check
