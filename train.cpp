@@ -807,8 +807,15 @@ struct CpuTrainer {
     static void choose_kernels(Config&, const ModelConfig&, const Comm&) {}  // one attention, one of each kernel
     static std::string hardware(const Config& cfg, const Comm& comm) {
         check_thread_count(cfg.threads);
-        if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
-        return strf("CPU threads: %d", omp_get_max_threads());
+        std::string why;
+        if (cfg.threads > 0) {
+            omp_set_num_threads(cfg.threads);
+        } else if (!getenv("OMP_NUM_THREADS")) {  // OpenMP's own default sees the affinity mask only
+            CpuAllowance cpus = cpu_allowance();
+            omp_set_num_threads(cpus.usable());
+            why = cpus.note();
+        }
+        return strf("CPU threads: %d%s", omp_get_max_threads(), why.c_str());
     }
     static constexpr int GATHERED_WEIGHT_BYTES = sizeof(float);  // --zero 1's all-gather
     // R: the replicas, over which --zero 1 shards AdamW's state.

@@ -8,7 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
+
+#include "../host/cpus.h"
 
 namespace cpu_cuda {
 
@@ -29,7 +30,7 @@ struct Settings {
     bool check_pointers = true;   // CPU_CUDA_CHECK_POINTERS=0: kernel pointer arguments not checked
     bool driver_pages = false;    // CPU_CUDA_DRIVER_PAGES=1: cudaMemGetInfo counts 2 MiB pages, as a GPU's driver
     Schedule schedule;            // CPU_CUDA_SCHEDULE=forward|reverse|shuffle[:seed]|warp|warp-reverse[,blocks-reversed]
-    int threads = 0;              // CPU_CUDA_THREADS: OS threads that run blocks; 0 = all cores
+    int threads = 0;              // CPU_CUDA_THREADS: OS threads that run blocks; 0 = the processors it may use
     int devices = 8;              // CPU_CUDA_DEVICES: how many GPUs the runtime reports
     uint64_t memory = 0;          // CPU_CUDA_MEMORY (e.g. 80GB): device memory; 0 = the machine's RAM
     size_t stack_bytes = 64 << 10;  // CPU_CUDA_STACK_KB: each CUDA thread's stack
@@ -115,7 +116,7 @@ inline Settings read_settings() {
         }
     };
     count("CPU_CUDA_THREADS", 0, 1024, s.threads);
-    if (s.threads == 0) s.threads = (int)std::max(1u, std::thread::hardware_concurrency());
+    if (s.threads == 0) s.threads = cpu_allowance().usable();  // the mask and the cgroup quota, host/cpus.h
     count("CPU_CUDA_DEVICES", 1, 64, s.devices);
     int stack_kb = (int)(s.stack_bytes >> 10);
     count("CPU_CUDA_STACK_KB", 16, 1 << 20, stack_kb);

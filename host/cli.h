@@ -130,7 +130,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"ckpt-minutes", 0, "float", &c.ckpt_minutes, "also checkpoint every N minutes; 0 = off"},
         {"keep-checkpoints", 0, "int", &c.keep_checkpoints, "keep the newest N checkpoints; 0 = all"},
         {"resume", 0, "bool", &c.resume, "continue from the latest checkpoint in --out-dir"},
-        {"threads", 0, "int", &c.threads, "CPU threads (waiting passively); 0 = all"},
+        {"threads", 0, "int", &c.threads, "CPU threads (waiting passively); 0 = the processors it may use"},
         {"dry-run", 0, "bool", &c.dry_run, "print the plan, then exit; --dry-run alone = 1"},
         {"replicas", 0, "int", &c.replicas, "R to plan for with --dry-run; 0 = the processes started"},
         {"device", 0, "str", &c.device, "for estimates and MFU: h100-sxm, h100-pcie, a100-sxm"},

@@ -45,6 +45,7 @@
 #include "comm.h"
 #include "corpus.h"
 #include "cost.h"
+#include "cpus.h"
 #include "data.h"
 #include "eval.h"
 #include "log.h"
@@ -228,8 +229,7 @@ inline int planned_replicas(const Config& cfg, const Comm& comm) {
 // More threads than processors only slows the run, and in the tens of thousands the
 // OpenMP runtime cannot start them (it crashed at 100,000): both trainers refuse them.
 inline void check_thread_count(int threads) {
-    cpu_set_t set;
-    int procs = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int procs = affinity_processors();
     if (threads > procs)
         throw Error(strf("--threads %d is more than the %d processor%s this process may use (0 = all)", threads,
                          procs, procs == 1 ? "" : "s"));

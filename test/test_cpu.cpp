@@ -1190,3 +1190,51 @@ TEST_CASE("HellaSwag through the trainer: the reference's accuracies, on one lin
           std::string::npos);
     run_command("rm -rf " + dir);
 }
+
+// Writes `text` to dir/relative, creating the directories on the way.
+static void put_file(const std::string& dir, const std::string& relative, const std::string& text) {
+    run_command("mkdir -p '" + dir + "/" + relative.substr(0, relative.find_last_of('/')) + "'");
+    std::ofstream(dir + "/" + relative) << text;
+}
+
+// host/cpus.h, on cgroup trees made here as the kernel documents them (cgroup v2's cpu.max is
+// "QUOTA PERIOD" or "max PERIOD"; v1's cpu.cfs_quota_us is -1 for no limit).
+TEST_CASE("threads: a cgroup's CPU quota is found in v2 and v1 layouts, the smallest of the ancestors wins") {
+    CHECK(quota_cpus(250000, 100000) == 2);  // whole CPUs, rounded down
+    CHECK(quota_cpus(50000, 100000) == 1);   // never below one
+    CHECK(quota_cpus(-1, 100000) == 0);      // v1: no limit
+    std::string root = temp_dir();
+    CHECK(cgroup_cpu_quota(root) == 0);  // no /proc/self/cgroup: no quota, no error
+
+    // v2, nested: the parent's 3 CPUs limit a child that has none ("max")
+    put_file(root, "proc/self/cgroup", "0::/job/step\n");
+    put_file(root, "sys/fs/cgroup/job/cpu.max", "300000 100000\n");
+    put_file(root, "sys/fs/cgroup/job/step/cpu.max", "max 100000\n");
+    CHECK(cgroup_cpu_quota(root) == 3);
+    put_file(root, "sys/fs/cgroup/job/step/cpu.max", "150000 100000\n");  // the child's is smaller
+    CHECK(cgroup_cpu_quota(root) == 1);
+    put_file(root, "sys/fs/cgroup/job/step/cpu.max", "garbage\n");  // unreadable: ignored, the parent's stands
+    CHECK(cgroup_cpu_quota(root) == 3);
+
+    // v1 as a container sees it: /proc/self/cgroup names the host's path, the mount is the
+    // container's own cgroup, so only the mount's root exists
+    run_command("rm -rf '" + root + "/sys'");
+    put_file(root, "proc/self/cgroup", "4:memory:/docker/abc\n2:cpuacct,cpu:/docker/abc\n0::/\n");
+    put_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "400000\n");
+    put_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+    CHECK(cgroup_cpu_quota(root) == 4);
+    put_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+    CHECK(cgroup_cpu_quota(root) == 0);
+    put_file(root, "proc/self/cgroup", "3:cpuacct:/x\n");  // "cpuacct" alone is not the cpu controller
+    put_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "100000\n");
+    CHECK(cgroup_cpu_quota(root) == 0);
+    run_command("rm -rf '" + root + "'");
+
+    CpuAllowance limited{64, 4}, unlimited{8, 0}, wide{2, 16};
+    CHECK(limited.usable() == 4);
+    CHECK(limited.note() == " (the cgroup's CPU limit: 4 of 64 processors)");
+    CHECK(unlimited.usable() == 8);
+    CHECK(unlimited.note().empty());
+    CHECK(wide.usable() == 2);  // a quota above the mask changes nothing
+    CHECK(wide.note().empty());
+}

@@ -1,0 +1,103 @@
+// How many processors this process can keep busy: what sizes the CPU trainer's OpenMP team
+// and the CPU runtime's pool when the user does not.
+//
+// Two limits apply, and a process sees only the first by default:
+//   * its affinity mask: the processors it may run on (taskset, numactl, Slurm's binding of a
+//     task to cores). std::thread::hardware_concurrency() ignores it and counts the machine;
+//   * its cgroup's CPU quota: CPU time per period, which is what a container's --cpus, a
+//     Kubernetes CPU limit or a batch system's share sets (cgroup v2's cpu.max, v1's
+//     cpu.cfs_quota_us and cpu.cfs_period_us). The mask still shows every processor of the host.
+// Past its quota the kernel stops the whole group until the next period (100 ms by default),
+// so a team of 64 threads on a host of 64 under a 4-CPU limit spends most of each step
+// stopped at a barrier. Threads are therefore sized to the smaller of the two, the quota
+// rounded down to whole CPUs (at least one): a thread more than the quota pays for only a
+// fraction of a CPU and still waits at every barrier for the others.
+// A guard macro, not #pragma once: the CPU runtime's settings.h includes this file from the
+// tree while its builds compile a rewritten copy of host/ (cpu.mk), and both are one header.
+#ifndef HOST_CPUS_H
+#define HOST_CPUS_H
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+// Whole CPUs in a quota of quota_us per period_us; 0 = no quota (v1 writes -1, v2 "max").
+inline int quota_cpus(long long quota_us, long long period_us) {
+    if (quota_us <= 0 || period_us <= 0) return 0;
+    return (int)std::max(1LL, quota_us / period_us);
+}
+
+// The quota on this process's cgroup and its ancestors (each one's limit applies: the
+// smallest wins), in whole CPUs; 0 = none, or no cgroup file could be read. `root` prefixes
+// every path, for tests. A container usually sees its own cgroup as the root of the mount
+// while /proc/self/cgroup names the host's path to it: walking up from that path to the
+// first directory that exists finds the container's files either way.
+inline int cgroup_cpu_quota(const std::string& root = "") {
+    std::ifstream membership(root + "/proc/self/cgroup");
+    int cpus = 0;
+    auto take = [&](int q) {
+        if (q > 0) cpus = cpus ? std::min(cpus, q) : q;
+    };
+    // Reads `file` under `mount` + `path` and each of its ancestors, whichever exist.
+    auto walk = [&](const std::string& mount, std::string path, auto read_quota) {
+        for (;;) {
+            take(read_quota(mount + path));
+            if (path.empty() || path == "/") return;
+            size_t slash = path.find_last_of('/');
+            path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+        }
+    };
+    auto read_v2 = [](const std::string& dir) {  // cpu.max: "QUOTA PERIOD" or "max PERIOD"
+        std::ifstream f(dir + "/cpu.max");
+        std::string quota;
+        long long period = 0;
+        if (!(f >> quota >> period) || quota == "max") return 0;
+        return quota_cpus(std::atoll(quota.c_str()), period);
+    };
+    auto read_v1 = [](const std::string& dir) {
+        std::ifstream q(dir + "/cpu.cfs_quota_us"), p(dir + "/cpu.cfs_period_us");
+        long long quota = 0, period = 0;
+        return q >> quota && p >> period ? quota_cpus(quota, period) : 0;
+    };
+    // Each line is "ID:CONTROLLERS:PATH": ID 0 with no controllers is cgroup v2's hierarchy;
+    // v1's CPU controller is the line whose comma-separated list names "cpu".
+    for (std::string line; std::getline(membership, line);) {
+        size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+        if (b == std::string::npos) continue;
+        std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+        if (line.compare(0, a, "0") == 0 && controllers.empty()) {
+            walk(root + "/sys/fs/cgroup", path, read_v2);
+            walk(root + "/sys/fs/cgroup/unified", path, read_v2);  // a hybrid host's v2 mount
+        } else if (("," + controllers + ",").find(",cpu,") != std::string::npos) {
+            walk(root + "/sys/fs/cgroup/cpu", path, read_v1);
+            walk(root + "/sys/fs/cgroup/cpu,cpuacct", path, read_v1);
+        }
+    }
+    return cpus;
+}
+
+// The processors in this process's affinity mask.
+inline int affinity_processors() {
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+struct CpuAllowance {
+    int processors;  // in the affinity mask
+    int quota;       // whole CPUs of the cgroup's quota; 0 = none
+    int usable() const { return quota > 0 ? std::min(processors, quota) : processors; }
+    // What a start-up line adds when the quota is what limits the threads; "" otherwise.
+    std::string note() const {
+        if (usable() == processors) return "";
+        std::ostringstream s;
+        s << " (the cgroup's CPU limit: " << quota << " of " << processors << " processors)";
+        return s.str();
+    }
+};
+inline CpuAllowance cpu_allowance() { return {affinity_processors(), cgroup_cpu_quota()}; }
+
+#endif  // HOST_CPUS_H
