@@ -807,11 +807,11 @@ struct CpuTrainer {
     static void choose_kernels(Config&, const ModelConfig&, const Comm&) {}  // one attention, one of each kernel
     static std::string hardware(const Config& cfg, const Comm& comm) {
         check_thread_count(cfg.threads);
+        CpuAllowance cpus = cpu_allowance(ranks_sharing_processors(comm));  // a collective: every rank
         std::string why;
         if (cfg.threads > 0) {
             omp_set_num_threads(cfg.threads);
         } else if (!getenv("OMP_NUM_THREADS")) {  // OpenMP's own default sees the affinity mask only
-            CpuAllowance cpus = cpu_allowance();
             omp_set_num_threads(cpus.usable());
             why = cpus.note();
         }

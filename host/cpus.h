@@ -85,19 +85,34 @@ inline int affinity_processors() {
     cpu_set_t set;
     return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
+// The mask itself, as the processors' numbers ("0 1 2 3"): replicas on one host compare them
+// to learn which of them share processors.
+inline std::string affinity_mask_text() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return "all";
+    std::string s;
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &set)) s += (s.empty() ? "" : " ") + std::to_string(i);
+    return s;
+}
 
+// Replicas started on one host without binding (mpirun --bind-to none, its default of a
+// socket per rank past two ranks, or srun without --cpu-bind) all see the same processors:
+// each takes its share of them, or their teams together would oversubscribe the host.
 struct CpuAllowance {
-    int processors;  // in the affinity mask
-    int quota;       // whole CPUs of the cgroup's quota; 0 = none
-    int usable() const { return quota > 0 ? std::min(processors, quota) : processors; }
-    // What a start-up line adds when the quota is what limits the threads; "" otherwise.
+    int processors;   // in the affinity mask
+    int quota;        // whole CPUs of the cgroup's quota; 0 = none
+    int sharing = 1;  // processes of this job on this host with the same mask (this one included)
+    int usable() const { return std::max(1, (quota > 0 ? std::min(processors, quota) : processors) / sharing); }
+    // What a start-up line adds when something other than the mask sizes the team; "" otherwise.
     std::string note() const {
-        if (usable() == processors) return "";
         std::ostringstream s;
-        s << " (the cgroup's CPU limit: " << quota << " of " << processors << " processors)";
-        return s.str();
+        if (quota > 0 && quota < processors) s << "the cgroup's CPU limit: " << quota << " of " << processors << " processors";
+        else if (sharing > 1) s << processors << " processors";
+        if (sharing > 1) s << ", shared by " << sharing << " replicas on this host";
+        return s.str().empty() ? "" : " (" + s.str() + ")";
     }
 };
-inline CpuAllowance cpu_allowance() { return {affinity_processors(), cgroup_cpu_quota()}; }
+inline CpuAllowance cpu_allowance(int sharing = 1) { return {affinity_processors(), cgroup_cpu_quota(), sharing}; }
 
 #endif  // HOST_CPUS_H

@@ -235,6 +235,14 @@ inline void check_thread_count(int threads) {
                          procs, procs == 1 ? "" : "s"));
 }
 
+// How many processes of this job run on this host with the same processors as this one
+// (host/cpus.h: they split them). A collective.
+inline int ranks_sharing_processors(const Comm& comm) {
+    std::string mine = comm.host + ": " + affinity_mask_text();
+    std::vector<std::string> all = comm.allgather(mine);
+    return (int)std::count(all.begin(), all.end(), mine);
+}
+
 // --batch-size auto splits the global batch into whole sequences on every replica: a
 // global batch that is not a multiple of T×R has no such split, whatever the memory.
 inline void check_whole_sequences(long long global, int T, int R) {

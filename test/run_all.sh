@@ -49,7 +49,7 @@ suite() {
 
 suite "CPU trainer (doctest)" ./test/test_cpu
 suite "FLOPs and communication of a step (doctest)" ./test/test_plan
-suite "threads sized to a cgroup's CPU quota" bash test/test_cpu_limit.sh
+suite "threads sized to the processors a process may use" bash test/test_threads.sh
 suite "gradient noise scale: the estimator (doctest)" ./test/test_noise
 suite "gradient noise scale in the trainers" bash test/test_noise.sh
 suite "PyTorch reference (golden file)" ./test/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin

@@ -1199,7 +1199,7 @@ static void put_file(const std::string& dir, const std::string& relative, const 
 
 // host/cpus.h, on cgroup trees made here as the kernel documents them (cgroup v2's cpu.max is
 // "QUOTA PERIOD" or "max PERIOD"; v1's cpu.cfs_quota_us is -1 for no limit).
-TEST_CASE("threads: a cgroup's CPU quota is found in v2 and v1 layouts, the smallest of the ancestors wins") {
+TEST_CASE("threads: a cgroup's CPU quota is found in v2 and v1 layouts, the smallest of the ancestors wins; replicas split a host") {
     CHECK(quota_cpus(250000, 100000) == 2);  // whole CPUs, rounded down
     CHECK(quota_cpus(50000, 100000) == 1);   // never below one
     CHECK(quota_cpus(-1, 100000) == 0);      // v1: no limit
@@ -1237,4 +1237,11 @@ TEST_CASE("threads: a cgroup's CPU quota is found in v2 and v1 layouts, the smal
     CHECK(unlimited.note().empty());
     CHECK(wide.usable() == 2);  // a quota above the mask changes nothing
     CHECK(wide.note().empty());
+    // replicas on one host with the same processors split them, never below one thread each
+    CpuAllowance shared{8, 0, 2}, shared_limited{64, 4, 2}, crowded{2, 0, 4};
+    CHECK(shared.usable() == 4);
+    CHECK(shared.note() == " (8 processors, shared by 2 replicas on this host)");
+    CHECK(shared_limited.usable() == 2);
+    CHECK(shared_limited.note() == " (the cgroup's CPU limit: 4 of 64 processors, shared by 2 replicas on this host)");
+    CHECK(crowded.usable() == 1);
 }

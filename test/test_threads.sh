@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The CPU trainer sizes its thread team to the processors it may use (host/cpus.h):
+#   * in a real cgroup given a quota of one CPU, on a machine with more, it starts one thread
+#     and says why, while --threads and OMP_NUM_THREADS still decide when given. Needs root
+#     and a writable cgroup hierarchy (v1's cpu controller, or v2 with the cpu controller);
+#   * replicas started by mpirun on one host without binding share its processors; bound to
+#     a core each, each keeps its own. Needs ./train built with MPI.
+# A part that cannot run here is skipped, and counted (in CI, where .ci/run installs Open MPI,
+# the MPI part must run).
+set -u
+cd "$(dirname "$0")/.."
+passed=0 failed=0 skipped=0
+check() {  # NAME OUTPUT EXPECTED-SUBSTRING
+    if grep -qF -- "$3" <<<"$2"; then echo "PASS $1"; passed=$((passed + 1))
+    else echo "FAIL $1: expected '$3' in:"; echo "$2" | sed 's/^/   /'; failed=$((failed + 1)); fi
+}
+skip() { echo "SKIP $1: $2"; skipped=$((skipped + 1)); }
+[ -x ./train ] || { echo "./train is not built (make train)"; echo "0 passed, 1 failed"; exit 1; }
+unset OMP_NUM_THREADS
+procs=$(nproc)
+
+# ---- a cgroup with a quota of 100 ms of CPU time per 100 ms: one CPU
+cgroup_cases() {
+    local name=gpt2_train_test_$$ group=""
+    if grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then  # v2
+        echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
+        if mkdir "/sys/fs/cgroup/$name" 2>/dev/null; then
+            group=/sys/fs/cgroup/$name
+            echo "100000 100000" >"$group/cpu.max" 2>/dev/null || { rmdir "$group"; group=""; }
+        fi
+    elif [ -w /sys/fs/cgroup/cpu ] && mkdir "/sys/fs/cgroup/cpu/$name" 2>/dev/null; then  # v1
+        group=/sys/fs/cgroup/cpu/$name
+        { echo 100000 >"$group/cpu.cfs_period_us" && echo 100000 >"$group/cpu.cfs_quota_us"; } 2>/dev/null ||
+            { rmdir "$group"; group=""; }
+    fi
+    [ -n "$group" ] || { skip "CPU quota" "no writable cgroup with a cpu controller here (needs root)"; return; }
+    # COMMAND... inside the group (the shell moves itself in, then becomes the command)
+    in_group() { sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$group" "$@" 2>&1; }
+    local out
+    out=$(in_group ./train --dry-run 1)
+    check "in a one-CPU cgroup, the default team is one thread, and the line says why" "$out" \
+          "CPU threads: 1 (the cgroup's CPU limit: 1 of $procs processors)"
+    out=$(in_group ./train --dry-run 1 --threads 2)
+    check "--threads 2 inside the quota is kept" "$out" "CPU threads: 2;"
+    out=$(in_group env OMP_NUM_THREADS=2 ./train --dry-run 1)
+    check "OMP_NUM_THREADS=2 inside the quota is kept" "$out" "CPU threads: 2;"
+    rmdir "$group"  # empty again: its processes have exited
+}
+if [ "$procs" -ge 2 ]; then cgroup_cases; else skip "CPU quota" "one processor: a one-CPU quota changes nothing"; fi
+out=$(./train --dry-run 1)
+check "one process, no limit: every processor" "$out" "CPU threads: $procs;"
+
+# ---- replicas on one host
+if ldd ./train | grep -q libmpi && command -v mpirun >/dev/null; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # containers run as root
+    out=$(timeout 120 mpirun -np 2 --oversubscribe --bind-to none ./train --dry-run 1 2>&1)
+    check "2 unbound replicas split the processors" "$out" \
+          "CPU threads: $((procs / 2 > 0 ? procs / 2 : 1)) ($procs processors, shared by 2 replicas on this host)"
+    out=$(timeout 120 mpirun -np 2 --oversubscribe --bind-to core ./train --dry-run 1 2>&1)
+    line=$(grep "CPU threads:" <<<"$out")  # a core's hardware threads (one, or two with SMT), not shared
+    if [ -n "$line" ] && [[ $line != *"shared by"* ]]; then echo "PASS 2 replicas bound to a core each keep their own"
+        passed=$((passed + 1))
+    else echo "FAIL 2 replicas bound to a core each keep their own:"; echo "$out" | sed 's/^/   /'; failed=$((failed + 1)); fi
+elif [ "${CI:-}" = true ]; then
+    echo "FAIL replicas on one host: ./train without MPI in CI (.ci/run installs it)"; failed=$((failed + 1))
+else
+    skip "replicas on one host" "./train was built without MPI or mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)"
+fi
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
