@@ -8,10 +8,11 @@
 //     Kubernetes CPU limit or a batch system's share sets (cgroup v2's cpu.max, v1's
 //     cpu.cfs_quota_us and cpu.cfs_period_us). The mask still shows every processor of the host.
 // Past its quota the kernel stops the whole group until the next period (100 ms by default),
-// so a team of 64 threads on a host of 64 under a 4-CPU limit spends most of each step
+// so a team of 64 threads on a host of 64 under a 4-CPU limit can spend most of each step
 // stopped at a barrier. Threads are therefore sized to the smaller of the two, the quota
 // rounded down to whole CPUs (at least one): a thread more than the quota pays for only a
 // fraction of a CPU and still waits at every barrier for the others.
+//
 // A guard macro, not #pragma once: the CPU runtime's settings.h includes this file from the
 // tree while its builds compile a rewritten copy of host/ (cpu.mk), and both are one header.
 #ifndef HOST_CPUS_H
@@ -42,7 +43,7 @@ inline int cgroup_cpu_quota(const std::string& root = "") {
     auto take = [&](int q) {
         if (q > 0) cpus = cpus ? std::min(cpus, q) : q;
     };
-    // Reads `file` under `mount` + `path` and each of its ancestors, whichever exist.
+    // Reads the quota in the directory `mount` + `path` and in each ancestor's, where they exist.
     auto walk = [&](const std::string& mount, std::string path, auto read_quota) {
         for (;;) {
             take(read_quota(mount + path));

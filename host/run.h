@@ -231,7 +231,7 @@ inline int planned_replicas(const Config& cfg, const Comm& comm) {
 inline void check_thread_count(int threads) {
     int procs = affinity_processors();
     if (threads > procs)
-        throw Error(strf("--threads %d is more than the %d processor%s this process may use (0 = all)", threads,
+        throw Error(strf("--threads %d is more than the %d processor%s this process may use (0 = one thread for each)", threads,
                          procs, procs == 1 ? "" : "s"));
 }
 
