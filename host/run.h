@@ -231,8 +231,8 @@ inline int planned_replicas(const Config& cfg, const Comm& comm) {
 inline void check_thread_count(int threads) {
     int procs = affinity_processors();
     if (threads > procs)
-        throw Error(strf("--threads %d is more than the %d processor%s this process may use (0 = one thread for each)", threads,
-                         procs, procs == 1 ? "" : "s"));
+        throw Error(strf("--threads %d is more than the %d processor%s this process may use (0 = one thread for each)",
+                         threads, procs, procs == 1 ? "" : "s"));
 }
 
 // How many processes of this job run on this host with the same processors as this one

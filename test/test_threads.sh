@@ -11,9 +11,12 @@
 set -u
 cd "$(dirname "$0")/.."
 passed=0 failed=0 skipped=0
+verdict() {  # NAME OK(1 or empty) OUTPUT: counts it, and shows the output of a failure
+    if [ "$2" = 1 ]; then echo "PASS $1"; passed=$((passed + 1))
+    else echo "FAIL $1:"; echo "$3" | sed 's/^/   /'; failed=$((failed + 1)); fi
+}
 check() {  # NAME OUTPUT EXPECTED-SUBSTRING
-    if grep -qF -- "$3" <<<"$2"; then echo "PASS $1"; passed=$((passed + 1))
-    else echo "FAIL $1: expected '$3' in:"; echo "$2" | sed 's/^/   /'; failed=$((failed + 1)); fi
+    verdict "$1 (expected '$3')" "$(grep -qF -- "$3" <<<"$2" && echo 1)" "$2"
 }
 skip() { echo "SKIP $1: $2"; skipped=$((skipped + 1)); }
 [ -x ./train ] || { echo "./train is not built (make train)"; echo "0 passed, 1 failed"; exit 1; }
@@ -60,9 +63,8 @@ if ldd ./train | grep -q libmpi && command -v mpirun >/dev/null; then
           "CPU threads: $((procs / 2 > 0 ? procs / 2 : 1)) ($procs processors, shared by 2 replicas on this host)"
     out=$(timeout 120 mpirun -np 2 --oversubscribe --bind-to core ./train --dry-run 1 2>&1)
     line=$(grep "CPU threads:" <<<"$out")  # a core's hardware threads (one, or two with SMT), not shared
-    if [ -n "$line" ] && [[ $line != *"shared by"* ]]; then echo "PASS 2 replicas bound to a core each keep their own"
-        passed=$((passed + 1))
-    else echo "FAIL 2 replicas bound to a core each keep their own:"; echo "$out" | sed 's/^/   /'; failed=$((failed + 1)); fi
+    verdict "2 replicas bound to a core each keep their own" \
+            "$([ -n "$line" ] && [[ $line != *"shared by"* ]] && echo 1)" "$out"
 elif [ "${CI:-}" = true ]; then
     echo "FAIL replicas on one host: ./train without MPI in CI (.ci/run installs it)"; failed=$((failed + 1))
 else
