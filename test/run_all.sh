@@ -62,6 +62,7 @@ else
 fi
 
 suite "data tools, recipes and plots" python3 test/test_data_tools.py
+suite "SASS report: its parser and arithmetic on a hand-written listing" python3 test/test_sass_report.py
 suite "plot of a real run" bash test/test_plot_run.sh
 suite "the README's commands (docs/commands.txt)" bash test/test_readme_commands.sh
 
