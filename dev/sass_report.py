@@ -307,11 +307,12 @@ def instruction_mix(instrs, division_starts=None):
     return mix
 
 
-def loop_line(instrs):
-    """'file:line' of a loop's back edge, its for or while statement (needs -lineinfo and
-    nvdisasm -g), or '' without line information. Code inlined from a header outside the
-    project (WMMA's, CUDA's math) is passed over for the nearest project line before it."""
-    located = [ins.line for ins in reversed(instrs) if ins.line]
+def loop_line(instrs, back_edge):
+    """'file:line' of the loop closed by instrs[back_edge]: the line of that branch, its for or
+    while statement (needs -lineinfo and nvdisasm -g); '' without line information. Code
+    inlined from a header outside the project (WMMA's, CUDA's math) is passed over for the
+    nearest project line before it."""
+    located = [ins.line for ins in reversed(instrs[:back_edge + 1]) if ins.line]
     ours = [loc for loc in located if loc[0].startswith(ROOT + os.sep)]
     if not located:
         return ""
@@ -335,7 +336,7 @@ def analyse_loops(instrs):
         for name, lp in (("loop", hot), ("outer_loop", outer)):
             result[name] = mix_of(*lp)
             result[name].update(start=instrs[lp[0]].addr, end=instrs[lp[1]].addr,
-                                source=loop_line(instrs[lp[0]:lp[1] + 1]))
+                                source=loop_line(instrs, lp[1]))
         result["depth"] = depth
     return result
 
