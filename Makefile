@@ -7,6 +7,7 @@
 #   make train_gpt   GPU trainer (needs nvcc; CUDA_ARCH=90 to choose the GPU; see gpu.mk)
 #   make test_gpu    GPU tests (build here, run where there is a GPU)
 #   make bench_gpu   GPU speed: GPT-2 124M shape at T=1024
+#   make sass        what the compiled GPU code says (needs nvcc, not a GPU): registers, spills, blocks per SM, attention's hottest loops
 
 CXX ?= g++
 CXXFLAGS ?= -O3 -march=native
@@ -92,6 +93,17 @@ check: test/check_reference
 
 bench: train
 	@bash scripts/bench_cpu.sh
+
+# What the compiled GPU code says, per kernel: registers, spills, shared memory, blocks per SM, and
+# the instruction mix and FLOP per instruction of the attention kernels' hottest loops
+# (dev/sass_report.py; docs/attention.md, "Reading the compiled code"). It compiles train_gpt.cu
+# for CUDA_ARCH's architectures in PRECISION; SASS_ARGS="--precision both --kernel layernorm"
+# adds options (python3 dev/sass_report.py --help). Without nvcc it says so and fails.
+.PHONY: sass
+sass:
+	@python3 dev/sass_report.py $(if $(NVCC),--nvcc $(NVCC)) $(if $(NCCL_INC),--include $(NCCL_INC)) \
+	    $(if $(GPU_ARCHS),--arch "$(GPU_ARCHS)") $(if $(PRECISION),--precision $(PRECISION)) \
+	    $(if $(strip $(NVCCFLAGS)),--nvcc-flags "$(NVCCFLAGS)") $(SASS_ARGS)
 
 clean:
 	rm -f train train_gpt test/test_cpu test/test_plan test/test_noise test/check_reference test/test_gpu .train-mpi .train-single

@@ -547,14 +547,15 @@ def format_resources(build):
                                               lim["blocks_per_sm"], lim["smem_per_block"] >> 10))
     width = max([len(k["name"]) for k in build["kernels"]] + [6])
     cols = ["regs", "spill st/ld", "stack", "smem", "dyn smem", "threads", "blocks/SM", "limit", "warps/SM"]
-    lines = [head, "%-*s " % (width, "kernel") + " ".join("%11s" % c for c in cols)]
+    widths = [5, 12, 6, 7, 9, 8, 10, 13, 9]
+    lines = [head, "%-*s" % (width, "kernel") + "".join("%*s" % (w, c) for w, c in zip(widths, cols))]
     for k in build["kernels"]:
         blocks = "?" if k["blocks_per_sm"] is None else str(k["blocks_per_sm"])
         warps = "?" if k["warps_per_sm"] is None else "%d/%d" % (k["warps_per_sm"], lim["threads_per_sm"] // WARP)
         cells = [k["regs"], "%d/%d" % (k["spill_stores"], k["spill_loads"]), k["stack"], k["smem"],
                  k["dynamic_smem"], "%d%s" % (k["threads"], "" if k["threads_from"] == "table" else "*"),
                  blocks, k["limited_by"], warps]
-        lines.append("%-*s " % (width, k["name"]) + " ".join("%11s" % c for c in cells))
+        lines.append("%-*s" % (width, k["name"]) + "".join("%*s" % (w, c) for w, c in zip(widths, cells)))
     return "\n".join(lines)
 
 
