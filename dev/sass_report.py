@@ -71,7 +71,10 @@ THREADS_TABLE = [
     ("sum_doubles_kernel", 1024),   # adamw.cuh
     ("add_mean_loss_kernel", 1024),  # crossentropy.cuh
     ("crossentropy_kernel", 512),   # CE_THREADS (fewer with a vocabulary under 512)
-    ("", 256),                      # THREADS, and 32 × LANES of the column-sum kernels
+    # THREADS, and 32 × LANES of the column-sum kernels (layernorm_param_partial, bias_grad_partial)
+    (("adamw", "sum_squares", "sum_partials", "qkv_kernel", "heads_to_rows", "rows_to_heads", "causal_softmax",
+      "encoder_", "wte_", "wpe_", "layernorm_", "gelu_", "bias_grad", "residual_", "to_floatX"), 256),
+    ("", 256),                      # a kernel the table does not know: a guess, marked '?'
 ]
 # Dynamic shared memory (bytes) at GPT-2 124M's head size hs = 64, by kernel-name substring and
 # precision: flash_forward_tiles() and flash_backward_tiles() of gpu/flash_attention.cuh worked
@@ -489,8 +492,13 @@ def run_tool(args):
 
 
 # ---- one build, measured -------------------------------------------------------------------------
+def matches(key, name):
+    """A table key (a substring, or a tuple of them) names this kernel."""
+    return any(k in name for k in key) if isinstance(key, tuple) else key in name
+
+
 def lookup(table, name, default=None):
-    return next((value for key, value in table if key in name), default)
+    return next((value for key, value in table if matches(key, name)), default)
 
 
 def overrides(pairs, what):
@@ -507,6 +515,18 @@ def overrides(pairs, what):
     return out
 
 
+def threads_of(name, mangled, bounds, opts):
+    """(threads per block, where from: 'option', 'launch bounds', 'table', or 'default' for a
+    kernel the table does not name, whose figure is a guess)."""
+    given = lookup(opts.threads, name)
+    if given:
+        return given, "option"
+    if mangled in bounds:
+        return bounds[mangled], "launch bounds"
+    key, threads = next((key, value) for key, value in THREADS_TABLE if matches(key, name))
+    return threads, "table" if key else "default"
+
+
 def report_build(arch, precision, ptxas_text, elf_text, sass_text, selected, opts):
     """Everything measured of one (arch, precision) build, as a dict (what --json writes)."""
     resources = parse_ptxas(ptxas_text)
@@ -516,13 +536,13 @@ def report_build(arch, precision, ptxas_text, elf_text, sass_text, selected, opt
     kernels = []
     for mangled, res in resources.items():
         name = short_name(names[mangled])
-        threads = lookup(opts.threads, name) or bounds.get(mangled) or lookup(THREADS_TABLE, name)
+        threads, threads_from = threads_of(name, mangled, bounds, opts)
         dyn = lookup(opts.dynamic_smem, name)
         if dyn is None:
             dyn = lookup(DYNAMIC_SMEM_TABLE, name, {}).get(precision, 0)
         blocks, limit = blocks_per_sm(arch, res["regs"], threads, res["smem"] + dyn)
-        k = dict(name=name, mangled=mangled, threads=threads, threads_from="launch bounds" if mangled in bounds
-                 else "table", dynamic_smem=dyn, blocks_per_sm=blocks, limited_by=limit, **res)
+        k = dict(name=name, mangled=mangled, threads=threads, threads_from=threads_from, dynamic_smem=dyn,
+                 blocks_per_sm=blocks, limited_by=limit, **res)
         k["warps_per_sm"] = None if blocks is None else blocks * -(-threads // WARP)
         if any(s in name for s in selected) and mangled in functions:
             k["mix"] = analyse_loops(functions[mangled])
@@ -536,6 +556,9 @@ FLOP_DEFINITION = ("FLOP/instr = FLOP per warp-instruction = (HMMA x 2mnk [4096 
                    " + (FADD+FMUL) x 32) / instructions; MMA FLOP/instr counts the HMMA alone.\n"
                    "Counts are static (each instruction once, however often it runs). LD/ST: generic-address"
                    " loads/stores; LOCAL: LDL+STL; IDIV: integer / or % sequences (I2F.RP, MUFU.RCP, F2I.TRUNC).")
+
+
+THREADS_MARK = {"launch bounds": "*", "default": "?"}
 
 
 def format_resources(build):
@@ -553,7 +576,7 @@ def format_resources(build):
         blocks = "?" if k["blocks_per_sm"] is None else str(k["blocks_per_sm"])
         warps = "?" if k["warps_per_sm"] is None else "%d/%d" % (k["warps_per_sm"], lim["threads_per_sm"] // WARP)
         cells = [k["regs"], "%d/%d" % (k["spill_stores"], k["spill_loads"]), k["stack"], k["smem"],
-                 k["dynamic_smem"], "%d%s" % (k["threads"], "" if k["threads_from"] == "table" else "*"),
+                 k["dynamic_smem"], "%d%s" % (k["threads"], THREADS_MARK.get(k["threads_from"], "")),
                  blocks, k["limited_by"], warps]
         lines.append("%-*s" % (width, k["name"]) + "".join("%*s" % (w, c) for w, c in zip(widths, cells)))
     return "\n".join(lines)
@@ -700,8 +723,9 @@ def main(argv=None):
         sass = run_tool([nvdisasm, "-c", "-g", cubin])
         builds.append(report_build(arch, prec, ptxas_text, elf, sass, selected, opts))
     if not opts.check:
-        print("threads: * = from __launch_bounds__, else the launch in gpu/*.cuh (--threads NAME=N); dyn smem: "
-              "the trainer's at hs=64 (--dynamic-smem NAME=BYTES)\n")
+        print("threads: from __launch_bounds__ (*), else the launches in gpu/*.cuh, or 256 for a kernel not in the"
+              " script's table (?); --threads NAME=N sets it.\ndyn smem: the trainer's at hs=64 from the script's"
+              " table, else 0; --dynamic-smem NAME=BYTES sets it.\n")
         for b in builds:
             print(format_resources(b) + "\n")
         print(FLOP_DEFINITION + "\n")

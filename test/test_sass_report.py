@@ -241,6 +241,17 @@ def short_names():
 
 
 @check
+def threads_per_block_and_where_from():
+    opts = sr.parse_args(["--threads", "gelu=64"])
+    cases = {"flash_attention_forward_kernel": (128, "table"), "layernorm_forward_kernel": (256, "table"),
+             "gelu_forward_kernel": (64, "option"), "flash_forward_mma_kernel<64>": (256, "default")}
+    for name, want in cases.items():
+        got = sr.threads_of(name, "_Z1x", {}, opts)
+        assert got == want, (name, got, want)
+    assert sr.threads_of("flash_forward_mma_kernel<64>", "_Z1x", {"_Z1x": 96}, opts) == (96, "launch bounds")
+
+
+@check
 def a_build_end_to_end_and_the_thresholds():
     opts = sr.parse_args(["--arch", "90", "--dynamic-smem", "my_kernel=20000", "--threads", "my_kernel=128",
                           "--min-flop-per-instr", "my_kernel=700", "--max-spills", "0",
@@ -248,8 +259,8 @@ def a_build_end_to_end_and_the_thresholds():
     build = sr.report_build(90, "bf16", PTXAS, ELF, FLAT_SASS + NESTED_SASS, ["my_kernel"], opts)
     k = {k["name"]: k for k in build["kernels"]}
     mine, outer = k["my_kernel"], k["outer"]
-    assert (mine["threads"], mine["dynamic_smem"], mine["blocks_per_sm"], mine["limited_by"]) == \
-        (128, 20000, 6, "smem"), mine
+    assert (mine["threads"], mine["threads_from"], mine["dynamic_smem"], mine["blocks_per_sm"],
+            mine["limited_by"]) == (128, "option", 20000, 6, "smem"), mine
     assert mine["mix"]["loop"]["flop_per_instr"] == 738.3
     assert "mix" not in outer  # not selected
     assert (outer["threads"], outer["threads_from"], outer["blocks_per_sm"]) == (256, "launch bounds", 8), outer
