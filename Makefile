@@ -103,7 +103,7 @@ bench: train
 sass:
 	@python3 dev/sass_report.py $(if $(NVCC),--nvcc $(NVCC)) $(if $(NCCL_INC),--include $(NCCL_INC)) \
 	    $(if $(GPU_ARCHS),--arch "$(GPU_ARCHS)") $(if $(PRECISION),--precision $(PRECISION)) \
-	    $(if $(strip $(NVCCFLAGS)),--nvcc-flags "$(NVCCFLAGS)") $(SASS_ARGS)
+	    $(if $(strip $(NVCCFLAGS)),--nvcc-flags="$(NVCCFLAGS)") $(SASS_ARGS)
 
 clean:
 	rm -f train train_gpt test/test_cpu test/test_plan test/test_noise test/check_reference test/test_gpu .train-mpi .train-single

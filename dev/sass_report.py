@@ -12,8 +12,8 @@ and prints for every kernel:
   allow (the occupancy limits of NVIDIA's "compute capabilities" table, SM_LIMITS);
 
 and for the kernels selected by --kernel (substrings; default "attention") the
-instruction mix of the hottest loop, of the outermost loop around it, and of the whole
-function. Counts are static: each instruction of the SASS counted once, however many
+instruction mix of the hottest loop (the one whose own body holds the most HMMA), of the
+outermost loop around it, and of the whole function. Counts are static: each instruction of the SASS counted once, however many
 times it runs. FLOP/instr is FLOP per warp-instruction:
 
   (Σ HMMA × 2·m·n·k  +  FFMA × 64  +  (FADD + FMUL) × 32) / instructions
@@ -239,17 +239,30 @@ def contains(outer, inner):
     return outer != inner and outer[0] <= inner[0] and inner[1] <= outer[1]
 
 
+def own_instructions(loop, loops):
+    """Indices of a loop's own body: in it, but in none of the loops nested in it."""
+    inner = set()
+    for other in loops:
+        if contains(loop, other):
+            inner.update(range(other[0], other[1] + 1))
+    return [i for i in range(loop[0], loop[1] + 1) if i not in inner]
+
+
 def hottest_loop(instrs, loops):
-    """The innermost loop (one holding no other) with the most HMMA; among equals the larger.
-    Without HMMA anywhere: the largest innermost loop. None when there is no loop."""
-    innermost = [lp for lp in loops if not any(contains(lp, other) for other in loops)]
-    if not innermost:
+    """The loop whose own body (inner loops left out) holds the most HMMA: where the tensor
+    cores' work sits in the nest. Among equals the larger own body. Without HMMA in any loop,
+    the largest innermost loop. None when there is no loop."""
+    if not loops:
         return None
 
-    def key(lp):
-        body = instrs[lp[0]:lp[1] + 1]
-        return (sum(1 for ins in body if ins.base == "HMMA"), len(body), -lp[0])
-    return max(innermost, key=key)
+    def own_hmma(lp):
+        own = own_instructions(lp, loops)
+        return (sum(1 for i in own if instrs[i].base == "HMMA"), len(own), -lp[0])
+    best = max(loops, key=own_hmma)
+    if own_hmma(best)[0]:
+        return best
+    innermost = [lp for lp in loops if not any(contains(lp, other) for other in loops)]
+    return max(innermost, key=lambda lp: (lp[1] - lp[0], -lp[0]))
 
 
 def outermost_around(loop, loops):
@@ -310,15 +323,19 @@ def instruction_mix(instrs, division_starts=None):
     return mix
 
 
+# Source files of the toolkit and the system (WMMA's and CUDA's math headers, inlined into the
+# kernels): a loop's source line is looked for outside them. main() adds nvcc's own directory.
+TOOLKIT_DIRS = ["/usr/local/cuda", "/usr/include/", "/usr/lib/"]
+
+
 def loop_line(instrs, back_edge):
     """'file:line' of the loop closed by instrs[back_edge]: the line of that branch, its for or
     while statement (needs -lineinfo and nvdisasm -g); '' without line information. Code
-    inlined from a header outside the project (WMMA's, CUDA's math) is passed over for the
-    nearest project line before it."""
+    inlined from a toolkit header is passed over for the nearest line of ours before it."""
     located = [ins.line for ins in reversed(instrs[:back_edge + 1]) if ins.line]
-    ours = [loc for loc in located if loc[0].startswith(ROOT + os.sep)]
     if not located:
         return ""
+    ours = [loc for loc in located if not any(loc[0].startswith(d) for d in TOOLKIT_DIRS)]
     path, line = (ours or located)[0]
     if path.startswith(ROOT + os.sep):
         path = os.path.relpath(path, ROOT)
@@ -676,7 +693,7 @@ def parse_args(argv):
     p.add_argument("--min-blocks-per-sm", action="append", metavar="NAME=N", help="blocks per SM at least N")
     p.add_argument("--nvcc", help="nvcc to use (default: PATH, then CUDA_HOME/bin)")
     p.add_argument("--include", action="append", default=[], metavar="DIR", help="extra -I for nvcc (e.g. NCCL's)")
-    p.add_argument("--nvcc-flags", default="", help="extra nvcc flags, one string")
+    p.add_argument("--nvcc-flags", default="", help="extra nvcc flags, one string: --nvcc-flags=\"-DX -lineinfo\"")
     opts = p.parse_args(argv)
     for attr in ("threads", "dynamic_smem", "min_flop_per_instr", "max_spills", "min_blocks_per_sm"):
         setattr(opts, attr, overrides(getattr(opts, attr), "--" + attr.replace("_", "-")))
@@ -704,6 +721,8 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     cuobjdump, nvdisasm = ensure_tools(nvcc)
+    cuda_root = os.path.dirname(os.path.dirname(nvcc))
+    TOOLKIT_DIRS.extend({cuda_root + os.sep, os.path.realpath(cuda_root) + os.sep})
     source = os.path.join(ROOT, opts.source) if not os.path.isabs(opts.source) else opts.source
     includes = opts.include or default_includes()
     precisions = ["bf16", "fp32"] if opts.precision == "both" else [opts.precision]

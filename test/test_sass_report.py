@@ -191,6 +191,14 @@ def nested_loops_labels_and_source_lines():
 
 
 @check
+def the_hot_loop_is_where_the_hmma_are_not_the_innermost():
+    # without B's back edge its HMMA sit in the outer loop's own body, around loop A (none)
+    text = NESTED_SASS.replace("@P1 BRA `(.L_x_3) ;", "NOP ;")
+    mix = sr.analyse_loops(instrs(text, "_Z5outerv"))
+    assert (mix["loops"], mix["loop"]["start"], mix["loop"]["end"], mix["depth"]) == (2, 0x10, 0xb0, 1), mix
+
+
+@check
 def largest_innermost_loop_without_hmma():
     text = NESTED_SASS.replace("HMMA.16816.F32.BF16 R8, R12, R14, R8", "IADD3 R8, R8, 1, RZ")
     mix = sr.analyse_loops(instrs(text, "_Z5outerv"))
