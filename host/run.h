@@ -241,6 +241,33 @@ inline void check_thread_count(int threads) {
                          threads, procs, procs == 1 ? "" : "s"));
 }
 
+// OMP_NUM_THREADS sets the count that --threads 0 leaves to OpenMP, which reads it before
+// main() and starts that many threads at the first parallel region (at 100,000 it crashed):
+// each of its counts (a list gives one per nesting level) is checked like --threads.
+inline void check_omp_num_threads() {
+    const char* text = getenv("OMP_NUM_THREADS");
+    if (!text) return;
+    std::string list = text;
+    size_t pos = 0;
+    do {
+        size_t comma = list.find(',', pos);
+        std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
+        char* end = nullptr;
+        errno = 0;
+        long long n = item.empty() || !isdigit((unsigned char)item[0]) ? -1 : strtoll(item.c_str(), &end, 10);
+        if (n < 1 || *end || errno)
+            throw UsageError(strf("OMP_NUM_THREADS='%s' is not a thread count (a whole number from 1, or a list of "
+                                  "them separated by commas); unset it, or pass --threads",
+                                  text));
+        int procs = affinity_processors();
+        if (n > procs)
+            throw Error(strf("OMP_NUM_THREADS=%s is more than the %d processor%s this process may use (unset it for "
+                             "one thread for each, or pass --threads)",
+                             item.c_str(), procs, procs == 1 ? "" : "s"));
+    } while (pos <= list.size());
+}
+
 // How many processes of this job run on this host with the same processors as this one
 // (host/cpus.h: they split them). A collective.
 inline int ranks_sharing_processors(const Comm& comm) {
@@ -386,6 +413,7 @@ public:
     bool set_up(int argc, char** argv) {
         if (!parse_command_line(argc, argv, cfg)) return false;
         Trainer::check_options(cfg);
+        if (cfg.threads == 0) check_omp_num_threads();  // --threads, when given, overrides it
         device = device_speed(cfg.device, cfg.device_tflops, cfg.link_gbps);
         comm.set_watchdog({cfg.comm_timeout, {}});
 
