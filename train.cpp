@@ -804,7 +804,9 @@ struct CpuTrainer {
         return comm;
     }
     static void check_options(const Config& cfg) { refuse_gpu_only_options(cfg); }
-    static void choose_kernels(Config&, const ModelConfig&, const Comm&) {}  // one attention, one of each kernel
+    // one attention, one of each kernel: nothing is chosen at run time
+    static std::vector<std::string> run_time_choices() { return {}; }
+    static void choose_kernels(Config&, const ModelConfig&, const BatchPlan&, double, const Comm&) {}
     static std::string hardware(const Config& cfg, const Comm& comm) {
         check_thread_count(cfg.threads);
         CpuAllowance cpus = cpu_allowance(ranks_sharing_processors(comm));  // a collective: every rank

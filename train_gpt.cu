@@ -275,17 +275,25 @@ struct GpuTrainer {
                                                        SUMS * sizeof(double))}});
         return use;
     }
-    // --attention: "fused" or "cublas" as given or as choose_kernels resolved it; "auto" where
-    // nothing was timed (the CPU runtime, a dry run, a trainer built directly) is the fused
-    // path when it supports the head size.
+    // --attention: "fused" or "cublas" as given, recorded or resolved by choose_kernels; "auto"
+    // (before the choice, in a dry run, in a trainer built directly) is the fused path when it
+    // supports the head size: the smaller of the two, which memory is planned with.
     static bool uses_fused_attention(const Config& config, const ModelConfig& mc) {
         return config.attention == "fused" ||
                (config.attention == "auto" && gpu::flash_attention_supports(mc.C / mc.NH));
     }
-    // Resolves --attention auto before memory is planned: on a GPU, one layer of each path is
-    // timed at the run's shape (B as given, or 8 with --batch-size auto) and the faster kept,
-    // rank 0's choice on every replica; on the CPU runtime, the fused path, so that CI runs it.
-    static void choose_kernels(Config& config, const ModelConfig& mc, const Comm& comm) {
+    // The option whose `auto` this trainer resolves at run time; what it resolved to is written
+    // into every state file, and a resumed run keeps it (host/run.h, adopt_recorded_choices).
+    static std::vector<std::string> run_time_choices() { return {"attention"}; }
+    // Resolves --attention auto once memory is planned, with rank 0's choice on every replica.
+    // The candidates are the paths whose memory fits at the planned micro-batch (the plan was
+    // made with the smaller, fused one); of two, rank 0 times one layer of each at the planned
+    // B×T and keeps the faster. Nothing is timed in a dry run, nor on the CPU runtime, which
+    // takes the fused path so that CI runs it, unless CPU_CUDA_ATTENTION_PICK=fused|cublas asks
+    // it to time both as a GPU does and to let the named path win (the tests' way to make auto
+    // choose differently from one process to the next, as timing can on a GPU).
+    static void choose_kernels(Config& config, const ModelConfig& mc, const BatchPlan& plan, double available,
+                               const Comm& comm) {
         const int hs = mc.C / mc.NH;
         const bool supported = gpu::flash_attention_supports(hs);
         if (config.attention == "fused" && !supported)
@@ -293,23 +301,48 @@ struct GpuTrainer {
                              "model has C=%d, NH=%d: head size %d (--attention cublas or auto runs it)",
                              gpu::FLASH_MAX_HS, mc.C, mc.NH, hs));
         if (config.attention != "auto") return;
+        auto need = [&](const char* path) {
+            Config c = config;
+            c.attention = path;
+            return memory_use(mc, plan.B, plan.T, plan.R, c).total();
+        };
+        const std::string pick = cpu_runtime_pick();
+        const bool times = !config.dry_run && (on_cpu_runtime() ? !pick.empty() : gpu::ctx.device >= 0);
         std::string choice = "fused", line;
         if (!supported) {
             choice = "cublas";
             line = strf("attention: cublas (the fused path supports head sizes that are multiples of 16 up to %d, the "
                         "model's is %d)",
                         gpu::FLASH_MAX_HS, hs);
-        } else if (!on_cpu_runtime() && gpu::ctx.device >= 0) {
-            const int B = config.batch_size > 0 ? config.batch_size : 8;
-            double fused = gpu::time_attention_layer(true, B, config.seq_len, mc.C, mc.NH);
-            double cublas = gpu::time_attention_layer(false, B, config.seq_len, mc.C, mc.NH);
+        } else if (available > 0 && need("cublas") > available) {
+            if (times)
+                line = strf("attention: fused (the cublas path would need %s at B=%d, more than the %s available)",
+                            format_bytes(need("cublas")).c_str(), plan.B, format_bytes(available).c_str());
+        } else if (times && comm.rank == 0) {
+            double fused = gpu::time_attention_layer(true, plan.B, plan.T, mc.C, mc.NH);
+            double cublas = gpu::time_attention_layer(false, plan.B, plan.T, mc.C, mc.NH);
             choice = cublas > 0 && cublas < fused ? "cublas" : "fused";
             line = strf("attention: fused %.2f ms, cublas %s per layer (forward and backward, B=%d T=%d): %s", fused,
-                        cublas > 0 ? strf("%.2f ms", cublas).c_str() : "does not fit", B, config.seq_len,
+                        cublas > 0 ? strf("%.2f ms", cublas).c_str() : "does not fit", plan.B, plan.T,
                         choice.c_str());
+            if (!pick.empty() && (pick == "fused" || cublas > 0)) {
+                choice = pick;
+                line += strf("; CPU_CUDA_ATTENTION_PICK=%s keeps %s", pick.c_str(), pick.c_str());
+            }
+        } else if (config.dry_run && !on_cpu_runtime() && gpu::ctx.device >= 0) {
+            choice = "auto";  // memory_use counts the fused path, the smaller
+            line = "attention: auto, timed when the run starts (a dry run launches nothing; the plan counts the fused "
+                   "path, the smaller)";
         }
         config.attention = comm.allgather(choice)[0];  // every replica takes rank 0's
         if (comm.rank == 0 && !line.empty()) printf("%s\n", line.c_str());
+    }
+    static std::string cpu_runtime_pick() {
+#ifdef CPU_CUDA
+        return cpu_cuda::settings().attention_pick;
+#else
+        return "";
+#endif
     }
     static bool on_cpu_runtime() {
 #ifdef CPU_CUDA

@@ -3,6 +3,7 @@
 // Every fidelity check that costs little is on by default; the ones that cost a lot are
 // switched on by the tests that need them. docs/cpu-runtime.md lists them all.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +37,9 @@ struct Settings {
     size_t stack_bytes = 64 << 10;  // CPU_CUDA_STACK_KB: each CUDA thread's stack
     double nccl_timeout_s = 300;  // CPU_CUDA_NCCL_TIMEOUT: seconds a rank waits for the others
     bool wmma_shuffled = false;   // CPU_CUDA_WMMA_LAYOUT=shuffled: WMMA fragments' elements on permuted lanes
+    // CPU_CUDA_ATTENTION_PICK=fused|cublas: train_gpt's --attention auto times both paths, as on a
+    // GPU, and the named one wins; unset: auto takes the fused path without timing
+    std::string attention_pick;
 };
 
 // "80GB", "512MiB", "1e9" -> bytes; 0 on a malformed value.
@@ -92,6 +96,25 @@ inline std::string schedule_name(const Schedule& s) {
     return s.blocks_reversed ? name + ",blocks-reversed" : name;
 }
 
+// The most OS threads that can run blocks at once. Each keeps a fiber per CUDA thread of the
+// largest block it ran (1024), and each fiber's stack is a mapping with a guard page below it:
+// two of the kernel's memory maps. vm.max_map_count (65,530 by default) bounds them all, and
+// past it a stack cannot be mapped, in the middle of a launch; half of it is left for the
+// rest of the process (libraries, device memory with its own guard pages).
+constexpr int MAX_BLOCK_THREADS = 1024;
+inline long long max_map_count() {
+    long long n = 0;
+    if (FILE* f = fopen("/proc/sys/vm/max_map_count", "r")) {
+        if (fscanf(f, "%lld", &n) != 1) n = 0;
+        fclose(f);
+    }
+    return n > 0 ? n : 65530;  // the kernel's default, where the file cannot be read
+}
+inline int max_pool_threads() {
+    long long fits = max_map_count() / 2 / (2 * MAX_BLOCK_THREADS);
+    return (int)std::max(1LL, std::min(fits, (long long)MAX_BLOCK_THREADS));
+}
+
 inline Settings read_settings() {
     Settings s;
     auto flag = [](const char* name, bool& value) {
@@ -115,8 +138,22 @@ inline Settings read_settings() {
             value = (int)n;
         }
     };
-    count("CPU_CUDA_THREADS", 0, 1024, s.threads);
-    if (s.threads == 0) s.threads = cpu_allowance().usable();  // the mask and the cgroup quota, host/cpus.h
+    const int most = max_pool_threads();
+    if (const char* v = getenv("CPU_CUDA_THREADS")) {
+        char* end;
+        long n = strtol(v, &end, 10);
+        if (end == v || *end || n < 0 || n > most) {
+            std::string expected =
+                "a whole number from 0 (the processors it may use) to " + std::to_string(most) +
+                ": each thread keeps up to " + std::to_string(MAX_BLOCK_THREADS) +
+                " fiber stacks with guard pages, 2 memory maps each, and vm.max_map_count is " +
+                std::to_string(max_map_count()) + " (raise it for more)";
+            bad_setting("CPU_CUDA_THREADS", v, expected.c_str());
+        }
+        s.threads = (int)n;
+    }
+    if (s.threads == 0)  // the mask and the cgroup quota (host/cpus.h), within the maps' limit
+        s.threads = std::min(cpu_allowance().usable(), most);
     count("CPU_CUDA_DEVICES", 1, 64, s.devices);
     int stack_kb = (int)(s.stack_bytes >> 10);
     count("CPU_CUDA_STACK_KB", 16, 1 << 20, stack_kb);
@@ -126,12 +163,18 @@ inline Settings read_settings() {
         if (s.memory == 0) bad_setting("CPU_CUDA_MEMORY", v, "a size such as 80GB or 512MiB");
     }
     if (const char* v = getenv("CPU_CUDA_NCCL_TIMEOUT")) {
-        s.nccl_timeout_s = strtod(v, nullptr);
-        if (!(s.nccl_timeout_s > 0)) bad_setting("CPU_CUDA_NCCL_TIMEOUT", v, "seconds > 0");
+        char* end = nullptr;
+        s.nccl_timeout_s = strtod(v, &end);
+        if (end == v || *end || !(s.nccl_timeout_s > 0) || !(s.nccl_timeout_s < 1e9))
+            bad_setting("CPU_CUDA_NCCL_TIMEOUT", v, "seconds > 0");
     }
     if (const char* v = getenv("CPU_CUDA_WMMA_LAYOUT")) {
         if (strcmp(v, "natural") && strcmp(v, "shuffled")) bad_setting("CPU_CUDA_WMMA_LAYOUT", v, "natural or shuffled");
         s.wmma_shuffled = v[0] == 's';
+    }
+    if (const char* v = getenv("CPU_CUDA_ATTENTION_PICK")) {
+        if (strcmp(v, "fused") && strcmp(v, "cublas")) bad_setting("CPU_CUDA_ATTENTION_PICK", v, "fused or cublas");
+        s.attention_pick = v;
     }
     return s;
 }

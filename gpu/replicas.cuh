@@ -271,6 +271,10 @@ inline bool from_hex(const std::string& s, void* data, size_t bytes) {
 // starts, and waits for the others at most timeout_s (--comm-timeout) in NCCL's start-up, so
 // a file written more than timeout_s before this rank got here belongs to a rank 0 that has
 // given up. Such a file is ignored while rank 0 may still replace it, then named in the error.
+//
+// The wait is the job's watchdog's: a rank ends after --comm-timeout seconds (600 when it is
+// 0) without an id, saying what the file held; a path that is not a regular file (a named pipe
+// would block the read until a writer comes) is refused at once.
 constexpr int RENDEZVOUS_TIMEOUT_S = 600;
 inline ncclUniqueId nccl_id_rendezvous(const std::string& path, int rank, int world, double timeout_s) {
     auto env = [](const char* name) {
@@ -286,26 +290,38 @@ inline ncclUniqueId nccl_id_rendezvous(const std::string& path, int rank, int wo
         return id;
     }
     const double arrived = (double)time(nullptr);  // the ranks of one launch get here within seconds
-    const double oldest = timeout_s > 0 ? timeout_s : RENDEZVOUS_TIMEOUT_S;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(RENDEZVOUS_TIMEOUT_S);
+    const double wait_s = timeout_s > 0 ? timeout_s : RENDEZVOUS_TIMEOUT_S;
+    const double oldest = wait_s;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+    std::string found = "no file there";  // what the path held at the last look, for the error
     for (;;) {
-        std::ifstream f(path);
-        std::string magic, file_tag, hex;
         struct stat st;
-        if (f && std::getline(f, magic) && std::getline(f, file_tag) && std::getline(f, hex) &&
-            magic == "nccl-id v1" && file_tag == tag && from_hex(hex, &id, sizeof id) && stat(path.c_str(), &st) == 0) {
-            double age = arrived - (double)st.st_mtime;  // how long before this rank came it was written
-            if (age <= oldest) return id;
-            if ((double)time(nullptr) - arrived > oldest)
-                throw Error(strf("'%s' holds NCCL's id for %s, but was written %.0f s before rank %d started, by a "
-                                 "job that is gone (its rank 0 waits at most %g s), and rank 0 has not replaced it: "
-                                 "delete it, and check that rank 0 started",
-                                 path.c_str(), tag.c_str(), age, rank, oldest));
+        if (stat(path.c_str(), &st) == 0) {
+            if (!S_ISREG(st.st_mode))
+                throw Error(strf("--nccl-init-file '%s' is %s, not a regular file: rank 0 writes NCCL's id into it",
+                                 path.c_str(), file_kind(st.st_mode)));
+            std::ifstream f(path);
+            std::string magic, file_tag, hex;
+            std::getline(f, magic), std::getline(f, file_tag), std::getline(f, hex);
+            if (magic != "nccl-id v1" || !from_hex(hex, &id, sizeof id)) {
+                found = strf("a file of %lld bytes that is not one of NCCL's ids", (long long)st.st_size);
+            } else if (file_tag != tag) {
+                found = "the id of another job (" + file_tag + ")";
+            } else {
+                double age = arrived - (double)st.st_mtime;  // how long before this rank came it was written
+                if (age <= oldest) return id;
+                if ((double)time(nullptr) - arrived > oldest)
+                    throw Error(strf("'%s' holds NCCL's id for %s, but was written %.0f s before rank %d started, by "
+                                     "a job that is gone (its rank 0 waits at most %g s), and rank 0 has not replaced "
+                                     "it: delete it, and check that rank 0 started",
+                                     path.c_str(), tag.c_str(), age, rank, oldest));
+                found = "an id written too long ago";
+            }
         }
         if (std::chrono::steady_clock::now() > deadline)
-            throw Error(strf("rank %d waited %d s for rank 0 to write NCCL's id (%s) into '%s': is that path on a "
-                             "filesystem every node shares, and did rank 0 start?",
-                             rank, RENDEZVOUS_TIMEOUT_S, tag.c_str(), path.c_str()));
+            throw Error(strf("rank %d waited %g s (--comm-timeout) for rank 0 to write NCCL's id (%s) into '%s', which "
+                             "holds %s: is that path on a filesystem every node shares, and did rank 0 start?",
+                             rank, wait_s, tag.c_str(), path.c_str(), found.c_str()));
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
 }

@@ -9,9 +9,12 @@
 //   [6..7] = parameter count (low, high 32 bits), [8..9] = sampler RNG state (low, high),
 //   [10..11] = global batch in tokens (low, high),
 //   [12..13] = training-data fingerprint, [14..15] = its tokens, [16] = its shards,
-//   [17] = the run's --steps (the length its learning-rate schedule was made for)
+//   [17] = the run's --steps (the length its learning-rate schedule was made for),
+//   [18..23] = the noise scale's moving averages (version 4),
+//   [24] = bytes of the run-time choices' text, [32..159] = that text (version 5: RunChoices)
 // then AdamW's first moment m and second moment v, float32, one per parameter. Versions 1
-// (no data identity, [12..16] = 0) and 2 (no run length, [17] = 0) are still read.
+// (no data identity, [12..16] = 0), 2 (no run length, [17] = 0), 3 (no noise averages) and
+// 4 (no run-time choices: "not recorded") are still read.
 //
 // Every file is written to "<name>.tmp", flushed to disk, then renamed over <name>: an
 // interrupted write leaves the previous checkpoint untouched. No file is written that
@@ -37,7 +40,7 @@
 constexpr int MODEL_MAGIC = 20240326;
 constexpr int MODEL_VERSION_FP32 = 3;
 constexpr int STATE_MAGIC = 20261124;
-constexpr int STATE_VERSION = 4;
+constexpr int STATE_VERSION = 5;
 constexpr int NUM_PARAM_TENSORS = 16;
 
 struct ModelConfig {
@@ -256,6 +259,45 @@ inline void load_model_params(const std::string& path, const ModelConfig& cfg, f
 
 // ---- training state ----
 
+// Choices a run makes at run time that change its arithmetic: --attention auto's path, and
+// any later one (a kernel variant picked for the device's limits, a tile size). They are part
+// of the run's state, so that a resumed run computes what the uninterrupted one would instead
+// of choosing again (timing can pick differently from one process to the next). Each is
+// named after the option that asks for it ("attention=fused"); entries are separated by ';'.
+// The text is printable ASCII of at most RunChoices::MAX_BYTES, held in the state's header.
+struct RunChoices {
+    static constexpr int MAX_BYTES = 512;          // header ints [32..159]
+    std::vector<std::pair<std::string, std::string>> entries;
+
+    std::string get(const std::string& name) const {
+        for (const auto& e : entries)
+            if (e.first == name) return e.second;
+        return "";
+    }
+    std::string text() const {
+        std::string t;
+        for (const auto& e : entries) t += (t.empty() ? "" : ";") + e.first + "=" + e.second;
+        return t;
+    }
+    // Parses text(); false when it is not such a text (damage).
+    static bool parse(const std::string& text, RunChoices& out) {
+        out.entries.clear();
+        if (text.size() > (size_t)MAX_BYTES) return false;
+        for (char ch : text)
+            if (ch < 0x20 || ch > 0x7e) return false;
+        size_t pos = 0;
+        while (pos < text.size()) {
+            size_t end = text.find(';', pos);
+            std::string entry = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+            size_t eq = entry.find('=');
+            if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) return false;
+            out.entries.push_back({entry.substr(0, eq), entry.substr(eq + 1)});
+            pos = end == std::string::npos ? text.size() : end + 1;
+        }
+        return true;
+    }
+};
+
 struct TrainState {
     int step = 0;               // optimizer steps completed
     DataPosition data;          // next chunk of training data
@@ -264,6 +306,8 @@ struct TrainState {
     DataIdentity train_data;    // what the data position refers to (shards 0: not recorded)
     int run_steps = 0;          // the --steps of the run it belongs to (0: not recorded)
     NoiseAverages noise;        // the noise scale's moving averages (version 4; before: none)
+    bool choices_recorded = false;  // version 5 on: `choices` is what the run chose (possibly nothing)
+    RunChoices choices;         // the run-time choices the run computed with (host/run.h)
 };
 
 inline void put64(int* h, uint64_t x) { h[0] = (int)(uint32_t)x, h[1] = (int)(uint32_t)(x >> 32); }
@@ -298,13 +342,20 @@ inline void save_state(const std::string& path, const TrainState& s, const float
     put64(h + 12, s.train_data.fingerprint), put64(h + 14, (uint64_t)s.train_data.tokens);
     h[16] = (int)s.train_data.shards, h[17] = s.run_steps;
     put64(h + 18, (uint64_t)s.noise.steps), put64(h + 20, bits(s.noise.g2)), put64(h + 22, bits(s.noise.trace));
+    std::string choices = s.choices.text();
+    if (choices.size() > (size_t)RunChoices::MAX_BYTES)  // a program error: the names are ours
+        throw Error(strf("not writing '%s': the run-time choices take %zu bytes, more than %d", path.c_str(),
+                         choices.size(), RunChoices::MAX_BYTES));
+    h[24] = (int)choices.size();
+    memcpy(h + 32, choices.data(), choices.size());
     write_file_atomic(path, {{h, sizeof h}, {m, n * sizeof(float)}, {v, n * sizeof(float)}});
 }
 
-// Reads a training state for a model of n parameters into m and v, checking everything the
-// file alone can tell; run.h checks the rest against the data and the options.
-inline TrainState load_state(const std::string& path, float* m, float* v, size_t n) {
-    InputFile f(path, "training-state file");
+// Reads a training state's header for a model of n parameters, checking everything the
+// header and the file's size can tell; f is left at the moments. run.h checks the rest
+// against the data and the options.
+inline TrainState read_state_header(InputFile& f, size_t n) {
+    const std::string& path = f.path();
     int h[256];
     if (!f.read(h, sizeof h))
         throw Error(strf("'%s' is too short to be a training-state file (%lld bytes)", path.c_str(), f.size()));
@@ -336,6 +387,29 @@ inline TrainState load_state(const std::string& path, float* m, float* v, size_t
     if (s.global_batch <= 0) throw Error(strf("'%s': global batch %lld is not positive", path.c_str(), s.global_batch));
     if (s.train_data.shards < 0 || s.train_data.tokens < 0)
         throw Error(strf("'%s': the training data is recorded as %s", path.c_str(), s.train_data.describe().c_str()));
+    s.choices_recorded = h[1] >= 5;
+    if (s.choices_recorded) {
+        int bytes = h[24];
+        if (bytes < 0 || bytes > RunChoices::MAX_BYTES ||
+            !RunChoices::parse(std::string((const char*)(h + 32), bytes), s.choices))
+            throw Error(strf("'%s': its record of the run-time choices (header [24] = %d bytes at [32]) is damaged",
+                             path.c_str(), bytes));
+    }
+    return s;
+}
+
+// The header of the state file at path alone (a resumed run's choices are needed before
+// memory is planned, long before the moments are read).
+inline TrainState read_state_header(const std::string& path, size_t n) {
+    InputFile f(path, "training-state file");
+    return read_state_header(f, n);
+}
+
+// Reads a training state for a model of n parameters into m and v, checking everything the
+// file alone can tell; run.h checks the rest against the data and the options.
+inline TrainState load_state(const std::string& path, float* m, float* v, size_t n) {
+    InputFile f(path, "training-state file");
+    TrainState s = read_state_header(f, n);
     if (!f.read(m, n * sizeof(float)) || !f.read(v, n * sizeof(float))) throw Error("'" + path + "' is truncated");
     if (size_t bad = count_bad_moments(m, v, n))
         throw Error(strf("'%s': AdamW's moments hold %s non-finite or negative value%s", path.c_str(),

@@ -72,7 +72,7 @@ struct Config {
     double device_memory = 0;    // bytes the trainer may use per replica; 0 = what is free (RAM for train)
     int tf32 = 0;
     int recompute = 0;           // recompute GELU's output in backward instead of keeping it per layer
-    std::string attention = "auto";  // cublas, fused or auto: the GPU trainer resolves auto before planning
+    std::string attention = "auto";  // cublas, fused or auto: the GPU trainer resolves auto after planning (host/run.h)
     std::string nccl_init_file;  // rendezvous file for jobs started without MPI (srun)
 };
 
@@ -120,7 +120,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"hellaswag", 0, "str", &c.hellaswag, "llm.c eval file (data/hellaswag.py); \"\" = off"},
         {"eval-every", 0, "int", &c.eval_every, "HellaSwag every N steps; 0 = with --val-every"},
         {"sample-every", 's', "int", &c.sample_every, "print a sample every N steps; 0 = off"},
-        {"sample-len", 'g', "int", &c.sample_len, "tokens per sample"},
+        {"sample-len", 'g', "int", &c.sample_len, "tokens per sample (at most 16 x maxT)"},
         {"temperature", 0, "float", &c.temperature, "sampling temperature"},
         {"top-k", 0, "int", &c.top_k, "sample among the k likeliest tokens; 0 = all"},
         {"sample-seed", 0, "u64", &c.sample_seed, "seed for sampling"},

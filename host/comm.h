@@ -258,6 +258,13 @@ struct Comm {
         stop->agreed = v[N] > 0;
         for (size_t i = 0; i < N; i++) x[i] = v[i] / world;
     }
+    // Whether any replica has been asked to stop, outside a step (after an evaluation, which
+    // can take longer than a step): sets stop->agreed, the same on every replica.
+    void agree_stop() const {
+        double v = stop->local && *stop->local ? 1.0 : 0.0;
+        if (backend) backend->allreduce_sum(&v, 1);
+        stop->agreed = v > 0;
+    }
     // Copies bytes from rank 0 to every rank.
     void broadcast(void* data, size_t bytes) const {
         if (backend) backend->broadcast(data, bytes);

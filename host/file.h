@@ -14,19 +14,32 @@
 
 #include "error.h"
 
+// What a file that is not a regular one is, for an error line ("a named pipe (FIFO)").
+inline const char* file_kind(mode_t mode) {
+    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a named pipe (FIFO)" : S_ISSOCK(mode) ? "a socket"
+         : S_ISCHR(mode) || S_ISBLK(mode) ? "a device" : "not a regular file";
+}
+
 // An input file, open for reading, with its size. The errors name the path and what the
-// file should have been ("model file", "token shard"); a directory or a device is
-// refused here, because reading one gives nonsense sizes further on.
+// file should have been ("model file", "token shard"); anything but a regular file is
+// refused here: a directory or a device gives nonsense sizes further on, and a named pipe
+// blocks its reader until a writer comes, perhaps never. It is opened without blocking
+// (O_NONBLOCK: opening a FIFO waits for a writer otherwise), checked, then read as usual.
 class InputFile {
 public:
     InputFile(const std::string& path, const char* what) : path_(path) {
-        f_ = fopen(path.c_str(), "rb");
-        if (!f_) throw Error(strf("cannot open %s '%s': %s", what, path.c_str(), strerror(errno)));
+        int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) throw Error(strf("cannot open %s '%s': %s", what, path.c_str(), strerror(errno)));
         struct stat st;
-        if (fstat(fileno(f_), &st) != 0 || !S_ISREG(st.st_mode)) {
-            bool dir = S_ISDIR(st.st_mode);
-            fclose(f_);
-            throw Error(strf("'%s' is %s, not a %s", path.c_str(), dir ? "a directory" : "not a regular file", what));
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            throw Error(strf("'%s' is %s, not a %s", path.c_str(), file_kind(st.st_mode), what));
+        }
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        f_ = fdopen(fd, "rb");
+        if (!f_) {
+            close(fd);
+            throw Error(strf("cannot open %s '%s': %s", what, path.c_str(), strerror(errno)));
         }
         size_ = st.st_size;
     }

@@ -3,10 +3,13 @@
 // scripts/plot.py reads.
 #pragma once
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "error.h"
+#include "file.h"  // file_kind; open, fstat, fcntl
 
 // "1:02:03" or "4:05"
 inline std::string format_duration(double seconds) {
@@ -36,9 +39,27 @@ public:
         if (f_) fclose(f_);
     }
     // append = true when resuming, so the log of the earlier part is kept
+    // A log that is not a regular file is refused: a named pipe would block the run until a
+    // reader comes (opened without blocking, it fails at once when none is there).
     void open(const std::string& path, bool append) {
-        f_ = fopen(path.c_str(), append ? "a" : "w");
-        if (!f_) throw Error("cannot write log file '" + path + "'");
+        int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+        struct stat st;
+        if (fd < 0) {  // (a named pipe without a reader: ENXIO, which says little)
+            int err = errno;
+            if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+                throw Error(strf("log file '%s' is %s, not a regular file", path.c_str(), file_kind(st.st_mode)));
+            throw Error(strf("cannot write log file '%s': %s", path.c_str(), strerror(err)));
+        }
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            throw Error(strf("log file '%s' is %s, not a regular file", path.c_str(), file_kind(st.st_mode)));
+        }
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        f_ = fdopen(fd, append ? "a" : "w");
+        if (!f_) {
+            close(fd);
+            throw Error(strf("cannot write log file '%s': %s", path.c_str(), strerror(errno)));
+        }
     }
     void write(const std::string& json_object) {
         if (!f_) return;

@@ -9,9 +9,15 @@
 //   static constexpr int GATHERED_WEIGHT_BYTES  bytes of one weight as the kernels read it (what
 //       --zero 1's all-gather moves)
 //   static MemoryUse memory_use(const ModelConfig&, int B, int T, int R, const Config&)  what each
-//       of R replicas allocates (--zero 1 shards the optimizer state over them)
-//   static void choose_kernels(Config&, const ModelConfig&, const Comm&)  resolves kernel choices
-//       such as --attention auto, the same on every replica, before memory is planned
+//       of R replicas allocates (--zero 1 shards the optimizer state over them); for an option
+//       still `auto`, the least of its choices (the plan knows them all before any is timed)
+//   static std::vector<std::string> run_time_choices()  the options whose value `auto` the trainer
+//       resolves at run time (GPU: "attention"); what they resolved to is part of the run's
+//       state (host/checkpoint.h, RunChoices), and a resumed run keeps it
+//   static void choose_kernels(Config&, const ModelConfig&, const BatchPlan&, double available,
+//       const Comm&)  resolves what is still `auto` among them, the same on every replica, after
+//       memory is planned: only now may it touch the device (time kernels at the planned B, on
+//       the paths whose memory fits in `available`; 0 = unknown)
 //   static double memory_available(const Config&)  bytes it may use (--device-memory, else what
 //                                                  is free); 0 = unknown (a dry run without a GPU)
 //   float* params(); float* adam_m(); float* adam_v();  host copies, num_params() each
@@ -235,6 +241,33 @@ inline void check_thread_count(int threads) {
                          threads, procs, procs == 1 ? "" : "s"));
 }
 
+// OMP_NUM_THREADS sets the count that --threads 0 leaves to OpenMP, which reads it before
+// main() and starts that many threads at the first parallel region (at 100,000 it crashed):
+// each of its counts (a list gives one per nesting level) is checked like --threads.
+inline void check_omp_num_threads() {
+    const char* text = getenv("OMP_NUM_THREADS");
+    if (!text) return;
+    std::string list = text;
+    size_t pos = 0;
+    do {
+        size_t comma = list.find(',', pos);
+        std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
+        char* end = nullptr;
+        errno = 0;
+        long long n = item.empty() || !isdigit((unsigned char)item[0]) ? -1 : strtoll(item.c_str(), &end, 10);
+        if (n < 1 || *end || errno)
+            throw UsageError(strf("OMP_NUM_THREADS='%s' is not a thread count (a whole number from 1, or a list of "
+                                  "them separated by commas); unset it, or pass --threads",
+                                  text));
+        int procs = affinity_processors();
+        if (n > procs)
+            throw Error(strf("OMP_NUM_THREADS=%s is more than the %d processor%s this process may use (unset it for "
+                             "one thread for each, or pass --threads)",
+                             item.c_str(), procs, procs == 1 ? "" : "s"));
+    } while (pos <= list.size());
+}
+
 // How many processes of this job run on this host with the same processors as this one
 // (host/cpus.h: they split them). A collective.
 inline int ranks_sharing_processors(const Comm& comm) {
@@ -255,14 +288,15 @@ inline void check_whole_sequences(long long global, int T, int R) {
                      below > 0 ? (with_commas(below) + " or ").c_str() : "", with_commas(below + per).c_str()));
 }
 
-// The batch plan, with the micro-batch checked against memory before anything is allocated,
-// or chosen from it (--batch-size auto: the largest B that fits and splits the global
-// batch). The replicas plan with the least memory any of them has, so they agree on B.
+// The batch plan, with the micro-batch checked against memory before anything is allocated
+// or launched, or chosen from it (--batch-size auto: the largest B that fits and splits the
+// global batch). The replicas plan with the least memory any of them has (returned in
+// `available`), so they agree on B. A kernel choice still `auto` is planned with its
+// smallest option (Trainer::memory_use); choose_kernels() then picks among those that fit.
 template <class Trainer>
-BatchPlan plan_micro_batch(Config& cfg, const ModelConfig& mc, const Comm& comm) {
+BatchPlan plan_micro_batch(Config& cfg, const ModelConfig& mc, const Comm& comm, double& available) {
     const int T = cfg.seq_len, R = planned_replicas(cfg, comm);
-    Trainer::choose_kernels(cfg, mc, comm);  // before memory is planned: the GPU's attention path uses it
-    double available = Trainer::memory_available(cfg);
+    available = Trainer::memory_available(cfg);
     for (uint64_t a : comm.allgather((uint64_t)available)) available = std::min(available, (double)a);
     auto bytes = [&](int B) { return Trainer::memory_use(mc, B, T, R, cfg).total(); };
     const long long global = cfg.total_batch ? cfg.total_batch : (long long)cfg.batch_size * T * R;
@@ -297,6 +331,19 @@ BatchPlan plan_micro_batch(Config& cfg, const ModelConfig& mc, const Comm& comm)
                          fix.c_str()));
     }
     return plan;
+}
+
+// A sample takes one forward pass per token, and a stop request waits for it (host/stop.h):
+// its length is bounded at SAMPLE_CONTEXTS times the model's context, which is already far
+// beyond what a sample is read for.
+constexpr int SAMPLE_CONTEXTS = 16;
+inline void check_sample_length(const Config& cfg, const ModelConfig& mc) {
+    const long long most = (long long)SAMPLE_CONTEXTS * mc.maxT;
+    if (cfg.sample_every > 0 && cfg.sample_len > most)
+        throw Error(strf("--sample-len %s is more than %d times the model's context of %s tokens (at most %s): each "
+                         "token of a sample is a forward pass, and the run waits for it",
+                         with_commas(cfg.sample_len).c_str(), SAMPLE_CONTEXTS, with_commas(mc.maxT).c_str(),
+                         with_commas(most).c_str()));
 }
 
 // --train-tokens: the steps that many tokens make at `per_step` tokens per step, rounded
@@ -366,6 +413,7 @@ public:
     bool set_up(int argc, char** argv) {
         if (!parse_command_line(argc, argv, cfg)) return false;
         Trainer::check_options(cfg);
+        if (cfg.threads == 0) check_omp_num_threads();  // --threads, when given, overrides it
         device = device_speed(cfg.device, cfg.device_tflops, cfg.link_gbps);
         comm.set_watchdog({cfg.comm_timeout, {}});
 
@@ -374,7 +422,13 @@ public:
         builtin = cfg.train_data.empty();
         if (cfg.seq_len > mc.maxT)
             throw Error(strf("--seq-len %d is longer than the model's maximum sequence length %d", cfg.seq_len, mc.maxT));
-        plan = plan_micro_batch<Trainer>(cfg, mc, comm);
+        check_sample_length(cfg, mc);
+        // plan first, then touch the device: memory decides the micro-batch before any kernel
+        // is timed or anything allocated; a resumed run keeps the choices of its checkpoint
+        adopt_recorded_choices();
+        double available = 0;
+        plan = plan_micro_batch<Trainer>(cfg, mc, comm, available);
+        Trainer::choose_kernels(cfg, mc, plan, available, comm);
         if (cfg.train_tokens > 0) cfg.steps = steps_from_tokens(cfg.train_tokens, plan.global_tokens(), division);
         read_data();
         return true;
@@ -472,7 +526,9 @@ public:
         last_checkpoint_time = std::chrono::steady_clock::now();
         for (int step = start + 1; step <= cfg.steps; step++) {
             train_one_step(step);
-            evaluate(step);
+            // a stop request that came during the evaluation stops the run after it, not after
+            // one more step: the replicas agree on it again (evaluation is theirs together)
+            if (evaluate(step) && !comm.stop->agreed) comm.agree_stop();
             bool saved = checkpoint_due(step);
             if (saved) save_checkpoint(step);
             if (comm.stop->agreed) {  // the same on every replica: all stop after this step
@@ -541,6 +597,62 @@ private:
 
     void say(const std::string& s) const {
         if (main_rank) printf("%s\n", s.c_str()), fflush(stdout);
+    }
+
+    // The Config string of a run-time choice's option ("attention").
+    std::string& choice_option(const std::string& name) {
+        for (const Option& o : option_table(cfg))
+            if (name == o.name && !strcmp(o.kind, "str")) return *(std::string*)o.value;
+        throw Error("no string option --" + name + " for a run-time choice");  // a trainer's mistake
+    }
+    // What this run computes with, for its state files.
+    RunChoices choices_made() {
+        RunChoices made;
+        for (const std::string& name : Trainer::run_time_choices()) made.entries.push_back({name, choice_option(name)});
+        return made;
+    }
+
+    // Before memory is planned: a resumed run takes the run-time choices its checkpoint recorded
+    // (host/checkpoint.h, RunChoices) for every option left at auto. Choosing again could pick
+    // another kernel (timing differs from one process to the next), and the run would no longer
+    // compute what the uninterrupted one does. An option named on the command line wins, and
+    // the run says that its arithmetic changes there.
+    void adopt_recorded_choices() {
+        const std::vector<std::string> names = Trainer::run_time_choices();
+        if (!cfg.resume || cfg.out_dir.empty() || cfg.dry_run || names.empty()) return;
+        const int step = latest_checkpoint(cfg.out_dir);
+        if (step < 0) return;
+        const std::string file = state_path(cfg.out_dir, step);
+        TrainState st = read_state_header(file, mc.num_params());
+        for (const std::string& name : names) {
+            std::string& value = choice_option(name);
+            const std::string recorded = st.choices.get(name);
+            if (recorded.empty()) {
+                if (value == "auto")
+                    say(strf("note: '%s' does not record what --%s auto chose (%s): it is chosen again, and may differ "
+                             "from that run's",
+                             file.c_str(), name.c_str(),
+                             st.choices_recorded ? "it was written by a trainer without that choice"
+                                                 : "it predates recorded choices"));
+                continue;
+            }
+            if (value == "auto") {
+                value = recorded;
+                try {
+                    if (recorded == "auto") throw UsageError("auto is not a choice");
+                    validate_config(cfg);
+                } catch (const UsageError& e) {
+                    throw Error(strf("'%s' records --%s %s, which this trainer cannot take: %s", file.c_str(),
+                                     name.c_str(), recorded.c_str(), e.what()));
+                }
+                say(strf("--%s auto: %s, as recorded in '%s' (a resumed run keeps its checkpoint's choices)",
+                         name.c_str(), recorded.c_str(), file.c_str()));
+            } else if (value != recorded) {
+                say(strf("note: the run in '%s' computed with --%s %s until step %d; --%s %s changes the arithmetic "
+                         "from there, so this run will not reproduce an uninterrupted one bit for bit",
+                         cfg.out_dir.c_str(), name.c_str(), recorded.c_str(), st.step, name.c_str(), value.c_str()));
+            }
+        }
     }
 
     // A dry run goes on without a file it cannot read, saying so: a plan is wanted before
@@ -669,7 +781,8 @@ private:
     // HellaSwag and a sample, on one line each kind; all before that step's checkpoint, so a
     // run resumed from it continues with exactly what an uninterrupted run does next.
     bool due(int every, int step) const { return every > 0 && (step % every == 0 || step == cfg.steps); }
-    void evaluate(int step) {
+    // True when something was evaluated (the same on every replica).
+    bool evaluate(int step) {
         long long tokens_seen = (long long)step * plan.global_tokens();
         std::string line;
         if (due(cfg.val_every, step)) {
@@ -686,13 +799,15 @@ private:
         }
         if (!line.empty()) say("step " + with_commas(step) + line);
         // a sample at every --sample-every steps after the first, and at the end (-n 0: at once)
-        if (due(cfg.sample_every, step) && (step > 0 || cfg.steps == 0) && main_rank) {
+        const bool sample = due(cfg.sample_every, step) && (step > 0 || cfg.steps == 0);
+        if (sample && main_rank) {
             std::vector<int> out = generate(*m, mc, plan.T, prompt, cfg.sample_len, cfg.temperature, cfg.top_k, sample_rng);
             std::string shown = decode(tokenizer, out, 0, prompt.size()), text = decode(tokenizer, out, prompt.size(), out.size());
             say(strf("---- sample at step %s, its prompt in brackets ----\n[%s]%s\n----------------",
                      with_commas(step).c_str(), terminal_text(shown, false).c_str(), terminal_text(text).c_str()));
             if (writes) log.sample(step, shown, text);
         }
+        return !line.empty() || sample;
     }
 
     // A checkpoint after `step`: at the end, every --ckpt-every steps, and once --ckpt-minutes
@@ -726,7 +841,7 @@ private:
                              "non-finite; lower --lr?",
                              step, with_commas((long long)bad_moments).c_str()));
         TrainState st{step, train_data->position(), sample_rng.state, plan.global_tokens(), train_data->identity(),
-                      cfg.steps, noise.averages()};
+                      cfg.steps, noise.averages(), true, choices_made()};
         save_checkpoint_pair(cfg.out_dir, step, st, m->adam_m(), m->adam_v(), mc, m->params());
         std::string removed;
         for (int old : prune_checkpoints(cfg.out_dir, cfg.keep_checkpoints))

@@ -105,6 +105,12 @@ state r_v_neg $((256 + params + 11)) -1082130432                          # v[11
 state r_shape && state r_data && state r_past && state r_complete
 mkdir -p "$D/r_trunc" && cp "$D/run/model_00000001.bin" "$D/r_trunc/" && head -c 2000 "$S" >"$D/r_trunc/state_00000001.bin"
 touch "$D/outfile"
+# inputs that are not regular files: a named pipe with no writer blocks whoever opens it
+mkfifo "$D/fifo"
+mkdir -p "$D/r_fifo" "$D/logfifo" && cp "$D/run/model_00000001.bin" "$D/r_fifo/" && mkfifo "$D/r_fifo/state_00000001.bin" &&
+    mkfifo "$D/logfifo/log.jsonl"
+state r_choices 24 9999                                                   # the run-time choices' length
+printf 'garbage\n' >"$D/garbage.id"
 
 # ---- the table: exit status | text the error line must contain | arguments after $TINY
 cases=$(cat <<EOF
@@ -200,7 +206,16 @@ cases=$(cat <<EOF
 1 | '$D/r_chunk_big/state_00000001.bin': its data position is outside the training data: chunk 1000000 of '<built-in corpus, train>', which has 65535 chunks of 64 tokens | -n 4 --resume 1 -o $D/r_chunk_big
 1 | '$D/r_count/state_00000001.bin' holds optimizer state for 12345 parameters, the model has $params | -n 4 --resume 1 -o $D/r_count
 1 | '$D/r_magic/state_00000001.bin' is not a training-state file (magic 7, expected 20261124) | -n 4 --resume 1 -o $D/r_magic
-1 | '$D/r_version/state_00000001.bin': training-state version 9 is not supported (expected 1 to 4) | -n 4 --resume 1 -o $D/r_version
+1 | '$D/r_version/state_00000001.bin': training-state version 9 is not supported (expected 1 to 5) | -n 4 --resume 1 -o $D/r_version
+1 | '$D/r_choices/state_00000001.bin': its record of the run-time choices (header [24] = 9999 bytes at [32]) is damaged | -n 4 --resume 1 -o $D/r_choices
+1 | '$D/r_fifo/state_00000001.bin' is a named pipe (FIFO), not a training-state file | -n 4 --resume 1 -o $D/r_fifo
+1 | '$D/fifo' is a named pipe (FIFO), not a model file | -e $D/fifo
+1 | '$D/fifo' is a named pipe (FIFO), not a token shard | -i $D/fifo -j $D/good.bin --vocab 256
+1 | '$D/fifo' is a named pipe (FIFO), not a token shard | -i $D/good.bin -j $D/fifo --vocab 256
+1 | '$D/fifo' is a named pipe (FIFO), not a tokenizer file | --tokenizer $D/fifo
+1 | '$D/fifo' is a named pipe (FIFO), not a multiple-choice evaluation file | --hellaswag $D/fifo
+1 | log file '$D/logfifo/log.jsonl' is a named pipe (FIFO), not a regular file | -o $D/logfifo
+1 | --sample-len 100,000,000 is more than 16 times the model's context of 32 tokens (at most 512) | --sample-every 1 -g 100000000
 1 | '$D/r_batch/state_00000001.bin': global batch 0 is not positive | -n 4 --resume 1 -o $D/r_batch
 1 | '$D/r_trunc/state_00000001.bin' is truncated or damaged | -n 4 --resume 1 -o $D/r_trunc
 1 | '$D/r_v_nan/state_00000001.bin': AdamW's moments hold 1 non-finite or negative value | -n 4 --resume 1 -o $D/r_v_nan
@@ -239,6 +254,13 @@ while IFS='|' read -r code expect args limit; do
     check "$name" "$code" "$expect" "$TINY $args"
 done <<<"$cases"
 
+# environment variables that set a count are checked like the option that sets it (--threads
+# 0: OMP_NUM_THREADS is in effect; at 100,000 OpenMP crashed starting the threads)
+check "[1] OMP_NUM_THREADS=100000 $(basename "$TRAIN") --threads 0" 1 "OMP_NUM_THREADS=100000 is more than the" \
+    "env OMP_NUM_THREADS=100000 $TINY --threads 0"
+check "[1] OMP_NUM_THREADS=1,100000 $(basename "$TRAIN") --threads 0" 1 "OMP_NUM_THREADS=100000 is more than the" \
+    "env OMP_NUM_THREADS=1,100000 $TINY --threads 0"
+
 # ---- not errors, but they must say so: resuming a finished run, stale temporaries
 out=$(eval "$TINY --resume 1 -o $D/r_complete" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -qF "the run in '$D/r_complete' is complete (step 1 of --steps 1): nothing to do" <<<"$out"; then
@@ -263,7 +285,19 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
     gpu_cases="2 | --device-memory 0.5B is less than one byte | | --device-memory 0.5B
 1 | --threads 5000 is more than the | | --threads 5000
 1 | SLURM_PROCID is '5', expected 0 to 1 in a job of 2 tasks (SLURM_NTASKS) | SLURM_NTASKS=2 SLURM_PROCID=5 SLURM_LOCALID=0 | --nccl-init-file $D/nccl.id
-1 | SLURM_PROCID is '-1', expected 0 to 1 in a job of 2 tasks (SLURM_NTASKS) | SLURM_NTASKS=2 SLURM_PROCID=-1 SLURM_LOCALID=0 | --nccl-init-file $D/nccl.id"
+1 | SLURM_PROCID is '-1', expected 0 to 1 in a job of 2 tasks (SLURM_NTASKS) | SLURM_NTASKS=2 SLURM_PROCID=-1 SLURM_LOCALID=0 | --nccl-init-file $D/nccl.id
+1 | rank 1 waited 3 s (--comm-timeout) for rank 0 to write NCCL's id (slurm job none step none world 2) into '$D/garbage.id', which holds a file of 8 bytes that is not one of NCCL's ids | SLURM_NTASKS=2 SLURM_PROCID=1 SLURM_LOCALID=0 | --nccl-init-file $D/garbage.id --comm-timeout 3
+1 | --nccl-init-file '$D/fifo' is a named pipe (FIFO), not a regular file | SLURM_NTASKS=2 SLURM_PROCID=1 SLURM_LOCALID=0 | --nccl-init-file $D/fifo
+1 | '$D/fifo' is a named pipe (FIFO), not a model file | | -e $D/fifo
+1 | OMP_NUM_THREADS=100000 is more than the | OMP_NUM_THREADS=100000 | --threads 0
+2 | CPU_CUDA_NCCL_TIMEOUT='5x' is not valid | CPU_CUDA_NCCL_TIMEOUT=5x |
+2 | CPU_CUDA_ATTENTION_PICK='slow' is not valid: expected fused or cublas | CPU_CUDA_ATTENTION_PICK=slow |"
+    # CPU_CUDA_THREADS: at most what vm.max_map_count leaves the fibers' stacks (1024 CUDA threads
+    # of a block on each OS thread, 2 maps each, half of the maps): its documented maximum,
+    # 1024, only where the limit allows it
+    maps=$(cat /proc/sys/vm/max_map_count 2>/dev/null || echo 65530)
+    most=$((maps / 2 / 2048)); [ "$most" -gt 1024 ] && most=1024; [ "$most" -lt 1 ] && most=1
+    [ "$most" -lt 1024 ] && gpu_cases+=$'\n'"2 | CPU_CUDA_THREADS='1024' is not valid: expected a whole number from 0 (the processors it may use) to $most | CPU_CUDA_THREADS=1024 |"
     if eval "$GPU_TINY --dry-run 1" 2>/dev/null | grep -q ', bf16'; then
         gpu_cases+=$'\n2 | --tf32 1 has no effect in the bf16 build of train_gpt | | --tf32 1'
     fi

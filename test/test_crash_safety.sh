@@ -226,5 +226,21 @@ if $RUN -o "$sig2" >"$sig2.resume.out" 2>&1 && cmp -s "$work/straight/$last" "$s
     pass "after the second signal, $(grep -o 'resumed from step [0-9]*' "$sig2.resume.out") ends with the straight run's checkpoint byte for byte"
 else tail -3 "$sig2.resume.out"; fail "the run resumed after a second signal differs from the straight run"; fi
 
+# A stop request that comes during an evaluation stops the run after that evaluation, with
+# the checkpoint of its step, not after one more step. The validation of step 2 below takes
+# about 2 s (all 262,128 tokens of the built-in validation split), and the signal goes out as
+# soon as step 2's line is printed, which is when it starts.
+val=$work/sig_val
+$TRAIN --layers 2 --heads 2 --channels 32 --max-seq-len 32 -b 4 -t 16 --sample-every 0 --threads 1 -n 6 \
+    --val-every 2 --val-tokens 262144 -o "$val" >"$val.out" 2>&1 &
+pid=$!
+while kill -0 $pid 2>/dev/null && ! grep -q "^step *2/" "$val.out" 2>/dev/null; do sleep 0.01; done
+kill -TERM $pid 2>/dev/null
+wait $pid; rc=$?
+if [ $rc -eq 143 ] && grep -q "^step 2 | val loss" "$val.out" && ! grep -q "^step *3/" "$val.out" &&
+   grep -q "^stopped by a signal after step 2 of 6" "$val.out" && [ -f "$val/model_00000002.bin" ]; then
+    pass "SIGTERM during step 2's validation: stopped after it, with step 2's checkpoint, exit status 143"
+else tail -4 "$val.out"; fail "SIGTERM during step 2's validation: exit $rc, not stopped after that validation"; fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -46,6 +46,11 @@ using FloatXs = std::vector<floatX>;
 // kernel sees.
 constexpr bool BF16 = !std::is_same<floatX, float>::value;
 static double tol(double fp32, double bf16) { return BF16 ? bf16 : fp32; }
+#ifdef CPU_CUDA
+constexpr bool CPU_RUNTIME = true;  // built on cpu_cuda/: its CPU_CUDA_* switches act
+#else
+constexpr bool CPU_RUNTIME = false;
+#endif
 
 // ----------------------------------------------------------------------------
 // Helpers
@@ -982,6 +987,77 @@ TEST_CASE("train_gpt: 2N steps equal N steps + resume + N steps, bit for bit, sa
     run_command("rm -rf " + a + " " + b + " " + c + " " + cpu + " " + back);
 }
 
+// --attention auto's choice is part of the run's state. On the CPU runtime,
+// CPU_CUDA_ATTENTION_PICK makes auto time both paths, as on a GPU, and keep the named one:
+// each run below picks differently from the run it resumes, and the resumed run must still
+// keep its checkpoint's path and equal the uninterrupted run bit for bit. (On a GPU the
+// variable does nothing: each run times, and the checks of equality hold all the same.)
+TEST_CASE("train_gpt: a resume keeps the attention path auto chose, though a new timing picks the other") {
+    const std::string args = TINY_ARGS + "-n 8 --ckpt-every 4 ";
+    auto pick = [](const char* path) { return strf("CPU_CUDA_ATTENTION_PICK=%s ", path); };
+    // the choice recorded in a state file: the text at int32 [32], [24] bytes long
+    auto recorded = [](const std::string& state) {
+        std::vector<char> bytes = read_bytes(state);
+        REQUIRE(bytes.size() > 1024);
+        int length;
+        memcpy(&length, bytes.data() + 4 * 24, 4);
+        REQUIRE(length >= 0);
+        REQUIRE(length <= 512);
+        return std::string(bytes.data() + 4 * 32, length);
+    };
+    for (const char* first : {"fused", "cublas"}) {
+        const char* other = std::string(first) == "fused" ? "cublas" : "fused";
+        CAPTURE(first);
+        std::string a = temp_dir(), b = temp_dir(), c = temp_dir(), out;
+        REQUIRE(run_command(pick(first) + TRAIN_GPT + " " + args + "-o " + a, &out) == 0);
+        const std::string chosen = recorded(a + "/state_00000004.bin");
+        CHECK(recorded(a + "/state_00000008.bin") == chosen);
+        if (CPU_RUNTIME) {
+            CHECK(out.find(strf("per layer (forward and backward, B=4 T=16)")) != std::string::npos);  // it timed
+            CHECK(chosen == std::string("attention=") + first);
+        }
+        // the resumed run would pick the other path: it keeps the recorded one, and says so
+        REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + b) == 0);
+        REQUIRE(run_command(pick(other) + TRAIN_GPT + " " + args + "--resume 1 -o " + b, &out) == 0);
+        CHECK(out.find("--attention auto: " + chosen.substr(10) + ", as recorded in '" + b + "/state_00000004.bin'") !=
+              std::string::npos);
+        CHECK(out.find("per layer (forward and backward") == std::string::npos);  // nothing timed
+        CHECK(read_bytes(a + "/model_00000008.bin") == read_bytes(b + "/model_00000008.bin"));
+        CHECK(read_bytes(a + "/state_00000008.bin") == read_bytes(b + "/state_00000008.bin"));
+        // the other path, named by the user, is taken: a note, and other bits (so the equality
+        // above is the recorded choice at work, not two paths that happen to agree)
+        const std::string named = chosen == "attention=fused" ? "cublas" : "fused";
+        REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + c) == 0);
+        REQUIRE(run_command(TRAIN_GPT + " " + args + "--resume 1 --attention " + named + " -o " + c, &out) == 0);
+        CHECK(out.find("--attention " + named + " changes the arithmetic from there") != std::string::npos);
+        CHECK(read_bytes(a + "/model_00000008.bin") != read_bytes(c + "/model_00000008.bin"));
+        CHECK(recorded(c + "/state_00000008.bin") == "attention=" + named);
+        run_command("rm -rf " + a + " " + b + " " + c);
+    }
+}
+
+// A state file of version 4 records no choice: auto chooses again and says so.
+TEST_CASE("train_gpt: a state file from before recorded choices still resumes, and auto says it chooses again") {
+    std::string a = temp_dir(), out;
+    REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 2 --ckpt-every 1 -o " + a) == 0);
+    {  // version 4 had nothing at [24] or [32..]
+        std::string state = a + "/state_00000002.bin";
+        std::vector<char> bytes = read_bytes(state);
+        REQUIRE(bytes.size() > 1024);
+        int four = 4;
+        memcpy(bytes.data() + 4, &four, 4);
+        std::fill(bytes.begin() + 4 * 24, bytes.begin() + 1024, 0);
+        FILE* f = fopen(state.c_str(), "wb");
+        REQUIRE(f);
+        fwrite(bytes.data(), 1, bytes.size(), f);
+        fclose(f);
+    }
+    REQUIRE(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 3 --extend 1 --resume 1 -o " + a, &out) == 0);
+    CHECK(out.find("does not record what --attention auto chose (it predates recorded choices)") != std::string::npos);
+    CHECK(out.find("resumed from step 2") != std::string::npos);
+    run_command("rm -rf " + a);
+}
+
 // The default model (./train's defaults) for 20 steps, against the CPU trainer. fp32: each
 // step agrees to ~1e-7 and 20 steps of Adam stay within 1e-5 relative (the default run's
 // first 100 steps were measured within 1e-5). bf16: the rounding of the activations moves
@@ -1028,6 +1104,45 @@ TEST_CASE("train_gpt: --batch-size auto picks the largest micro-batch that fits;
     CHECK(std::count(out.begin(), out.end(), '\n') == 1);  // one line, and nothing before it
     // auto without a global batch to split is a usage error
     CHECK(run_command(TRAIN_GPT + " " + TINY_ARGS + memory + "--dry-run 1 -b auto", &out) == 2);
+}
+
+// --attention auto: memory is planned first, from both paths' estimates (the smaller, fused,
+// for the micro-batch); then only the paths that fit at the planned B are timed, at that B.
+// CPU_CUDA_ATTENTION_PICK makes the CPU runtime time as a GPU does (and print its line).
+TEST_CASE("train_gpt: auto plans memory before it times anything, and times at the planned B the paths that fit") {
+    ModelConfig c;
+    c.L = 2, c.NH = 2, c.C = 32, c.maxT = 32, c.V = 256, c.Vp = 256;
+    Config fused, cublas;
+    fused.attention = "fused", cublas.attention = "cublas";
+    auto need = [&](int B, const Config& path) { return GpuTrainer::memory_use(c, B, 16, 1, path).total(); };
+    const std::string timed = "per layer (forward and backward";
+    std::string out;
+    for (const char* pick : {"fused", "cublas"}) {
+        CAPTURE(pick);
+        const std::string run = strf("CPU_CUDA_ATTENTION_PICK=%s ", pick) + TRAIN_GPT + " " + TINY_ARGS;
+        // both paths fit at B=8, neither at 16: -b auto takes 8, and both are timed there
+        double memory = std::max((need(8, fused) + need(16, fused)) / 2, need(8, cublas));
+        REQUIRE(memory < need(16, fused));
+        std::string limit = strf("--device-memory %.0f ", memory);
+        REQUIRE(run_command(run + limit + "-n 1 -o '' -b auto -d 512", &out) == 0);
+        CHECK(out.find("micro-batch chosen from memory: B=8,") != std::string::npos);
+        CHECK(out.find(timed + ", B=8 T=16): ") != std::string::npos);
+        CHECK(out.find(strf("CPU_CUDA_ATTENTION_PICK=%s keeps %s", pick, pick)) != std::string::npos);
+        // a micro-batch too large for both: one line, and nothing timed or printed before it
+        CHECK(run_command(run + limit + "-n 1 -o '' -b 16 -d 512", &out) == 1);
+        CHECK(out.find("a micro-batch of 16×16 needs " + format_bytes(need(16, fused)) + " per replica") !=
+              std::string::npos);
+        CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+        // room for the fused path only: cublas is not timed, and the line says why
+        memory = (need(8, fused) + need(8, cublas)) / 2;
+        REQUIRE(memory < need(8, cublas));
+        limit = strf("--device-memory %.0f ", memory);
+        REQUIRE(run_command(run + limit + "-n 1 -o '' -b auto -d 512", &out) == 0);
+        CHECK(out.find("micro-batch chosen from memory: B=8,") != std::string::npos);
+        CHECK(out.find(timed) == std::string::npos);
+        CHECK(out.find("attention: fused (the cublas path would need " + format_bytes(need(8, cublas)) + " at B=8") !=
+              std::string::npos);
+    }
 }
 
 TEST_CASE("train_gpt: -b auto fits a larger micro-batch with --attention fused, which has no T×T scratch") {
