@@ -64,6 +64,7 @@ fi
 suite "data tools, recipes and plots" python3 test/test_data_tools.py
 suite "plot of a real run" bash test/test_plot_run.sh
 suite "the README's commands (docs/commands.txt)" bash test/test_readme_commands.sh
+suite "the GPU check's plan, usage and summary (scripts/gpu_check.sh, no GPU)" bash test/test_gpu_check.sh
 
 # ---- hardening: bad inputs, crash safety, sanitizers, fuzzing (see README, "Hardening")
 hardening_start=$SECONDS
