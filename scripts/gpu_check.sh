@@ -299,13 +299,13 @@ run_stage() {
     local start=$SECONDS rc status
     STAGE=$name STAGE_START=$SECONDS STAGE_LIMIT=$limit
     record "$name" "was running when the check stopped" "-" "$limit"  # replaced when it ends
-    run_limited "$limit" "$LOGS/$name.log" "stage_$name"
+    run_limited "$limit" "$LOGS/stage_$name.log" "stage_$name"
     rc=$?
     STAGE=""
     case $rc in
         0) status=ok ;;
         124) status="timed out after $limit s" ;;
-        77) status="skipped: $(grep '^skipped: ' "$LOGS/$name.log" | tail -1 | sed 's/^skipped: //')" ;;
+        77) status="skipped: $(grep -a '^skipped: ' "$LOGS/stage_$name.log" | tail -1 | sed 's/^skipped: //')" ;;
         *) status="failed (exit status $rc)" ;;
     esac
     echo "==== $name: $status, $((SECONDS - start)) s"
@@ -351,26 +351,27 @@ llmc_label() { case "$1" in cudnn) echo "llm.c, cuDNN attention" ;; nocudnn) ech
 stage_notes() {
     case "$1" in
         build)
-            [ -f "$LOGS/build.log" ] || return 0
-            local not; not=$(grep '^NOT BUILT: ' "$LOGS/build.log" | sed 's/^NOT BUILT: //' | paste -sd, | sed 's/,/, /g')
+            [ -f "$LOGS/stage_build.log" ] || return 0
+            local not; not=$(grep -a '^NOT BUILT: ' "$LOGS/stage_build.log" | sed 's/^NOT BUILT: //' | paste -sd, | sed 's/,/, /g')
             if [ -n "$not" ]; then echo -n "ours: NOT built: $not"
-            elif grep -q '^built: ' "$LOGS/build.log"; then echo -n "ours: all built"
+            elif grep -aq '^built: ' "$LOGS/stage_build.log"; then echo -n "ours: all built"
             else echo -n "ours: unfinished (build_ours.log)"; fi
-            grep -q '^tests: not built' "$LOGS/build.log" && echo -n " (no doctest.h: no tests)"
-            local llmc; llmc=$(grep -E '^llmc-gpu: (built|the|no cuDNN)|^llm.c: (not|LLMC_DIR)' "$LOGS/build.log" |
+            grep -aq '^tests: not built' "$LOGS/stage_build.log" && echo -n " (no doctest.h: no tests)"
+            local llmc; llmc=$(grep -aE '^llmc-gpu: (built|the|no cuDNN|nvidia-smi)|^llm.c: (not|LLMC_DIR)' "$LOGS/stage_build.log" |
                 sed -E 's/^llmc-gpu: built .*\/(cudnn|nocudnn)\/train_gpt2cu.*/\1 built/; s/^llmc-gpu: the build without cuDNN failed.*/nocudnn FAILED/;
-                        s/^llmc-gpu: the cuDNN build failed.*/cudnn FAILED/; s/^llmc-gpu: no cuDNN found.*/no cuDNN here/; s/^llm.c: //' |
+                        s/^llmc-gpu: the cuDNN build failed.*/cudnn FAILED/; s/^llmc-gpu: no cuDNN found.*/no cuDNN here/;
+                        s/^llmc-gpu: nvidia-smi finds no GPU.*/build.sh found no GPU/; s/^llm.c: //' |
                 tr '\n' ';' | sed 's/;$//; s/;/, /g')
             echo "; llm.c: ${llmc:-no result (build_llmc.log)}" ;;
         bench)
-            local f; f=$(auto_pick "$LOGS/bench.log")
+            local f; f=$(auto_pick "$LOGS/stage_bench.log")
             [ -n "$f" ] && echo -n "auto picked ${f##*: }; "
             echo "the figures are in the table below" ;;
         test_gpu) test_counts "$LOGS/test_gpu.log" ;;
         flash) test_counts "$LOGS/flash.log" ;;
-        default_run) [ -f "$LOGS/default_run.log" ] && grep -o 'relative difference [^ ]*' "$LOGS/default_run.log" | tail -1 ;;
+        default_run) [ -f "$LOGS/stage_default_run.log" ] && grep -ao 'relative difference [^ ]*' "$LOGS/stage_default_run.log" | tail -1 ;;
         fp32) echo "test_gpu: $(test_counts "$LOGS/test_gpu_fp32.log"); flash: $(test_counts "$LOGS/flash_fp32.log")" ;;
-        workbenches) [ -f "$LOGS/workbenches.log" ] && echo "$(grep -c ': ok$' "$LOGS/workbenches.log") ok, $(grep -c 'FAILED\|NOT BUILT' "$LOGS/workbenches.log") failed" ;;
+        workbenches) [ -f "$LOGS/stage_workbenches.log" ] && echo "$(grep -ac ': ok$' "$LOGS/stage_workbenches.log") ok, $(grep -ac 'FAILED\|NOT BUILT' "$LOGS/stage_workbenches.log") failed" ;;
     esac
 }
 llmc_names() { local d; for d in $(llmc_dirs); do basename "$d"; done; }
@@ -401,7 +402,7 @@ write_summary() {
 }
 # bench_table: ms/step and tokens/s of each of our paths and of each llm.c build, with ratios
 bench_table() {
-    local log=$LOGS/bench.log names n a f ms tps mfu mem
+    local log=$LOGS/stage_bench.log names n a f ms tps mfu mem
     names=$(llmc_names)
     echo "## The step: GPT-2 124M, B=$BATCH, T=1024, bf16"
     echo
@@ -414,7 +415,7 @@ bench_table() {
         f=$(bench_row "$log" "$a")
         local label="ours, --attention $a"
         [ "$a" = auto ] && [ -n "$(auto_pick "$log")" ] && label+=" (picked $(auto_pick "$log" | sed 's/.*: //'))"
-        if [ -z "$f" ]; then echo "| $label | no figure (bench.log) | | | |$(for n in $names; do echo -n " |"; done)"; continue; fi
+        if [ -z "$f" ]; then echo "| $label | no figure (stage_bench.log) | | | |$(for n in $names; do echo -n " |"; done)"; continue; fi
         read -r ms tps mfu mem <<< "$f"
         [ "$ms" = "-" ] && mem="does not fit" || mem+=" MiB"
         echo -n "| $label | $ms | $tps | $mfu | $mem |"
@@ -428,7 +429,7 @@ bench_table() {
     for n in $names; do
         f=$(llmc_figures "$log" "$n")
         if [ -n "$f" ]; then echo "| $(llmc_label "$n") | ${f% *} | ${f#* } | | |$(for _ in $names; do echo -n " |"; done)"
-        else echo "| $(llmc_label "$n") | no figure (not built, or see bench.log) | | | |$(for _ in $names; do echo -n " |"; done)"; fi
+        else echo "| $(llmc_label "$n") | no figure (not built, or see stage_bench.log) | | | |$(for _ in $names; do echo -n " |"; done)"; fi
     done
     f=$(auto_pick "$log")
     [ -n "$f" ] && { echo; echo "auto timed one layer's attention: $f"; }

@@ -102,14 +102,14 @@ EOF
 chmod +x "$work/train_gpt" "$work/llmc/cudnn/train_gpt2cu"
 mkdir -p "$work/case/logs"
 PATH="$work/gpu:$PATH" bash scripts/bench_gpu.sh --precisions bf16 --trainer "$work/train_gpt" --batch 64 --steps 10 \
-    --attention "fused cublas auto" --no-kernels --llmc "$work/llmc/cudnn $work/llmc/nocudnn" > "$work/case/logs/bench.log" 2>&1
+    --attention "fused cublas auto" --no-kernels --llmc "$work/llmc/cudnn $work/llmc/nocudnn" > "$work/case/logs/stage_bench.log" 2>&1
 check "bench_gpu.sh: a missing llm.c build fails it" [ $? -eq 1 ]
-check "bench_gpu.sh: the auto row names its pick" has "$work/case/logs/bench.log" "| auto: fused  |"
-check "bench_gpu.sh: llm.c's figures" has "$work/case/logs/bench.log" \
+check "bench_gpu.sh: the auto row names its pick" has "$work/case/logs/stage_bench.log" "| auto: fused  |"
+check "bench_gpu.sh: llm.c's figures" has "$work/case/logs/stage_bench.log" \
     "llm.c [cudnn] train_gpt2cu, bf16, B=64: 160.2 ms/step, 408961 tokens/s; ours (--attention fused): 311482 tokens/s; ratio ours/llm.c = 0.76"
 
 # ---- the summary, from those logs and the others' canned lines
-cat > "$work/case/logs/build.log" <<'EOF'
+cat > "$work/case/logs/stage_build.log" <<'EOF'
 llm.c: bash ../shared/peers/llmc-gpu/build.sh build/llmc-gpu (log: build_llmc.log)
 ours: make -j16 -k PRECISION=bf16 train_gpt train test/test_gpu test/test_flash_attention (log: build_ours.log)
 built: train_gpt
@@ -153,22 +153,26 @@ check "summary: auto's per-layer times" has "$s" "auto timed one layer's attenti
 
 # a build stopped at its limit: no per-target lines yet
 mkdir -p "$work/case2/logs"
-echo "ours: make -j16 -k PRECISION=bf16 train_gpt (log: build_ours.log)" > "$work/case2/logs/build.log"
+echo "ours: make -j16 -k PRECISION=bf16 train_gpt (log: build_ours.log)" > "$work/case2/logs/stage_build.log"
 printf 'build\ttimed out after 200 s\t200\t200\n' > "$work/case2/logs/stages.tsv"
 ( source scripts/gpu_check.sh; parse_args; LOGS=$work/case2/logs; write_summary ) > "$work/summary2.md" 2>&1
 check "summary: a build that ran out" has "$work/summary2.md" \
     "| build | 200 s | timed out after 200 s | 200 s | ours: unfinished (build_ours.log); llm.c: no result (build_llmc.log) |"
-check "summary: no bench log, no figures" has "$work/summary2.md" "| ours, --attention fused | no figure (bench.log) |"
+check "summary: no bench log, no figures" has "$work/summary2.md" "| ours, --attention fused | no figure (stage_bench.log) |"
 
 # ---- the runner: stand-in stages, a fake GPU, $OUT. bench outlives its limit; the check goes on.
 mkdir -p "$work/out"
+printf '#!/bin/sh\necho "test_gpu: no GPU (cudaGetDeviceCount: no CUDA-capable device is detected): tests NOT run"\nexit 77\n' > "$work/no_gpu_test"
+printf '#!/bin/sh\necho "[doctest] test cases: 4 | 4 passed | 0 failed | 0 skipped"\n' > "$work/passing_test"
+chmod +x "$work/no_gpu_test" "$work/passing_test"
 (
     source scripts/gpu_check.sh
     CAP[bench]=2 MIN=([build]=1 [bench]=1 [test_gpu]=1 [flash]=1)
     stage_build() { echo "built: train_gpt"; }
     stage_bench() { sleep 60 & echo $! > "$work/sleeper"; wait; }
-    stage_test_gpu() { cp "$RESULTS/summary.md" "$work/during.md"; echo "skipped: no test here"; return 77; }
-    stage_flash() { echo "[doctest] test cases: 4 | 4 passed | 0 failed | 0 skipped"; }
+    # the test programs' runner, on stand-ins: one finds no GPU (exit 77), one passes
+    stage_test_gpu() { cp "$RESULTS/summary.md" "$work/during.md"; run_test "$work/no_gpu_test" test_gpu.log; }
+    stage_flash() { run_test "$work/passing_test" flash.log; }
     cd "$root" && PATH="$work/gpu:$PATH" OUT=$work/out GIT_COMMIT=feedbee main --budget 30
 ) > "$work/run.out" 2>&1
 rc=$?
@@ -180,13 +184,13 @@ gone() {  # gone PID: within 3 s (a killed process stays a zombie until it is re
 }
 check "runner: its processes were ended" gone "$(cat "$work/sleeper")"
 check "runner: the next stages ran" has_re "$work/out/summary.md" "^\| flash \| [0-9]+ s \| ok \| [0-9]+ s \| 4 passed, 0 failed, 0 skipped \|$"
-check "runner: a stage's skip and why" has_re "$work/out/summary.md" "^\| test_gpu \| [0-9]+ s \| skipped: no test here \|"
+check "runner: a stage's skip and why" has_re "$work/out/summary.md" "^\| test_gpu \| [0-9]+ s \| skipped: $work/no_gpu_test found no GPU \|"
 check "runner: the commit" has "$work/out/summary.md" "- commit: feedbee"
 check "runner: the summary is there while a stage runs" has_re "$work/during.md" "^\| test_gpu \| [0-9]+ s \| was running when the check stopped \|"
 check "runner: ... with the stages before it" has "$work/during.md" "| build | 20 s | ok |"
 check "runner: ... and those after it" has "$work/during.md" "| flash | | not reached | | |"
 check "runner: two files in \$OUT" [ "$(ls "$work/out" | tr '\n' ' ')" = "logs.tar.gz summary.md " ]
-check "runner: the logs in one archive" bash -c "tar -tzf '$work/out/logs.tar.gz' | grep -q '^logs/bench.log$'"
+check "runner: the logs in one archive" bash -c "tar -tzf '$work/out/logs.tar.gz' | grep -q '^logs/stage_bench.log$'"
 # a budget too small for the last stage: skipped with a line saying so
 (
     source scripts/gpu_check.sh
