@@ -63,12 +63,13 @@ struct Launch {
 
 enum class LaneState : uint8_t { unstarted, running, ready, at_barrier, in_collective, exited };
 enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp, activemask,
-                               wmma_fill, wmma_load, wmma_store, wmma_mma };  // wmma_*: votes, as ballot (wmma.h)
+                               wmma_fill, wmma_load, wmma_store, wmma_mma,   // wmma_*: votes, as ballot (wmma.h)
+                               mma_sync, ldmatrix };                         // the same (mma.h)
 inline const char* warp_op_name(WarpOp op) {
     static const char* names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
                                   "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp", "__activemask",
                                   "wmma::fill_fragment", "wmma::load_matrix_sync", "wmma::store_matrix_sync",
-                                  "wmma::mma_sync"};
+                                  "wmma::mma_sync", "mma.sync.m16n8k16", "ldmatrix.x4"};
     return names[(int)op];
 }
 // A collective's name in messages: the call the program made (a cooperative-groups call
@@ -284,14 +285,25 @@ class Block {
     // its declaration: __shared__ memory starts undefined on a GPU.
     void touch_shared(void* p, size_t bytes) {
         for (auto& seen : shared_seen_)
-            if (seen.first == p) {
-                if (seen.second == generation) return;
-                seen.second = generation;
+            if (seen.at == p) {
+                if (seen.generation == generation) return;
+                seen.generation = generation;
                 if (settings().poison) memset(p, 0xFF, bytes);
                 return;
             }
-        shared_seen_.push_back({p, generation});
+        shared_seen_.push_back({p, bytes, generation});
         if (settings().poison) memset(p, 0xFF, bytes);
+    }
+    // Whether [p, p + bytes) is this block's shared memory: its dynamic shared memory, or a
+    // __shared__ variable that a thread of it has declared (what ldmatrix and cp.async need).
+    bool in_shared(const void* p, size_t bytes) const {
+        auto inside = [&](const void* base, size_t size) {
+            return (uintptr_t)p >= (uintptr_t)base && (uintptr_t)p + bytes <= (uintptr_t)base + size;
+        };
+        if (launch && inside(const_cast<Block*>(this)->dynamic_shared(), launch->dynamic_smem)) return true;
+        for (const SharedVariable& v : shared_seen_)
+            if (v.generation == generation && inside(v.at, v.bytes)) return true;
+        return false;
     }
 
     // Whether p lies on the guard page of one of this OS thread's fiber stacks.
@@ -344,7 +356,12 @@ class Block {
     int barrier_line_ = 0;
     int reduction_count_ = 0, reduction_total_ = 0;
     std::vector<char> dynamic_smem_;
-    std::vector<std::pair<void*, uint64_t>> shared_seen_;  // __shared__ variable -> last block poisoned
+    struct SharedVariable {
+        void* at;
+        size_t bytes;
+        uint64_t generation;  // the last block that declared it (and had it poisoned)
+    };
+    std::vector<SharedVariable> shared_seen_;
 
     template <class... A>  // out of line: error messages must not bloat the hot paths' stack frames
     [[gnu::noinline, gnu::cold]] static std::string strf_(const char* fmt, A... a) {

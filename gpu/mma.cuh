@@ -4,8 +4,9 @@
 // ("Warp-level matrix fragments for mma.m16n8k16", "ldmatrix", "cp.async"), so a kernel can
 // keep tiles in registers and move them between products without a trip through shared
 // memory (which nvcuda::wmma, whose layout is unspecified, cannot). On a GPU each is a few
-// lines of inline PTX; on the CPU runtime (cpu_cuda/mma.h) the same names are warp
-// collectives that follow the documented layouts lane by lane, so kernels run unchanged.
+// lines of inline PTX; on the CPU runtime (cpu_cuda/mma.h, which the runtime's build includes
+// everywhere) the same names are warp collectives that follow the documented layouts lane by
+// lane, so kernels run unchanged.
 //
 // The layouts (PTX ISA), with g = lane / 4 and i = lane % 4. A 32-bit register holds two bf16,
 // the lower column (or k) in its low half.
@@ -34,10 +35,6 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef CPU_CUDA
-#include "../cpu_cuda/mma.h"
-#endif
-
 namespace gpu {
 
 // Two floats as a bf16 pair (round to nearest even): lo in the low half.
@@ -46,6 +43,19 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     uint32_t bits;
     memcpy(&bits, &v, sizeof bits);
     return bits;
+}
+
+// 2^x in one instruction (MUFU.EX2, ex2.approx.ftz: about 2 ulp, subnormal results flushed
+// to 0, 2^-inf = 0). exp2f() adds a range check and two multiplies around it for subnormals,
+// which would be a fifth of the attention forward's instructions. The CPU runtime uses exp2f.
+__device__ __forceinline__ float exp2_approx(float x) {
+#ifdef CPU_CUDA
+    return exp2f(x);
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+#endif
 }
 
 #ifdef CPU_CUDA
