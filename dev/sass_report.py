@@ -67,6 +67,7 @@ RESERVED_SMEM_PER_BLOCK = 1024
 # __launch_bounds__ (a bound in the cubin, EIATTR_MAX_THREADS, comes first). The figures are
 # the launches in gpu/*.cuh; --threads NAME=N overrides.
 THREADS_TABLE = [
+    ("flash_attention_row_dots", 256),  # flash_attention.cuh, the tensor-core path's D = rowsum(dy ⊙ y)
     ("flash_attention", 128),       # FLASH_THREADS
     ("sum_doubles_kernel", 1024),   # adamw.cuh
     ("add_mean_loss_kernel", 1024),  # crossentropy.cuh
@@ -77,9 +78,13 @@ THREADS_TABLE = [
     ("", 256),                      # a kernel the table does not know: a guess, marked '?'
 ]
 # Dynamic shared memory (bytes) at GPT-2 124M's head size hs = 64, by kernel-name substring and
-# precision: flash_forward_tiles() and flash_backward_tiles() of gpu/flash_attention.cuh worked
-# out by hand. Kernels not listed use none; --dynamic-smem NAME=BYTES overrides or adds.
+# precision: flash_forward_tiles() and flash_backward_tiles() of gpu/flash_attention.cuh, and the
+# *_shared_bytes<64>() of gpu/flash_attention_mma.cuh (bf16 only), worked out by hand. Kernels
+# not listed use none; --dynamic-smem NAME=BYTES overrides or adds.
 DYNAMIC_SMEM_TABLE = [
+    ("flash_attention_forward_mma_kernel<64>", {"bf16": 46080}),        # 5 tiles of 64 × 72 bf16
+    ("flash_attention_backward_dkdv_mma_kernel<64>", {"bf16": 56320}),  # 6 such tiles, 256 floats
+    ("flash_attention_backward_dq_mma_kernel<64>", {"bf16": 55296}),    # 6 such tiles
     ("flash_attention_forward_kernel", {"bf16": 30080, "fp32": 44416}),
     ("flash_attention_backward_dq_kernel", {"bf16": 41728, "fp32": 62208}),
     ("flash_attention_backward_dkdv_kernel", {"bf16": 50432, "fp32": 70912}),
@@ -544,6 +549,12 @@ def threads_of(name, mangled, bounds, opts):
     return threads, "table" if key else "default"
 
 
+def at_head_size(name, head_size):
+    """Is this kernel shown: not a template on the head size, or at head_size (0: all)?"""
+    m = re.search(r"<(\d+)>$", name)
+    return head_size == 0 or not m or int(m.group(1)) == head_size
+
+
 def report_build(arch, precision, ptxas_text, elf_text, sass_text, selected, opts):
     """Everything measured of one (arch, precision) build, as a dict (what --json writes)."""
     resources = parse_ptxas(ptxas_text)
@@ -553,6 +564,8 @@ def report_build(arch, precision, ptxas_text, elf_text, sass_text, selected, opt
     kernels = []
     for mangled, res in resources.items():
         name = short_name(names[mangled])
+        if not at_head_size(name, opts.head_size):
+            continue
         threads, threads_from = threads_of(name, mangled, bounds, opts)
         dyn = lookup(opts.dynamic_smem, name)
         if dyn is None:
@@ -678,6 +691,9 @@ def parse_args(argv):
     p.add_argument("--kernel", action="append", default=[],
                    help="also analyse the loops of kernels whose name contains this (repeatable; '' = all)")
     p.add_argument("--only", action="store_true", help="analyse the --kernel ones only, not the attention kernels")
+    p.add_argument("--head-size", type=int, default=64,
+                   help="kernels templated on the head size (name<N>) are shown at this one only (default 64, "
+                        "GPT-2's; 0: every instantiation)")
     p.add_argument("--threads", action="append", metavar="NAME=N", help="threads per block of kernels matching NAME")
     p.add_argument("--dynamic-smem", action="append", metavar="NAME=BYTES",
                    help="dynamic shared memory per block of kernels matching NAME")

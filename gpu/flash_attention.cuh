@@ -15,80 +15,59 @@
 // saves one float32 per row, lse = m + log(l), from which the backward recomputes each
 // tile's probabilities, P = exp(S·scale − lse), instead of keeping P (B,NH,T,T).
 //
-// Deterministic, without atomics: the backward makes one pass over key tiles for dk, dv
-// (each block owns its keys' rows and sums over query tiles in order) and one over query
-// tiles for dq (which also computes each row's D = rowsum(dy ⊙ y) first); every sum has a
-// fixed order.
+// Deterministic, without atomics: besides D = rowsum(dy ⊙ y) per row, the backward makes
+// one pass over key tiles for dk, dv (each block owns its keys' rows and sums over query
+// tiles in order) and one over query tiles for dq; every sum has a fixed order. (The scalar
+// dq kernel computes D on the way, before the dk, dv kernel; the tensor-core path gives it a
+// pass of its own.)
 //
-// The products of tiles run through tile_product(): in the bf16 build on tensor cores
-// with the WMMA API (bf16 inputs, float32 sums; the CPU runtime executes it, cpu_cuda/
-// wmma.h), in the fp32 build with float32 FMAs, so that the fp32 tier checks this very
-// algorithm against train.cpp to 1e-5. Which lane holds which element of a WMMA fragment
-// is unspecified, so every tile goes through shared memory between products, and the
-// softmax works on it there.
+// Two implementations of that algorithm, one contract:
+//   * the tensor-core kernels (gpu/flash_attention_mma.cuh), for the bf16 build at the head
+//     sizes they are instantiated for (flash_mma_supports()): every product an mma.sync, P
+//     and dS kept in registers;
+//   * the scalar kernels below, for the fp32 build (the exact tier, checked against
+//     train.cpp to 1e-5) and any other head size that is a multiple of 16 up to 128: tiles of
+//     32 rows in shared memory, every product float32 FMAs in a fixed order. They are the
+//     reference that the tensor-core kernels are tested against.
 //
-// Shapes: head sizes hs that are multiples of 16 up to 128 (WMMA's 16×16×16 tiles); any
-// T ≥ 1 (rows past T in the last tile are zeros and masked). Shared memory per block is
-// up to ~120 KiB (fp32, hs = 128), so the kernels opt in above the default 48 KiB.
+// Shapes: any T ≥ 1 (rows past T in the last tile are zeros and masked). The scalar kernels'
+// shared memory is up to ~120 KiB (fp32, hs = 128), so they opt in above the default 48 KiB.
 #pragma once
-#include <mma.h>
-
+#include <initializer_list>
 #include <type_traits>
 
 #include "common.cuh"
+#include "flash_attention_mma.cuh"
 
 namespace gpu {
 
 constexpr int FLASH_TILE = 32;     // query rows and key rows per tile
-constexpr int FLASH_THREADS = 128;  // 4 warps; one 16×16 output tile each in S (32×32)
+constexpr int FLASH_THREADS = 128;
 constexpr int FLASH_MAX_HS = 128;
 
 inline bool flash_attention_supports(int hs) { return hs % 16 == 0 && hs >= 16 && hs <= FLASH_MAX_HS; }
 
-// Leading dimensions of the tiles in shared memory: padded by 16 bytes, which keeps rows
-// 32-byte aligned (WMMA's requirement) and spreads them over the memory banks.
+// Leading dimensions of the tiles in shared memory: padded by 16 bytes, which spreads rows
+// over the memory banks.
 __host__ __device__ inline int flash_ld(int hs) { return hs + 16 / (int)sizeof(floatX); }
 constexpr int FLASH_LDS = FLASH_TILE + 4;                          // float32 score tiles
 constexpr int FLASH_LDP = FLASH_TILE + 16 / (int)sizeof(floatX);   // floatX probability tiles
 
 // acc (M×N float32, leading dimension ldacc) = [acc +] A·B over K, every operand in shared
 // memory. A's element (m, k) is A[m·lda + k], or A[k·lda + m] with A_T (Aᵀ stored);
-// B's element (k, n) is B[k·ldb + n], or B[n·ldb + k] with B_T. M, N, K are multiples of
-// 16. Every thread of the block calls it; the caller synchronises before and after.
+// B's element (k, n) is B[k·ldb + n], or B[n·ldb + k] with B_T. Every thread of the block
+// calls it, each owning outputs and summing over k in order; the caller synchronises before
+// and after.
 template <bool A_T, bool B_T, class T>
 __device__ void tile_product(float* acc, int ldacc, const T* A, int lda, const T* B, int ldb, int M, int N, int K,
                              bool accumulate) {
-    if constexpr (std::is_same<T, float>::value) {
-        // fp32: each thread owns outputs, summing over k in order
-        for (int i = threadIdx.x; i < M * N; i += blockDim.x) {
-            int m = i / N, n = i % N;
-            float sum = accumulate ? acc[m * ldacc + n] : 0.0f;
-            for (int k = 0; k < K; k++)
-                sum = fmaf(A_T ? A[k * lda + m] : A[m * lda + k], B_T ? B[n * ldb + k] : B[k * ldb + n], sum);
-            acc[m * ldacc + n] = sum;
-        }
-    } else {
-        // bf16: each warp owns 16×16 output tiles, on tensor cores
-        using namespace nvcuda;
-        using LA = typename std::conditional<A_T, wmma::col_major, wmma::row_major>::type;
-        using LB = typename std::conditional<B_T, wmma::col_major, wmma::row_major>::type;
-        const int warp = threadIdx.x / 32, warps = blockDim.x / 32, tiles_n = N / 16;
-        for (int tile = warp; tile < (M / 16) * tiles_n; tile += warps) {
-            const int m0 = tile / tiles_n * 16, n0 = tile % tiles_n * 16;
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-            if (accumulate)
-                wmma::load_matrix_sync(c, acc + m0 * ldacc + n0, ldacc, wmma::mem_row_major);
-            else
-                wmma::fill_fragment(c, 0.0f);
-            for (int k0 = 0; k0 < K; k0 += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, LA> a;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, LB> b;
-                wmma::load_matrix_sync(a, A_T ? A + k0 * lda + m0 : A + m0 * lda + k0, lda);
-                wmma::load_matrix_sync(b, B_T ? B + n0 * ldb + k0 : B + k0 * ldb + n0, ldb);
-                wmma::mma_sync(c, a, b, c);
-            }
-            wmma::store_matrix_sync(acc + m0 * ldacc + n0, c, ldacc, wmma::mem_row_major);
-        }
+    for (int i = threadIdx.x; i < M * N; i += blockDim.x) {
+        int m = i / N, n = i % N;
+        float sum = accumulate ? acc[m * ldacc + n] : 0.0f;
+        for (int k = 0; k < K; k++)
+            sum = fmaf((float)(A_T ? A[k * lda + m] : A[m * lda + k]), (float)(B_T ? B[n * ldb + k] : B[k * ldb + n]),
+                       sum);
+        acc[m * ldacc + n] = sum;
     }
 }
 
@@ -106,11 +85,11 @@ __device__ inline void zero_floats(float* p, int n) {
 
 // Carves a block's dynamic shared memory into tiles, each on a 128-byte boundary.
 struct SharedCarver {
-    uintptr_t base;  // 0 when the host only counts the bytes
+    char* base;  // null when the host only counts the bytes
     size_t used = 0;
     template <class T>
     __host__ __device__ T* take(size_t count) {
-        T* at = (T*)(base + used);
+        T* at = base ? reinterpret_cast<T*>(base + used) : nullptr;
         used += (count * sizeof(T) + 127) / 128 * 128;
         return at;
     }
@@ -122,7 +101,7 @@ struct FlashForwardTiles {
     float *s, *o, *m, *l, *alpha;
 };
 __host__ __device__ inline FlashForwardTiles flash_forward_tiles(char* base, int hs, size_t* bytes) {
-    SharedCarver c{(uintptr_t)base};
+    SharedCarver c{base};
     const int ld = flash_ld(hs), ldo = hs + 4;
     FlashForwardTiles t;
     t.q = c.take<floatX>(FLASH_TILE * ld), t.k = c.take<floatX>(FLASH_TILE * ld), t.v = c.take<floatX>(FLASH_TILE * ld);
@@ -138,7 +117,7 @@ struct FlashBackwardTiles {
 };
 __host__ __device__ inline FlashBackwardTiles flash_backward_tiles(char* base, int hs, bool two_accumulators,
                                                                    size_t* bytes) {
-    SharedCarver c{(uintptr_t)base};
+    SharedCarver c{base};
     const int ld = flash_ld(hs), ldo = hs + 4;
     FlashBackwardTiles t;
     t.q = c.take<floatX>(FLASH_TILE * ld), t.k = c.take<floatX>(FLASH_TILE * ld);
@@ -324,8 +303,64 @@ inline void flash_allow_shared(const void* kernel, size_t bytes) {
         CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
-// y (B,T,C) and lse (B,NH,T) from qkv (B,T,3C).
-inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
+// ---- the tensor-core path (bf16): one instantiation per head size
+
+// The tensor-core kernels are instantiated for every head size the fused path supports
+// (multiples of 16 up to 128; GPT-2 uses 64 from 124M to 1.5B).
+inline bool flash_mma_supports(int hs) { return std::is_same<floatX, __nv_bfloat16>::value && flash_attention_supports(hs); }
+// cp.async and the 16-byte loads need every row of q, k, v, y and dy 16-byte aligned: true of
+// the trainer's buffers (256-byte aligned tensors, C a multiple of 8); checked all the same.
+inline bool flash_aligned(std::initializer_list<const void*> pointers) {
+    for (const void* p : pointers)
+        if ((uintptr_t)p % 16) return false;
+    return true;
+}
+
+template <int HS>
+void flash_mma_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int NH) {
+    const size_t bytes = flash_mma::forward_shared_bytes<HS>();
+    const void* kernel = (const void*)flash_mma::flash_attention_forward_mma_kernel<HS>;
+    flash_allow_shared(kernel, bytes);
+    const dim3 grid((T + flash_mma::ROWS - 1) / flash_mma::ROWS, B * NH);
+    flash_mma::flash_attention_forward_mma_kernel<HS><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(out, lse, qkv, T, NH);
+    KERNEL_CHECK();
+}
+template <int HS>
+void flash_mma_backward(__nv_bfloat16* dqkv, float* delta, const __nv_bfloat16* dout, const __nv_bfloat16* out,
+                        const __nv_bfloat16* qkv, const float* lse, int B, int T, int NH) {
+    using namespace flash_mma;
+    const size_t rows = (size_t)B * T * NH;
+    flash_attention_row_dots_kernel<HS><<<(unsigned)((rows + 255) / 256), 256, 0, ctx.stream>>>(delta, dout, out, B, T, NH);
+    KERNEL_CHECK();
+    const dim3 grid((T + ROWS - 1) / ROWS, B * NH);
+    size_t bytes = dkdv_shared_bytes<HS>();
+    flash_allow_shared((const void*)flash_attention_backward_dkdv_mma_kernel<HS>, bytes);
+    flash_attention_backward_dkdv_mma_kernel<HS><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(dqkv, dout, qkv, lse, delta, T, NH);
+    KERNEL_CHECK();
+    bytes = dq_shared_bytes<HS>();
+    flash_allow_shared((const void*)flash_attention_backward_dq_mma_kernel<HS>, bytes);
+    flash_attention_backward_dq_mma_kernel<HS><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(dqkv, dout, qkv, lse, delta, T, NH);
+    KERNEL_CHECK();
+}
+// Calls f(std::integral_constant<int, hs>{}): the head size as a compile-time constant.
+template <class F>
+void with_mma_head_size(int hs, F&& f) {
+    switch (hs) {
+        case 16: f(std::integral_constant<int, 16>{}); break;
+        case 32: f(std::integral_constant<int, 32>{}); break;
+        case 48: f(std::integral_constant<int, 48>{}); break;
+        case 64: f(std::integral_constant<int, 64>{}); break;
+        case 80: f(std::integral_constant<int, 80>{}); break;
+        case 96: f(std::integral_constant<int, 96>{}); break;
+        case 112: f(std::integral_constant<int, 112>{}); break;
+        case 128: f(std::integral_constant<int, 128>{}); break;
+        default: throw Error(strf("flash attention: no tensor-core kernel for head size %d", hs));
+    }
+}
+
+// ---- the scalar path (fp32, and bf16 at other head sizes)
+
+inline void flash_scalar_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
     const int hs = C / NH, tiles = (T + FLASH_TILE - 1) / FLASH_TILE;
     size_t bytes;
     flash_forward_tiles(nullptr, hs, &bytes);
@@ -334,10 +369,8 @@ inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, 
                                                                                             hs);
     KERNEL_CHECK();
 }
-// dqkv (B,T,3C), overwritten, from dout (B,T,C); out and lse as the forward wrote them;
-// delta: (B,NH,T) scratch.
-inline void flash_attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
-                                     const floatX* qkv, const float* lse, int B, int T, int C, int NH) {
+inline void flash_scalar_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
+                                  const floatX* qkv, const float* lse, int B, int T, int C, int NH) {
     const int hs = C / NH, tiles = (T + FLASH_TILE - 1) / FLASH_TILE;
     size_t bytes;
     flash_backward_tiles(nullptr, hs, false, &bytes);
@@ -350,6 +383,47 @@ inline void flash_attention_backward(floatX* dqkv, float* delta, const floatX* d
     flash_attention_backward_dkdv_kernel<<<dim3(tiles, B * NH), FLASH_THREADS, bytes, ctx.stream>>>(
         dqkv, dout, qkv, lse, delta, T, NH, hs);
     KERNEL_CHECK();
+}
+
+// ---- the entry points: the tensor-core path where it applies, else the scalar one. (Templates
+// on the element type, so that the fp32 build never instantiates the bf16 kernels.)
+
+template <class X>
+void flash_forward_dispatch(X* out, float* lse, const X* qkv, int B, int T, int C, int NH, bool scalar) {
+    if constexpr (std::is_same<X, __nv_bfloat16>::value) {
+        if (!scalar && flash_mma_supports(C / NH) && flash_aligned({out, qkv})) {
+            with_mma_head_size(C / NH, [&](auto hs) { flash_mma_forward<decltype(hs)::value>(out, lse, qkv, B, T, NH); });
+            return;
+        }
+    }
+    flash_scalar_forward(out, lse, qkv, B, T, C, NH);
+}
+template <class X>
+void flash_backward_dispatch(X* dqkv, float* delta, const X* dout, const X* out, const X* qkv, const float* lse, int B,
+                             int T, int C, int NH, bool scalar) {
+    if constexpr (std::is_same<X, __nv_bfloat16>::value) {
+        if (!scalar && flash_mma_supports(C / NH) && flash_aligned({dqkv, dout, out, qkv})) {
+            with_mma_head_size(C / NH, [&](auto hs) {
+                flash_mma_backward<decltype(hs)::value>(dqkv, delta, dout, out, qkv, lse, B, T, NH);
+            });
+            return;
+        }
+    }
+    flash_scalar_backward(dqkv, delta, dout, out, qkv, lse, B, T, C, NH);
+}
+
+// y (B,T,C) and lse (B,NH,T) from qkv (B,T,3C). scalar: the scalar kernels even where the
+// tensor-core ones apply (tests and the workbench compare the two).
+inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
+                                    bool scalar = false) {
+    flash_forward_dispatch(out, lse, qkv, B, T, C, NH, scalar);
+}
+// dqkv (B,T,3C), overwritten, from dout (B,T,C); out and lse as the forward wrote them;
+// delta: (B,NH,T) scratch.
+inline void flash_attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
+                                     const floatX* qkv, const float* lse, int B, int T, int C, int NH,
+                                     bool scalar = false) {
+    flash_backward_dispatch(dqkv, delta, dout, out, qkv, lse, B, T, C, NH, scalar);
 }
 
 }  // namespace gpu

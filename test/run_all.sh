@@ -105,13 +105,14 @@ if [ -x ./test/test_cpu_cuda ]; then
         ./test/cpu_cuda_byok_cpu
     suite "CPU runtime for CUDA: WMMA (tensor-core fragments)" ./test/test_cpu_wmma
     suite "CPU runtime for CUDA: WMMA, shuffled fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled ./test/test_cpu_wmma
+    suite "CPU runtime for CUDA: mma.sync, ldmatrix, cp.async (documented layouts)" ./test/test_cpu_mma
     suite "CPU runtime for CUDA: cuBLAS subset" ./test/test_cpu_cublas
     suite "CPU runtime for CUDA: NCCL across processes" ./test/test_cpu_nccl
-    suite "fused attention on the CPU runtime, bf16 build (WMMA)" ./test/test_flash_attention_cpu
-    suite "fused attention on the CPU runtime, fp32 build (the exact tier)" ./test/test_flash_attention_cpu_fp32
-    suite "fused attention, bf16, shuffled WMMA fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled \
+    suite "fused attention on the CPU runtime, bf16 build (tensor cores: mma.sync, ldmatrix, cp.async)" \
         ./test/test_flash_attention_cpu
-    suite "fused attention, bf16, race detector on" env CPU_CUDA_RACECHECK=1 CPU_CUDA_DETERMINISTIC=1 ./test/test_flash_attention_cpu
+    suite "fused attention on the CPU runtime, fp32 build (the exact tier)" ./test/test_flash_attention_cpu_fp32
+    suite "fused attention, bf16, race detector on" env CPU_CUDA_RACECHECK=1 CPU_CUDA_DETERMINISTIC=1 \
+        ./test/test_flash_attention_cpu --test-case="race*"
     suite "GPU tests on the CPU runtime, bf16 build" ./test/test_gpu_cpu
     suite "GPU tests on the CPU runtime, fp32 build (the exact tier)" ./test/test_gpu_cpu_fp32
     # the memory estimate against cudaMemGetInfo as a GPU's driver answers it (2 MiB pages)

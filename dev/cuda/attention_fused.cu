@@ -3,8 +3,10 @@
 // of (B,NH,T,T) scratch on the cuBLAS path; the workbench runs B=8 of it by default).
 //   1: cuBLAS path (gpu/attention.cuh): permutes, strided-batched products, softmax
 //      kernels over (B,NH,T,T) scores and probabilities
-//   2: fused path (gpu/flash_attention.cuh): tiles in shared memory, online softmax,
-//      saved log-sum-exp; WMMA in bf16, float32 FMAs in fp32
+//   2: fused path (gpu/flash_attention.cuh): online softmax, saved log-sum-exp; in bf16 the
+//      tensor-core kernels (gpu/flash_attention_mma.cuh: mma.sync, tiles in registers)
+//   3: the fused path's scalar kernels (float32 FMAs over tiles in shared memory): the fp32
+//      build's path, and the reference the tensor-core kernels are checked against
 // Checked against a float64 reference on batch row 0 (all heads), computed here. The GB/s
 // column counts the bytes either path must move at least (q, k, v, y, dy, dqkv once each),
 // so the two rows compare time for the same work; the attention FLOPs are printed too.
@@ -97,10 +99,15 @@ int main(int argc, char** argv) {
             gpu::flash_attention_backward(d_dqkv.ptr(), d_delta.ptr(), d_dout.ptr(), d_y.ptr(), d_qkv.ptr(),
                                           d_stats.ptr(), B, T, C, NH);
         });
+        auto scalar = check("3 fused path, scalar kernels", [&] {
+            gpu::flash_attention_forward(d_y.ptr(), d_stats.ptr(), d_qkv.ptr(), B, T, C, NH, true);
+            gpu::flash_attention_backward(d_dqkv.ptr(), d_delta.ptr(), d_dout.ptr(), d_y.ptr(), d_qkv.ptr(),
+                                          d_stats.ptr(), B, T, C, NH, true);
+        });
         printf("fused / cuBLAS time per layer: %.2f (below 1: the fused path is faster)\n", fused.second / cublas.second);
         printf("attention memory per layer: cuBLAS path %.1f MB of (B,NH,T,T) scratch and (3+3+1)·B·T·C permuted "
                "copies (%.1f MB), fused path %.1f MB of row statistics\n",
                2.0 * att * sizeof(floatX) / 1e6, 7.0 * n * sizeof(floatX) / 1e6, 2.0 * rows * sizeof(float) / 1e6);
-        return cublas.first && fused.first;
+        return cublas.first && fused.first && scalar.first;
     });
 }
