@@ -34,9 +34,9 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef CPU_CUDA
-#include "../cpu_cuda/mma.h"
-#endif
+// (On the CPU runtime, cpu_cuda/mma.h defines the instructions: cuda_cpu.h includes it, and the
+// build includes cuda_cpu.h first in every file. Not by a relative path from here: the CPU build
+// compiles a rewritten copy of this file in build/cpu/gpu/, where ../cpu_cuda/ does not exist.)
 
 namespace gpu {
 
