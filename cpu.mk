@@ -11,6 +11,8 @@
 #   DIR/NAME_cpu             any single DIR/NAME.cu ("bring your own kernel"; see the rule at the end);
 #                            test/cpu_cuda_byok_cpu is one, built and run by make test
 #   test/test_cpu_wmma       its WMMA (tensor-core fragments) against float64 references
+#   test/test_cpu_mma        its mma.sync, ldmatrix and cp.async (gpu/mma.cuh's instructions):
+#                            the PTX ISA's layouts, float64 references, misuse
 #   test/test_flash_attention_cpu  the fused attention against train.cpp and the cuBLAS path
 #                            (and _fp32)
 #   test/test_cpu_cublas     its cuBLAS subset against float64 references
@@ -42,6 +44,7 @@ WORKBENCHES := layernorm attention_softmax attention_fused crossentropy gelu enc
 
 # what make test builds and runs
 CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/test_gpu_cpu_fp32 test/test_cpu_cuda test/test_cpu_wmma \
+                     test/test_cpu_mma \
                      test/test_cpu_cuda_features test/cpu_cuda_byok_cpu \
                      test/test_flash_attention_cpu test/test_flash_attention_cpu_fp32 \
                      test/test_cpu_cublas test/test_cpu_nccl $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu)
@@ -84,6 +87,9 @@ test/test_cpu_cuda_features: $(call CPU_MIRROR,test/test_cpu_cuda_features.cu te
 
 test/test_cpu_wmma: $(call CPU_MIRROR,test/test_cpu_wmma.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_wmma.cu $(CPU_CUDA_LIBS)
+
+test/test_cpu_mma: $(call CPU_MIRROR,test/test_cpu_mma.cu test/cpu_cuda_test.h gpu/mma.cuh) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_mma.cu $(CPU_CUDA_LIBS)
 
 FLASH_TEST_SOURCES := $(call CPU_MIRROR,test/test_flash_attention.cu train.cpp test/test_util.h dev/cuda/device_array.h \
                       $(HOST_HEADERS) $(wildcard gpu/*.cuh))
