@@ -105,7 +105,7 @@ test/test_cpu_cublas test/test_cpu_nccl: test/%: test/%.cpp test/cpu_cuda_test.h
 $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu): dev/cuda/%_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) $(DEFS_$(PRECISION)) -O1 -o $@ -x c++ build/cpu/dev/cuda/$*.cu $(CPU_CUDA_LIBS)
 
-dev/cpu_cuda_bench: $(call CPU_MIRROR,dev/cpu_cuda_bench.cu) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+dev/cpu_cuda_bench: $(call CPU_MIRROR,dev/cpu_cuda_bench.cu gpu/mma.cuh) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/dev/cpu_cuda_bench.cu $(CPU_CUDA_LIBS)
 
 dev/cpu_cuda_gemm_bench: dev/cpu_cuda_gemm_bench.cpp $(CPU_CUDA_HEADERS) | cpu_cuda_check
