@@ -487,6 +487,36 @@ TEST_CASE("cp_async_16: deferred until cp_async_wait retires its group; zero fil
     CHECK(bad == 0);
 }
 
+// A double-buffered pipeline as attention kernels run one: stage s's copy is in flight while
+// stage s-1's is read, for many more stages than the runtime keeps retired copies around.
+__global__ void pipeline(int* bad, const int4* src, int stages) {
+    __shared__ __align__(16) int4 buf[2][32];
+    int t = threadIdx.x, wrong = 0;
+    for (int s = 0; s <= stages; s++) {
+        if (s < stages) gpu::cp_async_16(&buf[s % 2][t], src + s * 32 + t);
+        gpu::cp_async_commit();  // an empty group at the end, as kernels commit unconditionally
+        gpu::cp_async_wait<1>();  // stage s-1 is complete, stage s may not be
+        if (s > 0) {
+            int4 v = buf[(s - 1) % 2][t], want = src[(s - 1) * 32 + t];
+            wrong += v.x != want.x || v.y != want.y || v.z != want.z || v.w != want.w;
+        }
+    }
+    bad[t] = wrong;
+}
+
+TEST_CASE("cp_async_16: a double-buffered pipeline of 300 stages reads every stage's data") {
+    const int stages = 300;
+    std::vector<int4> src(stages * 32);
+    for (int i = 0; i < stages * 32; i++) src[i] = make_int4(i, -i, 3 * i, i ^ 0x5555);
+    Dev<int4> dsrc(src);
+    Dev<int> bad(32);
+    bad.fill_nan();
+    pipeline<<<1, 32>>>(bad.p, dsrc.p, stages);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<int> b = bad.host();
+    for (int t = 0; t < 32; t++) CHECK(b[t] == 0);
+}
+
 // Thread 0 issues a copy and returns without waiting; the others read it after a barrier.
 // (A race on a GPU; the runtime completes a thread's copies when it exits: documented.)
 __global__ void exits_in_flight(unsigned char* out, const unsigned char* src) {
