@@ -11,8 +11,8 @@
 #   DIR/NAME_cpu             any single DIR/NAME.cu ("bring your own kernel"; see the rule at the end);
 #                            test/cpu_cuda_byok_cpu is one, built and run by make test
 #   test/test_cpu_wmma       its WMMA (tensor-core fragments) against float64 references
-#   test/test_cpu_mma        its mma.sync, ldmatrix and cp.async (gpu/mma.cuh) against float64 and
-#                            the PTX ISA's layout tables
+#   test/test_cpu_mma        its mma.sync, ldmatrix and cp.async (gpu/mma.cuh's instructions):
+#                            the PTX ISA's layouts, float64 references, misuse
 #   test/test_flash_attention_cpu  the fused attention against train.cpp and the cuBLAS path
 #                            (and _fp32)
 #   test/test_cpu_cublas     its cuBLAS subset against float64 references
@@ -43,7 +43,8 @@ CPU_MIRROR = $(addprefix build/cpu/,$(1))
 WORKBENCHES := layernorm attention_softmax attention_fused crossentropy gelu encoder_backward adamw
 
 # what make test builds and runs
-CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/test_gpu_cpu_fp32 test/test_cpu_cuda test/test_cpu_wmma test/test_cpu_mma \
+CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/test_gpu_cpu_fp32 test/test_cpu_cuda test/test_cpu_wmma \
+                     test/test_cpu_mma \
                      test/test_cpu_cuda_features test/cpu_cuda_byok_cpu \
                      test/test_flash_attention_cpu test/test_flash_attention_cpu_fp32 \
                      test/test_cpu_cublas test/test_cpu_nccl $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu)
@@ -103,7 +104,7 @@ test/test_cpu_cublas test/test_cpu_nccl: test/%: test/%.cpp test/cpu_cuda_test.h
 $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu): dev/cuda/%_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) $(DEFS_$(PRECISION)) -O1 -o $@ -x c++ build/cpu/dev/cuda/$*.cu $(CPU_CUDA_LIBS)
 
-dev/cpu_cuda_bench: $(call CPU_MIRROR,dev/cpu_cuda_bench.cu) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+dev/cpu_cuda_bench: $(call CPU_MIRROR,dev/cpu_cuda_bench.cu gpu/mma.cuh) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/dev/cpu_cuda_bench.cu $(CPU_CUDA_LIBS)
 
 dev/cpu_cuda_gemm_bench: dev/cpu_cuda_gemm_bench.cpp $(CPU_CUDA_HEADERS) | cpu_cuda_check

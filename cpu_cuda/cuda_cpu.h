@@ -12,7 +12,7 @@
 //   exec.h         launches, blocks, barriers, warp collectives, the race detector
 //   device_math.h  atomics, intrinsics, bf16/fp16 device math
 //   wmma.h         nvcuda::wmma, the tensor-core fragments (m16n16k16)
-//   mma.h          mma.sync, ldmatrix, cp.async: gpu/mma.cuh's instructions, documented layouts
+//   mma.h          mma.sync, ldmatrix, cp.async (gpu/mma.cuh's instructions) as warp collectives
 //   runtime.h      the runtime API: memory, copies, streams, events, devices, errors
 //   cublas_cpu.h   the cuBLAS calls the project makes
 //   nccl_cpu.h     NCCL, across processes on one machine

@@ -63,13 +63,15 @@ struct Launch {
 
 enum class LaneState : uint8_t { unstarted, running, ready, at_barrier, in_collective, exited };
 enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp, activemask,
-                               wmma_fill, wmma_load, wmma_store, wmma_mma,   // wmma_*: votes, as ballot (wmma.h)
-                               mma_sync, ldmatrix };                         // the same (mma.h)
+                               wmma_fill, wmma_load, wmma_store, wmma_mma,  // wmma_*: votes, as ballot (wmma.h)
+                               ptx_mma, ptx_ldmatrix, ptx_ldmatrix_trans };  // ptx_*: the same (mma.h)
 inline const char* warp_op_name(WarpOp op) {
     static const char* names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
                                   "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp", "__activemask",
                                   "wmma::fill_fragment", "wmma::load_matrix_sync", "wmma::store_matrix_sync",
-                                  "wmma::mma_sync", "mma.sync.m16n8k16", "ldmatrix.x4"};
+                                  "wmma::mma_sync", "mma.sync.m16n8k16 (mma_bf16_16816)",
+                                  "ldmatrix.sync.m8n8.x4 (ldmatrix_x4)",
+                                  "ldmatrix.sync.m8n8.x4.trans (ldmatrix_x4_trans)"};
     return names[(int)op];
 }
 // A collective's name in messages: the call the program made (a cooperative-groups call
@@ -122,6 +124,9 @@ inline std::string id_ranges(const std::vector<unsigned>& ids) {
 class Block;
 inline thread_local Block* current_block = nullptr;  // the block running on this OS thread
 inline thread_local Lane* current_lane = nullptr;    // the CUDA thread running on it
+// Called on each CUDA thread as it returns from the kernel (current_lane is still that
+// thread): mma.h completes the thread's cp.async copies still in flight there.
+inline void (*on_thread_exit)() = nullptr;
 }  // namespace cpu_cuda
 
 // The built-in variables (cuda_cpu.h maps threadIdx to cpu_cuda_threadIdx, ...): copies for
@@ -284,25 +289,26 @@ class Block {
     // Fills a __shared__ variable with NaN bytes when the first thread of a block reaches
     // its declaration: __shared__ memory starts undefined on a GPU.
     void touch_shared(void* p, size_t bytes) {
-        for (auto& seen : shared_seen_)
-            if (seen.at == p) {
-                if (seen.generation == generation) return;
-                seen.generation = generation;
+        for (SharedVariable& seen : shared_seen_)
+            if (seen.p == p) {
+                if (seen.block == generation) return;
+                seen.block = generation, seen.bytes = bytes;
                 if (settings().poison) memset(p, 0xFF, bytes);
                 return;
             }
-        shared_seen_.push_back({p, bytes, generation});
+        shared_seen_.push_back({(char*)p, bytes, generation});
         if (settings().poison) memset(p, 0xFF, bytes);
     }
-    // Whether [p, p + bytes) is this block's shared memory: its dynamic shared memory, or a
-    // __shared__ variable that a thread of it has declared (what ldmatrix and cp.async need).
-    bool in_shared(const void* p, size_t bytes) const {
-        auto inside = [&](const void* base, size_t size) {
-            return (uintptr_t)p >= (uintptr_t)base && (uintptr_t)p + bytes <= (uintptr_t)base + size;
-        };
-        if (launch && inside(const_cast<Block*>(this)->dynamic_shared(), launch->dynamic_smem)) return true;
+
+    // Whether [p, p + bytes) lies in this block's shared memory: its dynamic shared memory,
+    // or a __shared__ variable whose declaration a thread of this block has reached (the
+    // rewritten declaration calls touch_shared). For the checks of ldmatrix and cp.async.
+    bool in_shared(const void* p, size_t bytes) {
+        const char* c = (const char*)p;
+        const char* dynamic = (const char*)dynamic_shared();
+        if (c >= dynamic && c + bytes <= dynamic + launch->dynamic_smem) return true;
         for (const SharedVariable& v : shared_seen_)
-            if (v.generation == generation && inside(v.at, v.bytes)) return true;
+            if (v.block == generation && c >= v.p && c + bytes <= v.p + v.bytes) return true;
         return false;
     }
 
@@ -357,9 +363,9 @@ class Block {
     int reduction_count_ = 0, reduction_total_ = 0;
     std::vector<char> dynamic_smem_;
     struct SharedVariable {
-        void* at;
+        char* p;
         size_t bytes;
-        uint64_t generation;  // the last block that declared it (and had it poisoned)
+        uint64_t block;  // the last block (generation) that reached its declaration
     };
     std::vector<SharedVariable> shared_seen_;
 
@@ -477,6 +483,7 @@ class Block {
             l.state = LaneState::running, l.fiber = f;
             set_lane(&l);
             launch->invoke(launch->bound);
+            if (on_thread_exit) on_thread_exit();
             l.state = LaneState::exited;
             exited_++;
             lane_exited(l);
@@ -656,6 +663,7 @@ inline unsigned activemask(const char* file, int line) { return current_block->a
 
 inline void shared_touch(void* p, size_t bytes) { current_block->touch_shared(p, bytes); }
 inline void* dynamic_shared() { return current_block->dynamic_shared(); }
+inline bool in_shared_memory(const void* p, size_t bytes) { return current_block->in_shared(p, bytes); }
 
 [[noreturn]] inline void trap(const char* file, int line) {
     current_block->fail(std::string("__trap() at ") + file + ":" + std::to_string(line));

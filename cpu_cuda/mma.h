@@ -1,193 +1,295 @@
-// cpu_cuda/mma.h: the tensor-core instructions of gpu/mma.cuh on the CPU runtime:
-// mma.sync.m16n8k16 (bf16 in, float32 sums), ldmatrix .x4 (and .trans), and cp.async with its
-// commit and wait groups. gpu/mma.cuh uses these names where a GPU build has inline PTX, so a
-// kernel written for the documented register layouts runs here unchanged.
+// cpu_cuda/mma.h: the PTX instructions of gpu/mma.cuh (mma.sync m16n8k16 bf16, ldmatrix .x4
+// and .x4.trans, cp.async 16 bytes with commit and wait groups) on the CPU runtime.
 //
-// Unlike WMMA's fragments (wmma.h), these layouts are documented, lane by lane, in the PTX ISA
-// ("Matrix fragments for mma.m16n8k16", "ldmatrix"), and kernels rely on them (FlashAttention
-// reuses an accumulator as the next product's A operand). So the runtime implements exactly
-// those layouts, with g = lane / 4 and i = lane % 4, two bf16 to a 32-bit register (the lower
-// index in the low half):
-//   A (16×16): a0 (g, 2i..2i+1)  a1 (g+8, 2i..)  a2 (g, 2i+8..)  a3 (g+8, 2i+8..)
-//   B (16×8):  b0 (k 2i..2i+1, n g)  b1 (k 2i+8..2i+9, n g)
-//   C (16×8):  c0 (g, 2i)  c1 (g, 2i+1)  c2 (g+8, 2i)  c3 (g+8, 2i+1)
-//   ldmatrix:  lanes 8j..8j+7 give the rows of matrix j; lane l receives r[j] = (row l/4,
-//              columns 2(l%4), 2(l%4)+1), or with .trans (rows 2(l%4), 2(l%4)+1, column l/4).
+// Why: inline PTX cannot run here (g++ hands it to the assembler), but gpu/mma.cuh puts the
+// few instructions the attention kernels use behind functions, and on the CPU runtime those
+// names come from this file. Unlike WMMA (wmma.h), these instructions have a documented
+// register layout (PTX ISA, "Matrix fragments for mma.m16n8k16 with floating point type",
+// "ldmatrix"), which kernels rely on, so it is reproduced exactly, lane by lane:
+//   g = lane / 4, i = lane % 4; each 32-bit register holds two bf16, the lower index in the
+//   low 16 bits.
+//   A (16×16, row-major) a[0..3]: (row g, k 2i..2i+1), (row g+8, k 2i..), (row g, k 2i+8..),
+//                                 (row g+8, k 2i+8..)
+//   B (16×8, k × n)      b[0..1]: (k 2i..2i+1, n g), (k 2i+8..2i+9, n g)
+//   C (16×8, float32)    c[0..3]: (g, 2i), (g, 2i+1), (g+8, 2i), (g+8, 2i+1)
+//   ldmatrix .x4: lanes 8j..8j+7 give the addresses of the 8 rows (16 bytes each) of matrix j;
+//   lane l receives in r[j] (row l/4, columns 2(l%4), 2(l%4)+1) of matrix j, or with .trans
+//   (rows 2(l%4), 2(l%4)+1 of column l/4): the matrix transposed.
+// The products are exact (a product of two bf16 fits in float) and the sums float32, added in
+// k order onto c: tensor-core rounding is not reproduced, as in wmma.h, so results need
+// bf16-level tolerances.
 //
-// What the hardware requires is checked, and a violation fails the launch with one line naming
-// the instruction, the file and line, and the lane:
-//   * mma.sync and ldmatrix are warp collectives: every lane of the warp takes part (".aligned");
-//   * ldmatrix rows and both cp.async addresses are 16-byte aligned; ldmatrix reads, and
-//     cp.async writes, this block's shared memory (dynamic, or a __shared__ variable);
-//   * cp.async copies at most 16 bytes of its 16 from the source (src-size), zeros the rest.
-// A cp.async copy is performed when a cp_async_wait<N>() retires its group, not when it is
-// issued, so a kernel that reads its tile before waiting sees the old contents, as it could on
-// a GPU. Products are exact (bf16 × bf16 fits in float) and summed in float32 in k order onto
-// c; the tensor cores' own rounding of the sum is not reproduced.
+// Checked, each failing the launch with the instruction, the reason and the caller's line:
+//   * mma and ldmatrix are warp collectives (.sync.aligned): every lane of the warp must reach
+//     the same call, or the launch names the lanes that did not;
+//   * ldmatrix: each lane's row address is 16-byte aligned and its 16 bytes lie in this block's
+//     shared memory (dynamic, or a __shared__ variable declared in a function);
+//   * cp.async: both addresses 16-byte aligned, the destination's 16 bytes in shared memory,
+//     the source not in shared memory, src_bytes from 0 to 16.
 //
-// How: like wmma.h, a collective stages each lane's registers (or row address) per warp in
-// one of two slots, waits for the whole warp (a vote), and then each lane reads what it needs.
+// How: mma and ldmatrix stage what each lane brings (its registers; the 16 bytes of its row)
+// in a per-warp area, wait for the whole warp (a vote, as __ballot_sync), then each lane
+// computes or gathers its own registers. The staging area has two slots, used by a lane's
+// calls in turn (the argument in wmma.h: a lane that has gone on to its next call writes the
+// other slot, and cannot come back to this one before every lane has reached that next call,
+// so after reading this one). ldmatrix reads each row when its lane arrives, so a lane that
+// moves on and stores to the tile cannot change what a slower lane of the same instruction
+// receives.
+//
+// cp.async is deferred, as on a GPU: cp_async_16 reads its source at once (a bad source
+// faults in the caller's frame) but writes shared memory only when cp_async_wait<N>() retires
+// its group, so a kernel that reads a tile before waiting sees the old contents (NaN bytes,
+// where nothing was written before). Copies are per CUDA thread: uncommitted copies belong to
+// no group, and wait<N> completes every committed group but the N newest. Copies a thread
+// still has in flight when it returns from the kernel are completed then (a GPU completes
+// them too; reading them from another thread without a wait is a race either way).
 #pragma once
+#include <cuda_bf16.h>
+
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "exec.h"
-#include "wmma.h"
 
 namespace cpu_cuda {
-namespace ptx {
-namespace detail {
+namespace ptx_detail {
 
-inline float bf16_bits_to_float(uint32_t bits16) {
-    uint32_t b = bits16 << 16;
+inline unsigned lane() { return current_lane->id % 32; }
+inline unsigned warp() { return current_lane->id / 32; }
+inline unsigned block_threads() {
+    const dim3 d = current_block->launch->block;
+    return d.x * d.y * d.z;
+}
+
+[[noreturn, gnu::noinline, gnu::cold]] inline void fail(const char* what, const char* file, int line,
+                                                         const std::string& why) {
+    current_block->fail(std::string(what) + " at " + file + ":" + std::to_string(line) + ": " + why);
+}
+[[noreturn, gnu::noinline, gnu::cold]] inline void fail(WarpOp op, const char* file, int line, const std::string& why) {
+    fail(warp_op_name(op), file, line, why);
+}
+inline std::string address(const void* p) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%p", p);
+    return buf;
+}
+
+// Waits for the whole warp; fails if a lane cannot arrive (it exited, or does not exist).
+inline void whole_warp(WarpOp op, const char* file, int line) {
+    unsigned arrived = warp_op(file, line, op, 0xffffffffu, 0u, 0, 0, 1);
+    if (arrived == 0xffffffffu) return;
+    std::vector<unsigned> missing;
+    for (unsigned l = 0; l < 32; l++)
+        if (!(arrived >> l & 1)) missing.push_back(l);
+    fail(op, file, line,
+         "lanes " + id_ranges(missing) + " of warp " + std::to_string(warp()) +
+             " did not take part (they exited, or the block's last warp is partial): every lane of the warp must "
+             "execute a .sync.aligned instruction together");
+}
+
+// One warp's staging area in one slot.
+struct WarpStage {
+    float a[16][16];                  // mma: A, row-major
+    float bt[8][16];                  // mma: B transposed ([n][k]), so a dot product runs over k
+    alignas(16) uint16_t rows[32][8]; // ldmatrix: the 16 bytes each lane's row address points to
+};
+// Per OS thread (one block at a time): two slots per warp, and per CUDA thread how many
+// staging calls it has made in this block.
+struct Staging {
+    std::vector<WarpStage> slots[2];
+    std::vector<uint32_t> calls;
+    uint64_t block = ~0ull;  // the block (Block::generation) the counts belong to
+};
+// This lane's area for its next staging call.
+inline WarpStage& next_stage() {
+    static thread_local Staging s;
+    const unsigned threads = block_threads(), warps = (threads + 31) / 32;
+    if (s.block != current_block->generation) {
+        for (auto& slot : s.slots)
+            if (slot.size() < warps) slot.resize(warps);
+        s.calls.assign(threads, 0), s.block = current_block->generation;
+    }
+    const int slot = (int)(s.calls[current_lane->id]++ & 1);
+    return s.slots[slot][warp()];
+}
+
+inline uint16_t lo(uint32_t r) { return (uint16_t)(r & 0xffff); }
+inline uint16_t hi(uint32_t r) { return (uint16_t)(r >> 16); }
+inline float bf16_bits_to_float(uint16_t bits) {
+    uint32_t u = (uint32_t)bits << 16;
     float f;
-    memcpy(&f, &b, sizeof f);
+    memcpy(&f, &u, sizeof f);
     return f;
 }
-inline float low(uint32_t r) { return bf16_bits_to_float(r & 0xffffu); }
-inline float high(uint32_t r) { return bf16_bits_to_float(r >> 16); }
+inline uint32_t pack(uint16_t low, uint16_t high) { return (uint32_t)low | (uint32_t)high << 16; }
 
-[[noreturn]] inline void fail(WarpOp op, const char* file, int line, const std::string& why) {
-    wmma_detail::fail(op, file, line, why);
-}
-inline std::string hex(const void* p) {
-    char b[32];
-    snprintf(b, sizeof b, "%p", p);
-    return b;
+// acc + Σ_k a[k]·b[k], in k order; each product is exact, so fmaf rounds once per step.
+inline float dot16(const float* a, const float* b, float acc) {
+    for (int k = 0; k < 16; k++) acc = fmaf(a[k], b[k], acc);
+    return acc;
 }
 
-// cp.async's copies of one CUDA thread, in order of issue, with the group each belongs to.
+// ldmatrix's shared part: checks this lane's row, stages its 16 bytes, waits for the warp.
+inline WarpStage& stage_row(WarpOp op, const void* row, const char* file, int line) {
+    if ((uintptr_t)row % 16)
+        fail(op, file, line,
+             "lane " + std::to_string(lane()) + "'s row address " + address(row) + " is not 16-byte aligned");
+    if (!in_shared_memory(row, 16))
+        fail(op, file, line,
+             "lane " + std::to_string(lane()) + "'s row address " + address(row) +
+                 " is not in this block's shared memory (ldmatrix reads shared memory only)");
+    WarpStage& st = next_stage();
+    memcpy(st.rows[lane()], row, 16);
+    whole_warp(op, file, line);
+    return st;
+}
+
+// ---- cp.async: per CUDA thread, the copies issued and not yet written
+
 struct Copy {
     void* dst;
-    const void* src;
-    int bytes;
-    uint32_t group;
+    uint32_t group;  // the commit that closes it: the thread's count of commits when issued
+    alignas(16) unsigned char data[16];
 };
+struct ThreadCopies {
+    std::vector<Copy> pending;  // in issue order, so in group order; [0, done) are written
+    size_t done = 0;
+    uint32_t committed = 0;     // commit_group calls so far
+};
+// Per OS thread (one block at a time), per CUDA thread of the block.
 struct AsyncCopies {
-    std::vector<std::vector<Copy>> pending;  // per thread of the block
-    std::vector<uint32_t> open_group;        // per thread: the group its next copy joins
+    std::vector<ThreadCopies> threads;
     uint64_t block = ~0ull;
 };
 inline AsyncCopies& async_copies() {
     static thread_local AsyncCopies a;
-    const dim3 d = current_block->launch->block;
-    const size_t threads = (size_t)d.x * d.y * d.z;
-    if (a.block != current_block->generation) {  // a new block: nothing in flight
-        if (a.pending.size() < threads) a.pending.resize(threads);
-        for (auto& p : a.pending) p.clear();
-        a.open_group.assign(threads, 0);
-        a.block = current_block->generation;
-    }
     return a;
 }
+// This CUDA thread's copies, after a reset when a new block starts (capacity is kept).
+inline ThreadCopies& my_copies() {
+    AsyncCopies& a = async_copies();
+    if (a.block != current_block->generation) {
+        unsigned threads = block_threads();
+        if (a.threads.size() < threads) a.threads.resize(threads);
+        for (ThreadCopies& t : a.threads) t.pending.clear(), t.done = 0, t.committed = 0;
+        a.block = current_block->generation;
+    }
+    return a.threads[current_lane->id];
+}
+// Writes this thread's copies of the groups before `group` (all of them: ~0u).
+inline void retire_before(ThreadCopies& t, uint32_t group) {
+    while (t.done < t.pending.size() && t.pending[t.done].group < group) {
+        const Copy& c = t.pending[t.done++];
+        memcpy(c.dst, c.data, 16);
+    }
+    if (t.done == t.pending.size()) {
+        t.pending.clear(), t.done = 0;
+    } else if (t.done >= 64 && 2 * t.done >= t.pending.size()) {  // a pipeline never drains: compact
+        t.pending.erase(t.pending.begin(), t.pending.begin() + (ptrdiff_t)t.done), t.done = 0;
+    }
+}
+// exec.h calls this as each CUDA thread returns from the kernel.
+inline void complete_at_exit() {
+    AsyncCopies& a = async_copies();
+    if (a.block != current_block->generation) return;  // no cp.async in this block
+    retire_before(a.threads[current_lane->id], ~0u);
+}
+inline const bool exit_hook_installed = (on_thread_exit = &complete_at_exit, true);
 
-}  // namespace detail
+}  // namespace ptx_detail
 
-// c (16×8 float32) += a (16×16 bf16) · b (16×8 bf16).
+namespace ptx {
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: c (16×8) += a (16×16) · b (16×8).
 inline void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
                            const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
-    using namespace wmma_detail;
-    Staging& s = staging(block_threads());
-    float* A = s.matrices[next_slot(s)].data() + (size_t)warp() * 3 * ELEMENTS;  // 16×16, row-major
-    float* B = A + ELEMENTS;                                                      // 16×8 (k × n), row-major
-    const int g = (int)lane() / 4, i = (int)lane() % 4;
-    for (int half = 0; half < 2; half++) {  // a[0], a[1] at k 2i.., a[2], a[3] at k 2i+8..
-        const int k = 2 * i + 8 * half;
-        A[g * 16 + k] = detail::low(a[2 * half]), A[g * 16 + k + 1] = detail::high(a[2 * half]);
-        A[(g + 8) * 16 + k] = detail::low(a[2 * half + 1]), A[(g + 8) * 16 + k + 1] = detail::high(a[2 * half + 1]);
-        B[k * 8 + g] = detail::low(b[half]), B[(k + 1) * 8 + g] = detail::high(b[half]);
+    using namespace ptx_detail;
+    WarpStage& st = next_stage();
+    const unsigned g = lane() / 4, i = lane() % 4;
+    // this lane's registers to their places (the layouts at the top)
+    const uint16_t a_half[4][2] = {{lo(a[0]), hi(a[0])}, {lo(a[1]), hi(a[1])}, {lo(a[2]), hi(a[2])},
+                                   {lo(a[3]), hi(a[3])}};
+    const unsigned a_row[4] = {g, g + 8, g, g + 8}, a_k[4] = {2 * i, 2 * i, 2 * i + 8, 2 * i + 8};
+    for (int r = 0; r < 4; r++)
+        for (int h = 0; h < 2; h++) st.a[a_row[r]][a_k[r] + h] = bf16_bits_to_float(a_half[r][h]);
+    for (int r = 0; r < 2; r++) {
+        st.bt[g][2 * i + 8 * r] = bf16_bits_to_float(lo(b[r]));
+        st.bt[g][2 * i + 8 * r + 1] = bf16_bits_to_float(hi(b[r]));
     }
-    whole_warp(WarpOp::mma_sync, file, line);
-    for (int e = 0; e < 4; e++) {
-        const int row = g + 8 * (e / 2), col = 2 * i + e % 2;
-        float acc = c[e];
-        for (int k = 0; k < 16; k++) acc = fmaf(A[row * 16 + k], B[k * 8 + col], acc);
-        c[e] = acc;
-    }
+    whole_warp(WarpOp::ptx_mma, file, line);
+    // this lane's four outputs: rows g and g+8, columns 2i and 2i+1
+    c[0] = dot16(st.a[g], st.bt[2 * i], c[0]);
+    c[1] = dot16(st.a[g], st.bt[2 * i + 1], c[1]);
+    c[2] = dot16(st.a[g + 8], st.bt[2 * i], c[2]);
+    c[3] = dot16(st.a[g + 8], st.bt[2 * i + 1], c[3]);
 }
 
-namespace detail {
-// ldmatrix .x4, transposed or not: see the header.
-inline void ldmatrix(uint32_t (&r)[4], const void* row, bool trans, const char* file, int line) {
-    using namespace wmma_detail;
-    Staging& s = staging(block_threads());
-    Args* args = s.args[next_slot(s)].data() + (size_t)warp() * 32;
-    const unsigned l = lane();
-    args[l].ptr = row;
-    if ((uintptr_t)row % 16)
-        fail(WarpOp::ldmatrix, file, line,
-             "lane " + std::to_string(l) + "'s row address " + hex(row) + " is not 16-byte aligned");
-    if (!current_block->in_shared(row, 16))
-        fail(WarpOp::ldmatrix, file, line,
-             "lane " + std::to_string(l) + "'s row address " + hex(row) +
-                 " is not in the block's shared memory (ldmatrix reads shared memory only)");
-    whole_warp(WarpOp::ldmatrix, file, line);
-    for (int j = 0; j < 4; j++) {
-        uint16_t lo, hi;
-        if (!trans) {
-            const uint16_t* e = (const uint16_t*)args[8 * j + l / 4].ptr + 2 * (l % 4);
-            lo = e[0], hi = e[1];
-        } else {
-            lo = ((const uint16_t*)args[8 * j + 2 * (l % 4)].ptr)[l / 4];
-            hi = ((const uint16_t*)args[8 * j + 2 * (l % 4) + 1].ptr)[l / 4];
-        }
-        r[j] = (uint32_t)lo | (uint32_t)hi << 16;
-    }
-}
-}  // namespace detail
-
+// ldmatrix.sync.aligned.m8n8.x4.shared.b16: four 8×8 b16 matrices from shared memory.
 inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, const char* file = __builtin_FILE(),
                         int line = __builtin_LINE()) {
-    detail::ldmatrix(r, row, false, file, line);
-}
-inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row, const char* file = __builtin_FILE(),
-                              int line = __builtin_LINE()) {
-    detail::ldmatrix(r, row, true, file, line);
+    using namespace ptx_detail;
+    WarpStage& st = stage_row(WarpOp::ptx_ldmatrix, row, file, line);
+    const unsigned g = lane() / 4, i = lane() % 4;
+    for (unsigned j = 0; j < 4; j++) {
+        const uint16_t* src = st.rows[8 * j + g];  // matrix j, row g
+        r[j] = pack(src[2 * i], src[2 * i + 1]);
+    }
 }
 
-// 16 bytes to shared memory: the first src_bytes from src_global, zeros after; performed when
-// a cp_async_wait retires its group.
+// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: the same, each matrix transposed.
+inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row, const char* file = __builtin_FILE(),
+                              int line = __builtin_LINE()) {
+    using namespace ptx_detail;
+    WarpStage& st = stage_row(WarpOp::ptx_ldmatrix_trans, row, file, line);
+    const unsigned g = lane() / 4, i = lane() % 4;
+    for (unsigned j = 0; j < 4; j++)  // matrix j, rows 2i and 2i+1, column g
+        r[j] = pack(st.rows[8 * j + 2 * i][g], st.rows[8 * j + 2 * i + 1][g]);
+}
+
+// cp.async.cg.shared.global [dst], [src], 16, src_bytes: the first src_bytes of src, then
+// zeros, to dst once the group is waited for.
 inline void cp_async_16(void* dst_shared, const void* src_global, int src_bytes = 16,
                         const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
-    auto refuse = [&](const std::string& why) {
-        current_block->fail("cp.async at " + std::string(file) + ":" + std::to_string(line) + ": thread " +
-                            std::to_string(current_lane->id) + ": " + why);
-    };
+    using namespace ptx_detail;
+    const char* what = "cp.async.cg.shared.global (cp_async_16)";
     if ((uintptr_t)dst_shared % 16 || (uintptr_t)src_global % 16)
-        refuse("the addresses " + detail::hex(dst_shared) + " (shared) and " + detail::hex(src_global) +
-               " (global) must both be 16-byte aligned");
-    if (!current_block->in_shared(dst_shared, 16))
-        refuse("the destination " + detail::hex(dst_shared) + " is not in the block's shared memory");
+        fail(what, file, line,
+             "the " + std::string((uintptr_t)dst_shared % 16 ? "destination " + address(dst_shared)
+                                                             : "source " + address(src_global)) +
+                 " is not 16-byte aligned (thread " + std::to_string(current_lane->id) + ")");
     if (src_bytes < 0 || src_bytes > 16)
-        refuse("src-size " + std::to_string(src_bytes) + " is not within 0..16");
-    detail::AsyncCopies& a = detail::async_copies();
-    const unsigned me = current_lane->id;
-    a.pending[me].push_back({dst_shared, src_global, src_bytes, a.open_group[me]});
+        fail(what, file, line, "src_bytes is " + std::to_string(src_bytes) + ", not 0 to 16");
+    if (!in_shared_memory(dst_shared, 16))
+        fail(what, file, line,
+             "the destination " + address(dst_shared) + " is not in this block's shared memory (thread " +
+                 std::to_string(current_lane->id) + ")");
+    if (src_bytes > 0 && in_shared_memory(src_global, 1))
+        fail(what, file, line,
+             "the source " + address(src_global) + " is in shared memory; cp.async copies from global memory (thread " +
+                 std::to_string(current_lane->id) + ")");
+    ThreadCopies& t = my_copies();
+    t.pending.emplace_back();
+    Copy& c = t.pending.back();
+    c.dst = dst_shared, c.group = t.committed;
+    memcpy(c.data, src_global, (size_t)src_bytes);
+    memset(c.data + src_bytes, 0, 16 - (size_t)src_bytes);
 }
-// Closes this thread's group of copies issued since the last commit.
-inline void cp_async_commit(const char* = __builtin_FILE(), int = __builtin_LINE()) {
-    detail::async_copies().open_group[current_lane->id]++;
+
+// cp.async.commit_group: closes this thread's group of the copies issued since the last one.
+inline void cp_async_commit(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    (void)file, (void)line;
+    ptx_detail::my_copies().committed++;
 }
-// Performs this thread's copies of every committed group but the N newest.
+
+// cp.async.wait_group N: completes this thread's committed groups but the N newest.
 template <int N>
-inline void cp_async_wait(const char* = __builtin_FILE(), int = __builtin_LINE()) {
-    static_assert(N >= 0, "cp.async.wait_group takes a count of groups");
-    detail::AsyncCopies& a = detail::async_copies();
-    const unsigned me = current_lane->id;
-    std::vector<detail::Copy>& pending = a.pending[me];
-    const uint32_t committed = a.open_group[me];
-    size_t kept = 0;
-    for (const detail::Copy& c : pending) {
-        if (c.group + N < committed) {  // a group older than the N newest committed ones
-            memcpy(c.dst, c.src, (size_t)c.bytes);
-            memset((char*)c.dst + c.bytes, 0, 16 - (size_t)c.bytes);
-        } else {
-            pending[kept++] = c;
-        }
-    }
-    pending.resize(kept);
+inline void cp_async_wait(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    static_assert(N >= 0, "cp.async.wait_group takes a count from 0");
+    (void)file, (void)line;
+    ptx_detail::ThreadCopies& t = ptx_detail::my_copies();
+    if (t.committed > (uint32_t)N) ptx_detail::retire_before(t, t.committed - (uint32_t)N);
 }
 
 }  // namespace ptx

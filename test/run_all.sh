@@ -105,7 +105,8 @@ if [ -x ./test/test_cpu_cuda ]; then
         ./test/cpu_cuda_byok_cpu
     suite "CPU runtime for CUDA: WMMA (tensor-core fragments)" ./test/test_cpu_wmma
     suite "CPU runtime for CUDA: WMMA, shuffled fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled ./test/test_cpu_wmma
-    suite "CPU runtime for CUDA: mma.sync, ldmatrix, cp.async (documented layouts)" ./test/test_cpu_mma
+    suite "CPU runtime for CUDA: mma.sync, ldmatrix, cp.async (gpu/mma.cuh's instructions)" ./test/test_cpu_mma
+    suite "the same, race detector on (every launch under five schedules)" env CPU_CUDA_RACECHECK=1 ./test/test_cpu_mma
     suite "CPU runtime for CUDA: cuBLAS subset" ./test/test_cpu_cublas
     suite "CPU runtime for CUDA: NCCL across processes" ./test/test_cpu_nccl
     suite "fused attention on the CPU runtime, bf16 build (tensor cores: mma.sync, ldmatrix, cp.async)" \
