@@ -674,7 +674,7 @@ TEST_CASE("model and state files round-trip bit-exactly; an interrupted write ke
     for (float& x : m.adam_v) x = (float)rng.uniform();
     save_model(dir + "/model.bin", c, m.params.data());
     TrainState st{17, {2, 0, 5}, 0x1234567890abcdefull, 4096, {0xfedcba9876543210ull, 123456789012ll, 3},
-                  300, {12, 0.125, -3.5e-7}};  // a negative tr(Σ) estimate is possible early: kept as is
+                  300, {12, 0.125, -3.5e-7}, true, {}};  // a negative tr(Σ) estimate is possible early: kept as is
     save_state(dir + "/state.bin", st, m.adam_m.data(), m.adam_v.data(), m.params.size());
 
     ModelConfig back = read_model_header(dir + "/model.bin");
