@@ -24,7 +24,7 @@
 //   void upload();    host copies -> where the trainer computes (no-op on the CPU)
 //   void download();  the reverse, before a checkpoint is written; every replica calls it (with
 //                     --zero 1 it gathers the shards of the optimizer state: a collective)
-//   StepResult step(DataLoader&, const BatchPlan&, const Comm&, const AdamWConfig&,
+//   StepResult train_step(DataLoader&, const BatchPlan&, const Comm&, const AdamWConfig&,
 //                   float lr, float grad_clip, int t)    one optimizer step, t = 1, 2, ...;
 //                   calls check_finite_step(loss, grad_norm, t) before it updates the weights
 //   const float* token_losses(const int* inputs, const int* targets, int B, int T)
@@ -879,7 +879,7 @@ private:
         float lr = schedule.at(step - 1);
         StepResult r;
         try {
-            r = m->step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step);
+            r = m->train_step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step);
             check_finite_step(r.loss, r.grad_norm, step);  // for a trainer that did not check before its update
         } catch (const NonFiniteStep& e) {
             stop_non_finite(e.what(), step > start + 1);
