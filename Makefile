@@ -4,6 +4,7 @@
 #   make train_gpt_cpu  the GPU trainer on the CPU runtime (cpu_cuda/, see cpu.mk): no GPU needed
 #   make bench       CPU speed: ./train against a plain PyTorch GPT-2 of the same shape (when torch is installed)
 #   make check       per-tensor comparison of the CPU trainer with the PyTorch golden file
+#   make check-docs  reruns every command whose output README.md and docs/ quote and compares (~10 min on 2 cores)
 #   make train_gpt   GPU trainer (needs nvcc; CUDA_ARCH=90 to choose the GPU; see gpu.mk)
 #   make test_gpu    GPU tests (build here, run where there is a GPU)
 #   make bench_gpu   GPU speed: GPT-2 124M shape at T=1024
@@ -90,6 +91,12 @@ test:
 
 check: test/check_reference
 	./test/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
+
+# Every quoted output of README.md and docs/*.md against what today's code prints
+# (docs/check-docs.md). make test runs the quick part (test/test_check_docs.sh).
+.PHONY: check-docs
+check-docs: train $(if $(CPU_CUDA_OK),train_gpt_cpu)
+	python3 test/check_docs.py
 
 bench: train
 	@bash scripts/bench_cpu.sh

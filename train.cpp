@@ -869,10 +869,10 @@ struct CpuTrainer {
         }
     }
     void free_file_moments() { std::vector<float>().swap(file_m), std::vector<float>().swap(file_v); }
-    StepResult step(DataLoader& data, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt, float lr,
-                    float grad_clip, int t) {
+    StepResult train_step(DataLoader& data, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt, float lr,
+                          float grad_clip, int t) {
         free_file_moments();  // (a checkpoint's copy)
-        return train_step(m, data, plan, comm, opt, lr, grad_clip, t, measure_noise);
+        return ::train_step(m, data, plan, comm, opt, lr, grad_clip, t, measure_noise);
     }
     // Forward only: the B·T per-position losses (validation and HellaSwag, host/eval.h).
     const float* token_losses(const int* inputs, const int* targets, int B, int T) {

@@ -21,8 +21,8 @@
 // the same for its products on one GPU model).
 //
 // The kernels live in gpu/, a header per layer, each forward with its backward below it;
-// this file holds the model's buffers and the trainer that host/run.h drives, whose step()
-// reads top to bottom like train.cpp's train_step().
+// this file holds the model's buffers and the trainer that host/run.h drives, whose
+// train_step() reads top to bottom like train.cpp's.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -625,8 +625,8 @@ struct GpuTrainer {
 
     // One optimizer step: train.cpp's train_step(), on the GPU. The host waits for the GPU
     // once, for the loss and the gradient norm that the clipping decision needs.
-    StepResult step(DataLoader& loader, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt, float lr,
-                    float grad_clip, int t) {
+    StepResult train_step(DataLoader& loader, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt, float lr,
+                          float grad_clip, int t) {
         const int B = plan.B, T = plan.T;
         const size_t n = shard.padded;  // every parameter (with --zero 1, and the padding)
         // 1. zero the parameter gradients: they accumulate over the micro-batches below

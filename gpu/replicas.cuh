@@ -27,15 +27,15 @@ namespace gpu {
 
 // The value of option --name in argv ("--name VALUE" or "--name=VALUE"), or "" when absent.
 // connect() runs before the command line is parsed and needs only a few options; like the
-// parser, it knows that every option but --help takes a value, and that --dry-run may go
-// without one (host/cli.h's dry_run_alone: then it means 1, and the next word is an option).
+// parser, it knows that every option but --help takes a value, and that --dry-run and --resume may go
+// without one (host/cli.h's switch_alone: then it means 1, and the next word is an option).
 inline std::string scan_option(int argc, char** argv, const std::string& name) {
     std::string flag = "--" + name;
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i];
         if (arg.rfind(flag + "=", 0) == 0) return arg.substr(flag.size() + 1);
         if (arg == "-h" || arg == "--help" || arg.find('=') != std::string::npos) continue;
-        bool alone = dry_run_alone(argc, argv, i);
+        bool alone = switch_alone(argc, argv, i);
         if (arg == flag) return alone ? "1" : i + 1 < argc ? argv[i + 1] : "";
         if (!alone) i++;  // skip this option's value
     }
@@ -45,7 +45,7 @@ inline bool wants_help(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i];
         if (arg == "-h" || arg == "--help") return true;
-        if (arg.find('=') == std::string::npos && !dry_run_alone(argc, argv, i)) i++;
+        if (arg.find('=') == std::string::npos && !switch_alone(argc, argv, i)) i++;
     }
     return false;
 }

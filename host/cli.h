@@ -55,7 +55,7 @@ struct Config {
     int ckpt_every = 0;  // 0 = only at the end of the run (and by time, and on a signal)
     float ckpt_minutes = 30;  // also a checkpoint once this many minutes have passed since the last; 0 = off
     int keep_checkpoints = 0;  // 0 = keep every checkpoint
-    int resume = 0;
+    int resume = 0;  // 0, 1 (a checkpoint must be there) or RESUME_AUTO (continue if there is one)
     int threads = 0;  // 0 = OpenMP's default (all cores)
     int dry_run = 0;
     int replicas = 0;  // the replicas to plan for (--dry-run) or expect; 0 = the processes started
@@ -76,11 +76,16 @@ struct Config {
     std::string nccl_init_file;  // rendezvous file for jobs started without MPI (srun)
 };
 
+// --resume auto: continue from a checkpoint when --out-dir holds one, else start from step 0
+// (what a recipe that is simply run again wants); --resume 1 insists on a checkpoint.
+constexpr int RESUME_AUTO = 2;
+
 // One row of the option table. `value` points into a Config; kind says how to parse it.
 struct Option {
     const char* name;   // long name, without "--"
     char shortname;     // 0 = none
-    const char* kind;   // "int", "long", "u64", "float", "str", "bool", "batch" (int or auto), "bytes", "zero" (0 or 1)
+    const char* kind;   // "int", "long", "u64", "float", "str", "bool", "batch" (int or auto), "bytes", "zero" (0 or 1),
+                        // "resume" (0, 1 or auto)
     void* value;
     const char* help;
 };
@@ -129,7 +134,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"ckpt-every", 0, "int", &c.ckpt_every, "checkpoint every N steps; 0 = off (end, time, signal)"},
         {"ckpt-minutes", 0, "float", &c.ckpt_minutes, "also checkpoint every N minutes; 0 = off"},
         {"keep-checkpoints", 0, "int", &c.keep_checkpoints, "keep the newest N checkpoints; 0 = all"},
-        {"resume", 0, "bool", &c.resume, "continue from the latest checkpoint in --out-dir"},
+        {"resume", 0, "resume", &c.resume, "continue from the last checkpoint (auto: if any)"},
         {"threads", 0, "int", &c.threads, "CPU threads (waiting passively); 0 = the processors it may use"},
         {"dry-run", 0, "bool", &c.dry_run, "print the plan, then exit; --dry-run alone = 1"},
         {"replicas", 0, "int", &c.replicas, "R to plan for with --dry-run; 0 = the processes started"},
@@ -148,7 +153,9 @@ inline std::vector<Option> option_table(Config& c) {
 
 inline std::string option_value_string(const Option& o) {
     if (!strcmp(o.kind, "batch") && *(int*)o.value == 0) return "auto";
-    if (!strcmp(o.kind, "int") || !strcmp(o.kind, "bool") || !strcmp(o.kind, "batch") || !strcmp(o.kind, "zero"))
+    if (!strcmp(o.kind, "resume") && *(int*)o.value == RESUME_AUTO) return "auto";
+    if (!strcmp(o.kind, "int") || !strcmp(o.kind, "bool") || !strcmp(o.kind, "batch") || !strcmp(o.kind, "zero") ||
+        !strcmp(o.kind, "resume"))
         return std::to_string(*(int*)o.value);
     if (!strcmp(o.kind, "bytes")) return strf("%.0f", *(double*)o.value);
     if (!strcmp(o.kind, "long")) return std::to_string(*(long long*)o.value);
@@ -211,6 +218,12 @@ inline void parse_value(const Option& o, const char* text) {
         *(int*)o.value = text[0] - '0';
         return;
     }
+    if (!strcmp(o.kind, "resume")) {
+        if (strcmp(text, "0") && strcmp(text, "1") && strcmp(text, "auto"))
+            throw UsageError(strf("%s expects 0, 1 or auto, got '%s'", name.c_str(), text));
+        *(int*)o.value = !strcmp(text, "auto") ? RESUME_AUTO : text[0] - '0';
+        return;
+    }
     if (!strcmp(o.kind, "batch") && !strcmp(text, "auto")) {
         *(int*)o.value = 0;
         return;
@@ -269,10 +282,43 @@ inline void validate_config(const Config& c) {
     require(c.comm_timeout >= 0, strf("--comm-timeout must be >= 0 seconds (0 = wait forever), got %g", c.comm_timeout));
 }
 
-// "--dry-run" last or followed by another option means --dry-run 1: the one option that may
-// go without its value (the launch scripts take it both ways too).
-inline bool dry_run_alone(int argc, char** argv, int i) {
-    return !strcmp(argv[i], "--dry-run") && (i + 1 >= argc || argv[i + 1][0] == '-');
+// "--dry-run" or "--resume" last or followed by another option means 1: the two switches that
+// may go without their value (the launch scripts take --dry-run both ways too).
+inline bool switch_alone(int argc, char** argv, int i) {
+    return (!strcmp(argv[i], "--dry-run") || !strcmp(argv[i], "--resume")) &&
+           (i + 1 >= argc || argv[i + 1][0] == '-');
+}
+
+// Levenshtein distance, for "did you mean": a typo is usually one or two edits away.
+inline size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); j++) row[j] = j;
+    for (size_t i = 1; i <= a.size(); i++) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); j++) {
+            size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+            diagonal = up;
+        }
+    }
+    return row[b.size()];
+}
+
+// The error for an option the table does not have, with the nearest long name when it is
+// within two edits ("--step" -> "--steps", "-steps" -> "--steps").
+inline std::string unknown_option_message(const std::string& arg, const std::vector<Option>& table) {
+    std::string name = arg.substr(arg.find_first_not_of('-') == std::string::npos ? arg.size() : arg.find_first_not_of('-'));
+    name = name.substr(0, name.find('='));
+    const char* best = nullptr;
+    size_t best_distance = 3;
+    for (const Option& o : table) {
+        size_t d = edit_distance(name, o.name);
+        if (d < best_distance) best = o.name, best_distance = d;
+    }
+    if (name.size() > 1 && best)
+        return strf("unknown option '%s'; did you mean --%s? (see --help)", arg.c_str(), best);
+    return "unknown option '" + arg + "' (see --help)";
 }
 
 // Parses argv into a Config. Returns false when --help was printed.
@@ -305,8 +351,8 @@ inline bool parse_command_line(int argc, char** argv, Config& c) {
             for (const Option& o : table)
                 if (o.shortname == arg[1]) found = &o;
         }
-        if (!found) throw UsageError("unknown option '" + arg + "' (see --help)");
-        if (!has_inline_value && dry_run_alone(argc, argv, i)) {
+        if (!found) throw UsageError(unknown_option_message(arg, table));
+        if (!has_inline_value && switch_alone(argc, argv, i)) {
             value = "1";
         } else if (!has_inline_value) {
             if (i + 1 >= argc) throw UsageError(strf("%s needs a value (see --help)", arg.c_str()));

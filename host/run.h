@@ -24,7 +24,7 @@
 //   void upload();    host copies -> where the trainer computes (no-op on the CPU)
 //   void download();  the reverse, before a checkpoint is written; every replica calls it (with
 //                     --zero 1 it gathers the shards of the optimizer state: a collective)
-//   StepResult step(DataLoader&, const BatchPlan&, const Comm&, const AdamWConfig&,
+//   StepResult train_step(DataLoader&, const BatchPlan&, const Comm&, const AdamWConfig&,
 //                   float lr, float grad_clip, int t)    one optimizer step, t = 1, 2, ...;
 //                   calls check_finite_step(loss, grad_norm, t) before it updates the weights
 //   const float* token_losses(const int* inputs, const int* targets, int B, int T)
@@ -416,6 +416,7 @@ public:
         if (cfg.threads == 0) check_omp_num_threads();  // --threads, when given, overrides it
         device = device_speed(cfg.device, cfg.device_tflops, cfg.link_gbps);
         comm.set_watchdog({cfg.comm_timeout, {}});
+        check_checkpoint_to_resume();
 
         // model shape: from a checkpoint, or from the options
         mc = model_shape(cfg);
@@ -496,8 +497,8 @@ public:
         int resume_step = cfg.out_dir.empty() ? -1 : latest_checkpoint(cfg.out_dir);
         if (cfg.resume && resume_step >= 0) {
             if (!resume_from(resume_step)) return false;
-        } else if (cfg.resume) {
-            say("no checkpoint to resume from in '" + cfg.out_dir + "': starting from step 0");
+        } else if (cfg.resume == RESUME_AUTO) {
+            say("--resume auto: no checkpoint in '" + cfg.out_dir + "' yet, so a fresh run from step 0");
         } else if (resume_step >= 0 && cfg.steps > 0) {
             throw Error(strf("'%s' already holds checkpoints up to step %d; pass --resume 1 to continue that run, or "
                              "choose another --out-dir",
@@ -610,6 +611,19 @@ private:
         RunChoices made;
         for (const std::string& name : Trainer::run_time_choices()) made.entries.push_back({name, choice_option(name)});
         return made;
+    }
+
+    // --resume 1 where --out-dir holds no checkpoint stops before anything is printed: a typo in
+    // --out-dir would otherwise start the run over from step 0, said in one line of many.
+    // --resume auto is for a command that is simply run again (restore() says it starts fresh).
+    void check_checkpoint_to_resume() const {
+        if (cfg.resume != 1 || cfg.dry_run) return;
+        if (cfg.out_dir.empty())
+            throw Error("--resume 1 needs the --out-dir that holds the checkpoints, not \"\"");
+        if (latest_checkpoint(cfg.out_dir) < 0)
+            throw Error(strf("--resume 1: no checkpoint in '%s' (a model_*.bin with its state_*.bin); check --out-dir, "
+                             "or pass --resume auto to start from step 0 when there is none",
+                             cfg.out_dir.c_str()));
     }
 
     // Before memory is planned: a resumed run takes the run-time choices its checkpoint recorded
@@ -865,7 +879,7 @@ private:
         float lr = schedule.at(step - 1);
         StepResult r;
         try {
-            r = m->step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step);
+            r = m->train_step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step);
             check_finite_step(r.loss, r.grad_norm, step);  // for a trainer that did not check before its update
         } catch (const NonFiniteStep& e) {
             stop_non_finite(e.what(), step > start + 1);

@@ -9,6 +9,11 @@
 # two taking turns ROUNDS times (ours, PyTorch, ours, ...) so that a machine whose speed drifts
 # slows both alike; it prints the median of each and the median of the per-round ratios.
 #
+# The load average is printed before and after: other work on the machine slows ./train and
+# PyTorch unequally (docs/speed.md), so when the 1-minute load before was at least BENCH_MAX_LOAD
+# (default: half the processors) or after it exceeded that plus the benchmark's own threads, it
+# ends with a warning that the ratios describe a busy machine.
+#
 # With LLMC_DIR=/path/to/llm.c (a checkout where `make train_gpt2` was run and its
 # gpt2_124M.bin and tiny Shakespeare shards exist), it also times llm.c's train_gpt2.c,
 # which trains that same shape at B=4, T=64, and prints the ratio of the two.
@@ -63,6 +68,22 @@ measure() {
     ms=$o
 }
 
+load1() { cut -d' ' -f1 /proc/loadavg; }
+max_load=${BENCH_MAX_LOAD:-$(awk -v n="$threads" 'BEGIN { print n / 2 }')}
+load_before=$(load1)
+echo "load average before: $load_before (1 minute; busy from $max_load, BENCH_MAX_LOAD)"
+# at_exit: the load after, and a warning when the machine was busy (the benchmark's own threads
+# add about one per thread to the load after)
+at_exit() {
+    local after; after=$(load1)
+    echo "load average after: $after"
+    if awk -v b="$load_before" -v a="$after" -v m="$max_load" -v t="$threads" 'BEGIN { exit !(b >= m || a > m + t) }'; then
+        echo "warning: the machine was busy (load average $load_before before, $after after, on $threads processors):" \
+             "other work slows ./train and PyTorch unequally, so these figures say how the two share a busy machine," \
+             "not how they compare on a quiet one; rerun when it is quiet (docs/speed.md)"
+    fi
+}
+trap at_exit EXIT
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $threads cores," \
      "$(grep -qw avx512f /proc/cpuinfo && echo AVX-512 || { grep -qw avx2 /proc/cpuinfo && echo AVX2 || echo 'no AVX2'; })"
 echo "(median ms per step over $rounds rounds of $steps steps each, the first step of each not counted)"

@@ -66,16 +66,27 @@ take_dry_run() {
 # trainer_plan R BIN ARGS...: for a launcher's --dry-run, the trainer's own plan for R
 # replicas (memory, FLOPs, communication, and time with --device), printed by one process:
 # BIN ARGS --dry-run 1 --replicas R. Stops with the trainer's status if it rejects the run.
-# Without ./train_gpt, ./train_gpt_cpu (the same source on the CPU runtime) plans instead.
+# Without ./train_gpt, ./train_gpt_cpu (the same source on the CPU runtime, which needs the CUDA
+# toolkit's headers but no GPU) plans instead, the same memory, FLOPs and time; where it is not
+# built either, it is built first (once, a few minutes), so that a learner without a GPU who ran
+# only `make train` sees the plan too.
 trainer_plan() {
     local R=$1 bin=$2
     shift 2
-    if [ ! -x "$bin" ] && [ "$bin" = ./train_gpt ] && [ -x ./train_gpt_cpu ]; then
-        echo "plan: ./train_gpt is not built; ./train_gpt_cpu (the same source on the CPU runtime) plans instead"
-        bin=./train_gpt_cpu
+    if [ ! -x "$bin" ] && [ "$bin" = ./train_gpt ]; then
+        if [ ! -x ./train_gpt_cpu ] && [ -f Makefile ]; then
+            echo "plan: ./train_gpt is not built; building ./train_gpt_cpu (the GPU trainer's source on the CPU runtime, no GPU needed; a few minutes, once) to plan with it"
+            make -s train_gpt_cpu >/tmp/train_gpt_cpu_build.$$.log 2>&1 ||
+                echo "plan: make train_gpt_cpu failed (the last lines of its output below; it needs the CUDA toolkit's headers)"$'\n'"$(tail -3 /tmp/train_gpt_cpu_build.$$.log)"
+            rm -f /tmp/train_gpt_cpu_build.$$.log
+        fi
+        if [ -x ./train_gpt_cpu ]; then
+            echo "plan: ./train_gpt is not built; ./train_gpt_cpu (the same source on the CPU runtime) plans instead"
+            bin=./train_gpt_cpu
+        fi
     fi
     if [ ! -x "$bin" ]; then
-        echo "plan: $bin is not built, so only the batch arithmetic above (build it for memory, FLOPs and time)"
+        echo "plan: $bin is not built, so only the batch arithmetic above (build it, or make train_gpt_cpu, for memory, FLOPs and time)"
         return 0
     fi
     echo "plan ($(show "$bin") ... --dry-run 1 --replicas $R):"

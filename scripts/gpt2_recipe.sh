@@ -79,7 +79,7 @@ ARGS=(-i "$DATA_DIR/*_train_*.bin" -j "$DATA_DIR/*_val_*.bin"
     -b "$MICRO_BATCH" -t "$SEQ_LEN" -d "$TOTAL_BATCH" "${LENGTH[@]}"
     -l 6e-4 --lr-schedule cosine --warmup 700 --lr-final-frac 0.0
     --beta1 0.9 --beta2 0.95 --eps 1e-8 -c 0.1 --grad-clip 1.0 --seed 1337
-    -v 250 --val-tokens 10485760 -s 1000 -g 64 --ckpt-every 1000 --resume 1
+    -v 250 --val-tokens 10485760 -s 1000 -g 64 --ckpt-every 1000 --resume auto
     ${SHARDED[@]+"${SHARDED[@]}"} ${DEVICE_MEMORY:+--device-memory "$DEVICE_MEMORY"} ${EXTRA[@]+"${EXTRA[@]}"})
 CMD+=("$TRAIN_BIN" "${ARGS[@]}")
 

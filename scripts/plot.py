@@ -130,8 +130,9 @@ def main(argv=None):
     matplotlib.use("Agg")  # files only; no display is needed or wanted
     import matplotlib.pyplot as plt
 
-    # the noise scale's panel only when some run logged it (an accumulation or replicas)
-    noise = any(series(train, "noise_scale")[0] for _, train, _, _, _ in runs)
+    # the noise scale's panel when some run logged the field (even if every value is null: the
+    # panel then says why there is no curve rather than vanish)
+    noise = any("noise_scale" in r for _, train, _, _, _ in runs for r in train)
     fig, axes = plt.subplots(3 if noise else 2, 2, figsize=(13, 12.5 if noise else 8.5))
     ax_loss, ax_lr, ax_gn, ax_tps = axes.flat[:4]
     if noise:
@@ -141,6 +142,7 @@ def main(argv=None):
     styles = ["-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2))]  # solid, dashed, dotted, dash-dot
     markers = ["o", "s", "^", "D", "v", "x"]
     entropies = set()
+    missing = []  # runs without a noise-scale value, named in the panel
     for i, (label, train, val, entropy, batch) in enumerate(runs):
         # colour, line style and marker all change from run to run, and later runs are drawn
         # thinner: runs that train identically (the replica splits) show as interleaved dashes
@@ -164,7 +166,12 @@ def main(argv=None):
             if steps:
                 ax_noise.plot(steps, series(train, "noise_scale")[1], label=label + " noise scale", **style)
             if steps and batch:
-                ax_noise.axhline(batch, color=style["color"], ls=":", lw=1.2, label=label + " global batch")
+                # long dash, two dots: a pattern no run's curve uses (theirs are solid, dashed,
+                # dotted, dash-dot), so a curve and its batch line cannot be confused
+                ax_noise.axhline(batch, color=style["color"], ls=(0, (8, 3, 1, 3, 1, 3)), lw=1.0, alpha=0.8,
+                                 label=label + " global batch")
+            if not steps:
+                missing.append(label)
     for e in sorted(entropies):
         ax_loss.axhline(e, color="0.4", ls="--", lw=1,
                         label="built-in corpus entropy %.3f (a perfect model's loss)" % e)
@@ -182,7 +189,11 @@ def main(argv=None):
     ax_gn.set_yscale("log")  # early spikes would otherwise flatten the rest
     if noise:
         # already a moving average (--noise-ema): not smoothed again
-        ax_noise.set_title("gradient noise scale B_noise (tokens); dotted: the global batch")
+        ax_noise.set_title("gradient noise scale B_noise (tokens); dash-dot-dot: the global batch")
+        if missing:
+            ax_noise.text(0.02, 0.02, "no value for " + ", ".join(missing) + ":\nnoise scale needs accumulation or "
+                          "replicas (A or R >= 2),\nand some steps for its averages to become positive",
+                          transform=ax_noise.transAxes, fontsize=8, va="bottom")
         ax_noise.set_xlabel("step")
         ax_noise.set_ylabel("tokens")
         ax_noise.set_yscale("log")  # it grows by orders of magnitude as the loss falls

@@ -114,8 +114,11 @@ printf 'garbage\n' >"$D/garbage.id"
 
 # ---- the table: exit status | text the error line must contain | arguments after $TINY
 cases=$(cat <<EOF
-2 | unknown option '--no-such-option' | --no-such-option 3
+2 | unknown option '--no-such-option' (see --help) | --no-such-option 3
 2 | --lr needs a value | --lr
+2 | unknown option '--step'; did you mean --steps? (see --help) | --step 10
+2 | unknown option '--val-evry=5'; did you mean --val-every? | --val-evry=5
+2 | --resume expects 0, 1 or auto, got 'yes' | --resume yes
 2 | --batch-size expects an integer, got 'x' | -b x
 2 | --batch-size 99999999999 is too large (at most 2,147,483,647) | -b 99999999999
 2 | --steps expects a non-negative integer, got '-3' | -n -3
@@ -225,6 +228,8 @@ cases=$(cat <<EOF
 1 | '$D/r_past/state_00000001.bin' is at step 1, past --steps 0: pass --steps 1 or more | -n 0 --resume 1 -o $D/r_past
 1 | the checkpoint was made with a global batch of 64 tokens, this run has 128 | -n 4 --resume 1 -o $D/r_data -d 128
 1 | '$D/run' already holds checkpoints up to step 1; pass --resume 1 | -o $D/run
+1 | --resume 1: no checkpoint in '$D/typo_dir' | --resume 1 -o $D/typo_dir
+1 | --resume 1 needs the --out-dir that holds the checkpoints | --resume
 1 | --out-dir '$D/outfile' exists and is not a directory | -o $D/outfile
 1 | not writing the checkpoint of step 1: this run's updates made the weights non-finite | --lr 3.4e38 --lr-schedule constant -o $D/lr
 1 | the loss is nan at step 2 (gradient norm nan): this run's updates made the weights non-finite | --lr 3.4e38 --lr-schedule constant -n 3 -o $D/lr3
@@ -266,6 +271,16 @@ out=$(eval "$TINY --resume 1 -o $D/r_complete" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -qF "the run in '$D/r_complete' is complete (step 1 of --steps 1): nothing to do" <<<"$out"; then
     echo "PASS resuming a finished run says so"; passed=$((passed + 1))
 else echo "FAIL resuming a finished run (exit $rc): $out"; failed=$((failed + 1)); fi
+
+# --resume auto where there is no checkpoint starts fresh and says so; then, with one, it resumes
+# (and --resume alone, like --dry-run alone, means --resume 1)
+out=$(eval "$TINY --lr-schedule constant --resume auto -o $D/r_auto" 2>&1); rc=$?
+out2=$(eval "$TINY --lr-schedule constant -n 2 --resume -o $D/r_auto" 2>&1); rc2=$?
+if [ $rc -eq 0 ] && grep -qF -- "--resume auto: no checkpoint in '$D/r_auto' yet, so a fresh run from step 0" <<<"$out" &&
+   [ $rc2 -eq 0 ] && grep -qF "resumed from step 1" <<<"$out2"; then
+    echo "PASS --resume auto starts fresh and says so; --resume alone then continues from its step 1"
+    passed=$((passed + 1))
+else echo "FAIL --resume auto (exit $rc, then $rc2): $out $out2"; failed=$((failed + 1)); fi
 
 # --val-tokens that is not a whole number of sequences: the log says it was rounded down
 out=$(eval "$TINY --val-every 1 --val-tokens 33" 2>&1); rc=$?

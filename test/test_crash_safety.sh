@@ -19,7 +19,7 @@ fail() { echo "FAIL $1"; failed=$((failed + 1)); }
 # kills are aimed at.
 STEPS=32
 RUN="$TRAIN --layers 2 --heads 2 --channels 64 --max-seq-len 32768 -b 4 -t 16 --val-every 0 --sample-every 0
-     --threads 1 -n $STEPS --ckpt-every 1 --keep-checkpoints 2 --resume 1"
+     --threads 1 -n $STEPS --ckpt-every 1 --keep-checkpoints 2 --resume auto"
 
 # ---- the straight run
 $RUN -o "$work/straight" >"$work/straight.out" 2>&1 || { cat "$work/straight.out"; fail "straight run"; }

@@ -590,7 +590,7 @@ TEST_CASE("whole model: logits, loss, gradients and 10 AdamW steps match PyTorch
     AdamWConfig opt{gold.beta1, gold.beta2, gold.eps, gold.weight_decay};
     Floats losses;
     for (int s = 1; s <= gold.nsteps; s++)
-        losses.push_back(m.step(data, plan, single, opt, gold.lr, gold.grad_clip, s).loss);
+        losses.push_back(m.train_step(data, plan, single, opt, gold.lr, gold.grad_clip, s).loss);
     CHECK(norm_error(losses, gold.losses) <= tol(1e-5, GOLDEN_BF16.loss));
     m.download();
     // Adam divides by √v, which amplifies tiny gradient differences: 1e-4 in fp32 (as
@@ -648,7 +648,7 @@ static Outcome run_steps(int B, int A, int steps, float grad_clip = 0.5f, const 
     m.upload();
     Outcome o;
     for (int s = 1; s <= steps; s++) {
-        StepResult r = m.step(data, plan, single, OPT, 1e-3f, grad_clip, s);
+        StepResult r = m.train_step(data, plan, single, OPT, 1e-3f, grad_clip, s);
         o.losses.push_back(r.loss), o.norms.push_back(r.grad_norm);
     }
     o.val_loss = (float)validation_loss(m, validation_set(val, 24 * T, T, 0, 1), plan.B, single);  // 24 sequences
