@@ -8,6 +8,8 @@
 #   test/test_cpu_cuda       the runtime's own tests (execution model, runtime API)
 #   test/test_cpu_cuda_features  its cooperative groups, launch bounds, cache hints and the other
 #                            features of kernels written elsewhere
+#   test/test_cpu_cuda_surface  the CUDA of tutorials and vendor samples: device presets and every
+#                            attribute, symbols, libcu++ barriers and pipelines, occupancy, ...
 #   DIR/NAME_cpu             any single DIR/NAME.cu ("bring your own kernel"; see the rule at the end);
 #                            test/cpu_cuda_byok_cpu is one, built and run by make test
 #   test/test_cpu_wmma       its WMMA (tensor-core fragments) against float64 references
@@ -42,7 +44,7 @@ WORKBENCHES := layernorm attention_softmax attention_fused crossentropy gelu enc
 
 # what make test builds and runs
 CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/test_gpu_cpu_fp32 test/test_cpu_cuda test/test_cpu_wmma \
-                     test/test_cpu_cuda_features test/cpu_cuda_byok_cpu \
+                     test/test_cpu_cuda_features test/test_cpu_cuda_surface test/cpu_cuda_byok_cpu \
                      test/test_flash_attention_cpu test/test_flash_attention_cpu_fp32 \
                      test/test_cpu_cublas test/test_cpu_nccl $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu)
 
@@ -81,6 +83,9 @@ test/test_cpu_cuda: $(call CPU_MIRROR,test/test_cpu_cuda.cu test/cpu_cuda_test.h
 
 test/test_cpu_cuda_features: $(call CPU_MIRROR,test/test_cpu_cuda_features.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/test/test_cpu_cuda_features.cu $(CPU_CUDA_LIBS)
+
+test/test_cpu_cuda_surface: $(call CPU_MIRROR,test/test_cpu_cuda_surface.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/test/test_cpu_cuda_surface.cu $(CPU_CUDA_LIBS)
 
 test/test_cpu_wmma: $(call CPU_MIRROR,test/test_cpu_wmma.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_wmma.cu $(CPU_CUDA_LIBS)

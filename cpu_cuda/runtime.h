@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 
+#include "device_presets.h"
 #include "exec.h"
 #include "memory.h"
 #include "settings.h"
@@ -50,27 +51,86 @@ inline double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The device every process sees: compute capability 9.0 (the architecture the kernels are
-// written for), the launch limits of real hardware, and the runtime's pool as its SMs.
+// The device every process sees: the GPU of CPU_CUDA_DEVICE (device_presets.h, an H100 by
+// default), with the runtime's pool as its SMs unless CPU_CUDA_DEVICE is set, and the memory
+// cudaMalloc can really use.
+inline int preset_sm_count() { return device_preset_chosen() ? device_preset().sms : pool().size(); }
 inline cudaDeviceProp device_properties(int device) {
+    const DevicePreset& d = device_preset();
     cudaDeviceProp p;
     memset(&p, 0, sizeof p);
-    snprintf(p.name, sizeof p.name, "cpu_cuda (CUDA on the CPU, %d threads)", pool().size());
+    if (device_preset_chosen())
+        snprintf(p.name, sizeof p.name, "%s (cpu_cuda: CUDA on the CPU, %d threads)", d.name, pool().size());
+    else
+        snprintf(p.name, sizeof p.name, "cpu_cuda (CUDA on the CPU, %d threads)", pool().size());
+    for (int i = 0; i < 16; i++) p.uuid.bytes[i] = (char)(0xc0 + i + 16 * device);
     p.totalGlobalMem = memory().capacity();
-    p.sharedMemPerBlock = DEFAULT_DYNAMIC_SMEM;
-    p.sharedMemPerBlockOptin = MAX_DYNAMIC_SMEM_OPTIN;
-    p.sharedMemPerMultiprocessor = 228 << 10;
-    p.regsPerBlock = 65536;
-    p.warpSize = 32;
-    p.maxThreadsPerBlock = (int)MAX_THREADS_PER_BLOCK;
-    p.maxThreadsDim[0] = 1024, p.maxThreadsDim[1] = 1024, p.maxThreadsDim[2] = 64;
-    p.maxGridSize[0] = 2147483647, p.maxGridSize[1] = 65535, p.maxGridSize[2] = 65535;
-    p.totalConstMem = 64 << 10;
-    p.major = 9, p.minor = 0;
-    p.multiProcessorCount = pool().size();
-    p.maxThreadsPerMultiProcessor = 2048;
+    p.sharedMemPerBlock = DevicePreset::smem_per_block;
+    p.regsPerBlock = d.regs_per_block;
+    p.warpSize = DevicePreset::warp_size;
+    p.memPitch = 2147483647;
+    p.maxThreadsPerBlock = DevicePreset::max_threads_per_block;
+    for (int i = 0; i < 3; i++) p.maxThreadsDim[i] = DevicePreset::max_block_dim[i], p.maxGridSize[i] = DevicePreset::max_grid_dim[i];
+    p.totalConstMem = DevicePreset::const_memory;
+    p.major = d.major, p.minor = d.minor;
+    p.textureAlignment = 512, p.texturePitchAlignment = 32, p.surfaceAlignment = 512;
+    p.multiProcessorCount = preset_sm_count();
+    p.canMapHostMemory = 1;
+    // texture and surface limits (the Programming Guide's table; the runtime has no textures)
+    p.maxTexture1D = 131072, p.maxTexture1DMipmap = 32768;
+    p.maxTexture2D[0] = 131072, p.maxTexture2D[1] = 65536;
+    p.maxTexture2DMipmap[0] = p.maxTexture2DMipmap[1] = 32768;
+    p.maxTexture2DLinear[0] = 131072, p.maxTexture2DLinear[1] = 65000, p.maxTexture2DLinear[2] = 2097120;
+    p.maxTexture2DGather[0] = p.maxTexture2DGather[1] = 32768;
+    p.maxTexture3D[0] = p.maxTexture3D[1] = p.maxTexture3D[2] = 16384;
+    p.maxTexture3DAlt[0] = p.maxTexture3DAlt[1] = 8192, p.maxTexture3DAlt[2] = 32768;
+    p.maxTextureCubemap = 32768;
+    p.maxTexture1DLayered[0] = 32768, p.maxTexture1DLayered[1] = 2048;
+    p.maxTexture2DLayered[0] = p.maxTexture2DLayered[1] = 32768, p.maxTexture2DLayered[2] = 2048;
+    p.maxTextureCubemapLayered[0] = 32768, p.maxTextureCubemapLayered[1] = 2046;
+    p.maxSurface1D = 32768;
+    p.maxSurface2D[0] = 131072, p.maxSurface2D[1] = 65536;
+    p.maxSurface3D[0] = p.maxSurface3D[1] = p.maxSurface3D[2] = 16384;
+    p.maxSurface1DLayered[0] = 32768, p.maxSurface1DLayered[1] = 2048;
+    p.maxSurface2DLayered[0] = p.maxSurface2DLayered[1] = 32768, p.maxSurface2DLayered[2] = 2048;
+    p.maxSurfaceCubemap = 32768;
+    p.maxSurfaceCubemapLayered[0] = 32768, p.maxSurfaceCubemapLayered[1] = 2046;
+    p.concurrentKernels = 1;
+    p.pciBusID = device + 1, p.pciDeviceID = 0, p.pciDomainID = 0;
+    p.asyncEngineCount = d.copy_engines;
     p.unifiedAddressing = 1;
-    p.pciBusID = device + 1;
+    p.memoryBusWidth = d.memory_bus_bits;
+    p.l2CacheSize = d.l2_bytes;
+    // cc >= 8.0 can set aside up to 3/4 of L2 for persisting accesses (A100: 30 of 40 MB)
+    p.persistingL2CacheMaxSize = d.major >= 8 ? d.l2_bytes / 4 * 3 : 0;
+    p.maxThreadsPerMultiProcessor = d.max_threads_per_sm;
+    p.streamPrioritiesSupported = 1;
+    p.globalL1CacheSupported = 1, p.localL1CacheSupported = 1;
+    p.sharedMemPerMultiprocessor = (size_t)d.smem_per_sm;
+    p.regsPerMultiprocessor = d.regs_per_sm;
+    p.managedMemory = 1;
+    p.computePreemptionSupported = 1;
+    p.cooperativeLaunch = 1;
+    p.sharedMemPerBlockOptin = (size_t)d.smem_per_block_optin;
+    p.maxBlocksPerMultiProcessor = d.max_blocks_per_sm;
+    p.accessPolicyMaxWindowSize = d.major >= 8 ? 134213632 : 0;  // (what an A100 or H100 reports)
+    p.reservedSharedMemPerBlock = (size_t)d.reserved_smem_per_block;
+    p.hostRegisterSupported = 1;
+    p.memoryPoolsSupported = 1;
+    p.clusterLaunch = d.major >= 9;
+#if CUDART_VERSION >= 13000  // (fields of recent toolkits)
+    p.deviceNumaId = -1, p.hostNumaId = -1;
+    p.gpuPciDeviceID = d.pci_id();
+#endif
+#if CUDART_VERSION < 13000  // fields CUDA 13 removed from cudaDeviceProp (the attributes remain)
+    p.clockRate = d.clock_khz;
+    p.memoryClockRate = d.memory_clock_khz;
+    p.deviceOverlap = 1;
+    p.computeMode = cudaComputeModeDefault;
+    p.maxTexture1DLinear = 1 << 27;
+    p.cooperativeMultiDeviceLaunch = 1;
+    p.singleToDoublePrecisionPerfRatio = d.fp32_per_fp64;
+#endif
     return p;
 }
 
@@ -191,21 +251,139 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     *prop = cpu_cuda::device_properties(device);
     return cudaSuccess;
 }
+// Every attribute CUDA defines, from the same figures as cudaGetDeviceProperties (those the
+// struct no longer carries in CUDA 13, clocks and compute mode, from the preset directly).
+// The reserved numbers answer cudaErrorInvalidValue, as CUDA's do.
 inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
     if (!value) return cpu_cuda::set_error(cudaErrorInvalidValue);
     if (device < 0 || device >= cpu_cuda::settings().devices) return cpu_cuda::set_error(cudaErrorInvalidDevice);
-    cudaDeviceProp p = cpu_cuda::device_properties(device);
+    const cudaDeviceProp p = cpu_cuda::device_properties(device);
+    const cpu_cuda::DevicePreset& d = cpu_cuda::device_preset();
+    int v;
     switch (attr) {
-        case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
-        case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
-        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
-        case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
-        case cudaDevAttrWarpSize: *value = p.warpSize; break;
-        case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
-        case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
-        case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
-        default: return cpu_cuda::set_error(cudaErrorInvalidValue);
+        case cudaDevAttrMaxThreadsPerBlock: v = p.maxThreadsPerBlock; break;
+        case cudaDevAttrMaxBlockDimX: v = p.maxThreadsDim[0]; break;
+        case cudaDevAttrMaxBlockDimY: v = p.maxThreadsDim[1]; break;
+        case cudaDevAttrMaxBlockDimZ: v = p.maxThreadsDim[2]; break;
+        case cudaDevAttrMaxGridDimX: v = p.maxGridSize[0]; break;
+        case cudaDevAttrMaxGridDimY: v = p.maxGridSize[1]; break;
+        case cudaDevAttrMaxGridDimZ: v = p.maxGridSize[2]; break;
+        case cudaDevAttrMaxSharedMemoryPerBlock: v = (int)p.sharedMemPerBlock; break;
+        case cudaDevAttrTotalConstantMemory: v = (int)p.totalConstMem; break;
+        case cudaDevAttrWarpSize: v = p.warpSize; break;
+        case cudaDevAttrMaxPitch: v = (int)p.memPitch; break;
+        case cudaDevAttrMaxRegistersPerBlock: v = p.regsPerBlock; break;
+        case cudaDevAttrClockRate: v = d.clock_khz; break;
+        case cudaDevAttrTextureAlignment: v = (int)p.textureAlignment; break;
+        case cudaDevAttrGpuOverlap: v = 1; break;
+        case cudaDevAttrMultiProcessorCount: v = p.multiProcessorCount; break;
+        case cudaDevAttrKernelExecTimeout: v = 0; break;  // a compute GPU without a display
+        case cudaDevAttrIntegrated: v = p.integrated; break;
+        case cudaDevAttrCanMapHostMemory: v = p.canMapHostMemory; break;
+        case cudaDevAttrComputeMode: v = cudaComputeModeDefault; break;
+        case cudaDevAttrMaxTexture1DWidth: v = p.maxTexture1D; break;
+        case cudaDevAttrMaxTexture2DWidth: v = p.maxTexture2D[0]; break;
+        case cudaDevAttrMaxTexture2DHeight: v = p.maxTexture2D[1]; break;
+        case cudaDevAttrMaxTexture3DWidth: v = p.maxTexture3D[0]; break;
+        case cudaDevAttrMaxTexture3DHeight: v = p.maxTexture3D[1]; break;
+        case cudaDevAttrMaxTexture3DDepth: v = p.maxTexture3D[2]; break;
+        case cudaDevAttrMaxTexture2DLayeredWidth: v = p.maxTexture2DLayered[0]; break;
+        case cudaDevAttrMaxTexture2DLayeredHeight: v = p.maxTexture2DLayered[1]; break;
+        case cudaDevAttrMaxTexture2DLayeredLayers: v = p.maxTexture2DLayered[2]; break;
+        case cudaDevAttrSurfaceAlignment: v = (int)p.surfaceAlignment; break;
+        case cudaDevAttrConcurrentKernels: v = p.concurrentKernels; break;
+        case cudaDevAttrEccEnabled: v = p.ECCEnabled; break;
+        case cudaDevAttrPciBusId: v = p.pciBusID; break;
+        case cudaDevAttrPciDeviceId: v = p.pciDeviceID; break;
+        case cudaDevAttrTccDriver: v = p.tccDriver; break;
+        case cudaDevAttrMemoryClockRate: v = d.memory_clock_khz; break;
+        case cudaDevAttrGlobalMemoryBusWidth: v = p.memoryBusWidth; break;
+        case cudaDevAttrL2CacheSize: v = p.l2CacheSize; break;
+        case cudaDevAttrMaxThreadsPerMultiProcessor: v = p.maxThreadsPerMultiProcessor; break;
+        case cudaDevAttrAsyncEngineCount: v = p.asyncEngineCount; break;
+        case cudaDevAttrUnifiedAddressing: v = p.unifiedAddressing; break;
+        case cudaDevAttrMaxTexture1DLayeredWidth: v = p.maxTexture1DLayered[0]; break;
+        case cudaDevAttrMaxTexture1DLayeredLayers: v = p.maxTexture1DLayered[1]; break;
+        case cudaDevAttrMaxTexture2DGatherWidth: v = p.maxTexture2DGather[0]; break;
+        case cudaDevAttrMaxTexture2DGatherHeight: v = p.maxTexture2DGather[1]; break;
+        case cudaDevAttrMaxTexture3DWidthAlt: v = p.maxTexture3DAlt[0]; break;
+        case cudaDevAttrMaxTexture3DHeightAlt: v = p.maxTexture3DAlt[1]; break;
+        case cudaDevAttrMaxTexture3DDepthAlt: v = p.maxTexture3DAlt[2]; break;
+        case cudaDevAttrPciDomainId: v = p.pciDomainID; break;
+        case cudaDevAttrTexturePitchAlignment: v = (int)p.texturePitchAlignment; break;
+        case cudaDevAttrMaxTextureCubemapWidth: v = p.maxTextureCubemap; break;
+        case cudaDevAttrMaxTextureCubemapLayeredWidth: v = p.maxTextureCubemapLayered[0]; break;
+        case cudaDevAttrMaxTextureCubemapLayeredLayers: v = p.maxTextureCubemapLayered[1]; break;
+        case cudaDevAttrMaxSurface1DWidth: v = p.maxSurface1D; break;
+        case cudaDevAttrMaxSurface2DWidth: v = p.maxSurface2D[0]; break;
+        case cudaDevAttrMaxSurface2DHeight: v = p.maxSurface2D[1]; break;
+        case cudaDevAttrMaxSurface3DWidth: v = p.maxSurface3D[0]; break;
+        case cudaDevAttrMaxSurface3DHeight: v = p.maxSurface3D[1]; break;
+        case cudaDevAttrMaxSurface3DDepth: v = p.maxSurface3D[2]; break;
+        case cudaDevAttrMaxSurface1DLayeredWidth: v = p.maxSurface1DLayered[0]; break;
+        case cudaDevAttrMaxSurface1DLayeredLayers: v = p.maxSurface1DLayered[1]; break;
+        case cudaDevAttrMaxSurface2DLayeredWidth: v = p.maxSurface2DLayered[0]; break;
+        case cudaDevAttrMaxSurface2DLayeredHeight: v = p.maxSurface2DLayered[1]; break;
+        case cudaDevAttrMaxSurface2DLayeredLayers: v = p.maxSurface2DLayered[2]; break;
+        case cudaDevAttrMaxSurfaceCubemapWidth: v = p.maxSurfaceCubemap; break;
+        case cudaDevAttrMaxSurfaceCubemapLayeredWidth: v = p.maxSurfaceCubemapLayered[0]; break;
+        case cudaDevAttrMaxSurfaceCubemapLayeredLayers: v = p.maxSurfaceCubemapLayered[1]; break;
+        case cudaDevAttrMaxTexture1DLinearWidth: v = 1 << 27; break;
+        case cudaDevAttrMaxTexture2DLinearWidth: v = p.maxTexture2DLinear[0]; break;
+        case cudaDevAttrMaxTexture2DLinearHeight: v = p.maxTexture2DLinear[1]; break;
+        case cudaDevAttrMaxTexture2DLinearPitch: v = p.maxTexture2DLinear[2]; break;
+        case cudaDevAttrMaxTexture2DMipmappedWidth: v = p.maxTexture2DMipmap[0]; break;
+        case cudaDevAttrMaxTexture2DMipmappedHeight: v = p.maxTexture2DMipmap[1]; break;
+        case cudaDevAttrComputeCapabilityMajor: v = p.major; break;
+        case cudaDevAttrComputeCapabilityMinor: v = p.minor; break;
+        case cudaDevAttrMaxTexture1DMipmappedWidth: v = p.maxTexture1DMipmap; break;
+        case cudaDevAttrStreamPrioritiesSupported: v = p.streamPrioritiesSupported; break;
+        case cudaDevAttrGlobalL1CacheSupported: v = p.globalL1CacheSupported; break;
+        case cudaDevAttrLocalL1CacheSupported: v = p.localL1CacheSupported; break;
+        case cudaDevAttrMaxSharedMemoryPerMultiprocessor: v = (int)p.sharedMemPerMultiprocessor; break;
+        case cudaDevAttrMaxRegistersPerMultiprocessor: v = p.regsPerMultiprocessor; break;
+        case cudaDevAttrManagedMemory: v = p.managedMemory; break;
+        case cudaDevAttrIsMultiGpuBoard: v = p.isMultiGpuBoard; break;
+        case cudaDevAttrMultiGpuBoardGroupID: v = device; break;
+        case cudaDevAttrHostNativeAtomicSupported: v = p.hostNativeAtomicSupported; break;
+        case cudaDevAttrSingleToDoublePrecisionPerfRatio: v = d.fp32_per_fp64; break;
+        case cudaDevAttrPageableMemoryAccess: v = p.pageableMemoryAccess; break;
+        case cudaDevAttrConcurrentManagedAccess: v = p.concurrentManagedAccess; break;
+        case cudaDevAttrComputePreemptionSupported: v = p.computePreemptionSupported; break;
+        case cudaDevAttrCanUseHostPointerForRegisteredMem: v = p.canUseHostPointerForRegisteredMem; break;
+        case cudaDevAttrCooperativeLaunch: v = p.cooperativeLaunch; break;
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin: v = (int)p.sharedMemPerBlockOptin; break;
+        case cudaDevAttrCanFlushRemoteWrites: v = 0; break;
+        case cudaDevAttrHostRegisterSupported: v = p.hostRegisterSupported; break;
+        case cudaDevAttrPageableMemoryAccessUsesHostPageTables: v = p.pageableMemoryAccessUsesHostPageTables; break;
+        case cudaDevAttrDirectManagedMemAccessFromHost: v = p.directManagedMemAccessFromHost; break;
+        case cudaDevAttrMaxBlocksPerMultiprocessor: v = p.maxBlocksPerMultiProcessor; break;
+        case cudaDevAttrMaxPersistingL2CacheSize: v = p.persistingL2CacheMaxSize; break;
+        case cudaDevAttrMaxAccessPolicyWindowSize: v = p.accessPolicyMaxWindowSize; break;
+        case cudaDevAttrReservedSharedMemoryPerBlock: v = (int)p.reservedSharedMemPerBlock; break;
+        case cudaDevAttrSparseCudaArraySupported: v = 0; break;
+        case cudaDevAttrHostRegisterReadOnlySupported: v = 0; break;
+        case cudaDevAttrTimelineSemaphoreInteropSupported: v = 0; break;
+        case cudaDevAttrMemoryPoolsSupported: v = p.memoryPoolsSupported; break;
+        case cudaDevAttrGPUDirectRDMASupported: v = 0; break;
+        case cudaDevAttrGPUDirectRDMAFlushWritesOptions: v = 0; break;
+        case cudaDevAttrGPUDirectRDMAWritesOrdering: v = 0; break;
+        case cudaDevAttrMemoryPoolSupportedHandleTypes: v = 0; break;
+        case cudaDevAttrClusterLaunch: v = p.clusterLaunch; break;
+        case cudaDevAttrDeferredMappingCudaArraySupported: v = 0; break;
+        default:
+            // Attributes newer toolkits added, by number (an older toolkit lacks their names)
+            switch ((int)attr) {
+                case 126: v = d.major >= 9 ? 4 : 1; break;  // memory sync domains (Hopper has 4)
+                case 131: case 134: v = -1; break;          // the GPU's and the host's NUMA node: none
+                case 139: v = (int)d.pci_id(); break;
+                case 125: case 130: case 133: case 135: case 138: case 140: case 142: case 143: case 144: case 147:
+                    v = 0;  // IPC events, NUMA config, MPS, CIG interop, subsystem id, host memory pools: no
+                    break;
+                default: return cpu_cuda::set_error(cudaErrorInvalidValue);  // reserved or unknown, as CUDA
+            }
     }
+    *value = v;
     return cudaSuccess;
 }
 inline cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {

@@ -99,6 +99,8 @@ if [ -x ./test/test_cpu_cuda ]; then
     suite "CPU runtime for CUDA: execution model and runtime API" ./test/test_cpu_cuda
     suite "CPU runtime for CUDA: cooperative groups and other features of kernels from elsewhere" \
         ./test/test_cpu_cuda_features
+    suite "CPU runtime for CUDA: the CUDA of tutorials and vendor samples (device presets, symbols, libcu++, ...)" \
+        ./test/test_cpu_cuda_surface
     suite "CPU runtime for CUDA: a workbench-style .cu built with the one-line rule (make NAME_cpu)" \
         ./test/cpu_cuda_byok_cpu
     suite "the same, race detector on (cooperative groups under five schedules)" env CPU_CUDA_RACECHECK=1 \

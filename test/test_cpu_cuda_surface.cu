@@ -1,0 +1,144 @@
+// Tests of the CPU runtime (cpu_cuda/) on the CUDA that tutorials and vendor samples are
+// written in, beyond what the trainer needs: every device attribute, from a preset GPU
+// (CPU_CUDA_DEVICE); the rewrite of a string continued with backslash-newline and of the
+// other forms of shared and launch syntax; libcu++'s barrier and pipeline with memcpy_async;
+// symbols (__constant__ and __device__ variables) with cudaMemcpyToSymbol; the smaller
+// runtime calls (profiler, host registration, occupancy, function attributes, stream-ordered
+// allocation); cuBLAS's old helpers and more GEMM forms; cooperative groups' grid_group,
+// coalesced groups and tiles over 32 threads; atomicInc, atomicDec and umin.
+//
+// Every expected value comes from the CUDA Runtime API reference, the CUDA C++ Programming
+// Guide (its compute-capability table for the device figures) or NVIDIA's datasheets,
+// written here by hand, or from simple host loops; never from the runtime's own tables.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu_cuda_test.h"
+
+// ----------------------------------------------------------------------------
+// Device figures: each preset GPU's, from its datasheet and the Programming Guide's table
+
+struct Expected {
+    const char* key;
+    int major, minor, sms, threads_per_sm, blocks_per_sm, smem_per_sm_kb, optin_kb, reserved, l2_mb, bus_bits,
+        clock_mhz;
+};
+static const Expected expected_gpus[] = {
+    {"t4", 7, 5, 40, 1024, 16, 64, 64, 0, 4, 256, 1590},
+    {"v100", 7, 0, 80, 2048, 32, 96, 96, 0, 6, 4096, 1530},
+    {"a10", 8, 6, 72, 1536, 16, 100, 99, 1024, 6, 384, 1695},
+    {"rtx4090", 8, 9, 128, 1536, 24, 100, 99, 1024, 72, 384, 2520},
+    {"a100", 8, 0, 108, 2048, 32, 164, 163, 1024, 40, 5120, 1410},
+    {"h100", 9, 0, 132, 2048, 32, 228, 227, 1024, 50, 5120, 1980},
+};
+
+static int attr(cudaDeviceAttr a) {
+    int v = -12345;
+    CHECK(cudaDeviceGetAttribute(&v, a, 0) == cudaSuccess);
+    return v;
+}
+
+// Run by the case below in a child process, once per CPU_CUDA_DEVICE value (the preset is read
+// once per process); alone, it checks the default.
+TEST_CASE("device figures: the GPU CPU_CUDA_DEVICE names") {
+    cudaDeviceProp p;
+    REQUIRE(cudaGetDeviceProperties(&p, 0) == cudaSuccess);  // (first: a bad name stops the program here)
+    const char* key = getenv("CPU_CUDA_DEVICE");
+    const Expected* e = nullptr;
+    for (const Expected& x : expected_gpus)
+        if (strcmp(x.key, key ? key : "h100") == 0) e = &x;
+    REQUIRE(e);
+    CHECK(p.major == e->major);
+    CHECK(p.minor == e->minor);
+    if (key) {
+        CHECK(p.multiProcessorCount == e->sms);
+    } else {  // unset: the runtime's own thread count, as before presets (docs/cpu-runtime.md says why)
+        CHECK(p.multiProcessorCount == cpu_cuda::pool().size());
+    }
+    CHECK(attr(cudaDevAttrMultiProcessorCount) == p.multiProcessorCount);
+    CHECK(p.maxThreadsPerMultiProcessor == e->threads_per_sm);
+    CHECK(attr(cudaDevAttrMaxThreadsPerMultiProcessor) == e->threads_per_sm);
+    CHECK(p.maxBlocksPerMultiProcessor == e->blocks_per_sm);
+    CHECK(attr(cudaDevAttrMaxBlocksPerMultiprocessor) == e->blocks_per_sm);
+    CHECK(p.sharedMemPerMultiprocessor == (size_t)e->smem_per_sm_kb * 1024);
+    CHECK(attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor) == e->smem_per_sm_kb * 1024);
+    CHECK(p.sharedMemPerBlockOptin == (size_t)e->optin_kb * 1024);
+    CHECK(attr(cudaDevAttrMaxSharedMemoryPerBlockOptin) == e->optin_kb * 1024);
+    CHECK(attr(cudaDevAttrReservedSharedMemoryPerBlock) == e->reserved);
+    CHECK(p.sharedMemPerBlock == 48 * 1024);
+    CHECK(attr(cudaDevAttrMaxSharedMemoryPerBlock) == 48 * 1024);
+    CHECK(p.regsPerBlock == 65536);
+    CHECK(p.regsPerMultiprocessor == 65536);
+    CHECK(attr(cudaDevAttrMaxRegistersPerBlock) == 65536);
+    CHECK(attr(cudaDevAttrMaxRegistersPerMultiprocessor) == 65536);
+    CHECK(p.l2CacheSize == e->l2_mb << 20);
+    CHECK(attr(cudaDevAttrL2CacheSize) == e->l2_mb << 20);
+    CHECK(attr(cudaDevAttrGlobalMemoryBusWidth) == e->bus_bits);
+    CHECK(attr(cudaDevAttrClockRate) == e->clock_mhz * 1000);  // kHz
+    CHECK(attr(cudaDevAttrComputeCapabilityMajor) == e->major);
+    CHECK(attr(cudaDevAttrComputeCapabilityMinor) == e->minor);
+    CHECK(attr(cudaDevAttrClusterLaunch) == (e->major >= 9));
+    // the limits every one of these GPUs shares
+    CHECK(attr(cudaDevAttrComputeMode) == cudaComputeModeDefault);
+    CHECK(attr(cudaDevAttrMaxThreadsPerBlock) == 1024);
+    CHECK(attr(cudaDevAttrMaxBlockDimX) == 1024);
+    CHECK(attr(cudaDevAttrMaxBlockDimZ) == 64);
+    CHECK(attr(cudaDevAttrMaxGridDimX) == 2147483647);
+    CHECK(attr(cudaDevAttrMaxGridDimY) == 65535);
+    CHECK(attr(cudaDevAttrWarpSize) == 32);
+    CHECK(attr(cudaDevAttrTotalConstantMemory) == 65536);
+    CHECK(attr(cudaDevAttrCooperativeLaunch) == 1);
+    CHECK(attr(cudaDevAttrConcurrentKernels) == 1);
+    CHECK(attr(cudaDevAttrUnifiedAddressing) == 1);
+    CHECK(attr(cudaDevAttrMemoryPoolsSupported) == 1);
+    CHECK(contains(p.name, "cpu_cuda"));
+}
+
+TEST_CASE("device figures: every preset, every attribute") {
+    for (const Expected& e : expected_gpus) {
+        CAPTURE(e.key);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("CPU_CUDA_DEVICE", e.key, 1);
+            int quiet = open("/dev/null", 1);
+            dup2(quiet, 1);
+            execl("/proc/self/exe", "test_cpu_cuda_surface", "--test-case=device figures: the GPU*", (char*)nullptr);
+            _exit(127);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    }
+    // an unknown name stops the program with the list
+    std::string err;
+    int status = in_child(
+        [] {
+            setenv("CPU_CUDA_DEVICE", "k80", 1);
+            dup2(open("/dev/null", 1), 1);
+            execl("/proc/self/exe", "test_cpu_cuda_surface", "--test-case=device figures: the GPU*", (char*)nullptr);
+        },
+        &err);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 2));
+    CHECK(contains(err, "CPU_CUDA_DEVICE='k80' is not valid: expected one of t4 v100 a10 rtx4090 a100 h100"));
+    // every attribute CUDA defines answers; a reserved number or one past the last does not
+    for (int a = 1; a <= 150; a++) {
+        bool reserved = a == 44 || (a >= 92 && a <= 94) || a == 96 || (a >= 102 && a <= 105) || a == 107 ||
+                        a == 110 || (a >= 122 && a <= 124) || (a >= 127 && a <= 129) || a == 132 || a == 136 ||
+                        a == 137 || a == 141 || a == 145 || a == 146 || a > 147;
+        int v = -12345;
+        CAPTURE(a);
+        CHECK((cudaDeviceGetAttribute(&v, (cudaDeviceAttr)a, 0) == cudaSuccess) == !reserved);
+    }
+    cudaGetLastError();
+    int v;
+    CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrWarpSize, 99) == cudaErrorInvalidDevice);
+    cudaGetLastError();
+}
