@@ -18,7 +18,8 @@
 //       -> __global__ void  k(float* x) { ::cpu_cuda::kernel_entry("k", __FILE__, __LINE__, 256); ...
 //       (every kernel's body starts with kernel_entry: it fails a launch beyond the launch
 //       bounds, and a kernel called from host code as a function, with a message)
-// Comments, string and character literals are skipped. No line is added or removed, and
+// Comments, string and character literals are skipped (a literal may continue on the next line
+// after a backslash, as the preprocessor's line splicing allows). No line is added or removed, and
 // the output starts with #line 1 "SOURCE", so compiler errors and gdb name the real file
 // and line.
 #include <cctype>
@@ -177,7 +178,10 @@ class Rewriter {
         }
         char quote = s_[j++];
         while (j < s_.size() && s_[j] != quote) {
-            if (s_[j] == '\\') j++;
+            if (s_[j] == '\\') {  // an escape, or a backslash-newline that continues the literal
+                j += s_.compare(j + 1, 2, "\r\n") == 0 ? 3 : 2;
+                continue;
+            }
             if (s_[j] == '\n') die(path_, line_, "unterminated literal");
             j++;
         }

@@ -142,3 +142,28 @@ TEST_CASE("device figures: every preset, every attribute") {
     CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrWarpSize, 99) == cudaErrorInvalidDevice);
     cudaGetLastError();
 }
+
+// ----------------------------------------------------------------------------
+// The rewrite step: a string literal continued with backslash-newline (phase 2 of translation
+// splices the lines), in host code and in a kernel with a launch after it
+
+static const char* const continued = "first: %d\n\
+second: %d\n";
+
+__global__ void continued_string_kernel(int* out) {
+    const char* s = "ab\
+cd";
+    int n = 0;
+    while (s[n]) n++;
+    out[threadIdx.x] = n;
+}
+
+TEST_CASE("rewrite: a string literal continued on the next line with a backslash") {
+    char buf[64];
+    snprintf(buf, sizeof buf, continued, 1, 2);
+    CHECK(std::string(buf) == "first: 1\nsecond: 2\n");
+    Dev<int> out(4);
+    continued_string_kernel<<<1, 4>>>(out.p);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    CHECK(out.host() == std::vector<int>{4, 4, 4, 4});
+}
