@@ -61,7 +61,8 @@ struct Launch {
     const void* bound;
 };
 
-enum class LaneState : uint8_t { unstarted, running, ready, at_barrier, in_collective, exited };
+enum class LaneState : uint8_t { unstarted, running, ready, at_barrier, in_collective, exited,
+                                 sleeping };  // sleeping: on an object until wake(it) (libcu++ barriers)
 enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp, activemask,
                                wmma_fill, wmma_load, wmma_store, wmma_mma };  // wmma_*: votes, as ballot (wmma.h)
 inline const char* warp_op_name(WarpOp op) {
@@ -89,6 +90,8 @@ struct Lane {
     int b, c;           // shuffle operand (source lane, delta or lane mask) and clamp/segment
     int pred;
     const char* label;  // the cooperative-groups call behind it, or null
+    const void* sleeps_on;  // LaneState::sleeping: the object it waits for (sleep_on)
+    const char* sleep_what;  // and what that is, for a deadlock's message
     alignas(16) unsigned char value[16];
     alignas(16) unsigned char result[16];
 };
@@ -265,6 +268,24 @@ class Block {
         unsigned mask;
         memcpy(&mask, me.result, sizeof mask);
         return mask;
+    }
+
+    // Waiting on an object of the block's (a libcu++ barrier's phase, a pipeline's stage): the
+    // thread sleeps until another calls wake(obj), then checks its condition again. If no
+    // thread can run while some sleep, that is a deadlock, reported with where they sleep.
+    void sleep_on(const void* obj, const char* what, const char* file, int line) {
+        Lane& me = *current_lane;
+        me.state = LaneState::sleeping, me.sleeps_on = obj, me.sleep_what = what, me.file = file, me.line = line;
+        check_converged(me.id / 32);
+        transfer(me.fiber);
+    }
+    void wake(const void* obj) {
+        for (unsigned id : order_) {
+            Lane& l = lanes_[id];
+            if (l.state != LaneState::sleeping || l.sleeps_on != obj) continue;
+            l.state = LaneState::ready;
+            ready_.push_back((int)id);
+        }
     }
 
     // Abandons the block with an error: its threads never run again.
@@ -579,6 +600,8 @@ class Block {
         for (const Lane& l : lanes_) {
             if (l.state == LaneState::at_barrier)
                 where[strf_("at __syncthreads (%s:%d)", l.file, l.line)].push_back(l.id);
+            else if (l.state == LaneState::sleeping)
+                where[strf_("in %s (%s:%d)", l.sleep_what, l.file, l.line)].push_back(l.id);
             else if (l.state == LaneState::in_collective)
                 where[strf_("in %s (%s:%d) with mask 0x%08x", op_label(l.op, l.label), l.file, l.line, l.mask)]
                     .push_back(l.id);

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <cooperative_groups.h>
+
 #include "cpu_cuda_test.h"
 
 // ----------------------------------------------------------------------------
@@ -166,4 +168,185 @@ TEST_CASE("rewrite: a string literal continued on the next line with a backslash
     continued_string_kernel<<<1, 4>>>(out.p);
     CHECK(cudaGetLastError() == cudaSuccess);
     CHECK(out.host() == std::vector<int>{4, 4, 4, 4});
+}
+
+// ----------------------------------------------------------------------------
+// libcu++: cuda::barrier, cuda::pipeline, cuda::memcpy_async, cuda::aligned_size_t
+
+#include <cuda/barrier>
+#include <cuda/pipeline>
+
+// Each block sums 4 tiles of 64 floats, each tile copied into shared memory with memcpy_async
+// completing on a block barrier; the barrier's phase orders the copy before the reads.
+__global__ void barrier_tiles(float* out, const float* in) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    alignas(16) __shared__ float tile[64];
+    if (threadIdx.x == 0) init(&bar, blockDim.x);
+    __syncthreads();
+    float acc = 0;
+    for (int t = 0; t < 4; t++) {
+        const float* src = in + (blockIdx.x * 4 + t) * 64;
+        if (threadIdx.x == 0) cuda::memcpy_async(tile, src, cuda::aligned_size_t<16>(sizeof tile), bar);
+        bar.arrive_and_wait();
+        acc += tile[threadIdx.x];
+        auto token = bar.arrive();  // everyone has read the tile before the next copy
+        bar.wait(std::move(token));
+    }
+    out[blockIdx.x * 64 + threadIdx.x] = acc;
+}
+
+// Warp 0 produces, warp 1 consumes, through a barrier of 64 expected arrivals; then warp 1
+// drops out and warp 0 alone completes the next phases.
+__global__ void barrier_drop(int* out) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    __shared__ int value[32];
+    if (threadIdx.x == 0) init(&bar, 64);
+    __syncthreads();
+    if (threadIdx.x < 32) value[threadIdx.x] = threadIdx.x * 3;
+    bar.arrive_and_wait();
+    if (threadIdx.x >= 32) {
+        out[threadIdx.x - 32] = value[threadIdx.x - 32];
+        bar.arrive_and_drop();
+        return;
+    }
+    bar.arrive_and_wait();  // phase 1: 64 arrivals (32 of them drops)
+    bar.arrive_and_wait();  // phase 2: the 32 that remain
+    out[32 + threadIdx.x] = 1;
+}
+
+// A thread's own two-stage pipeline: stage k+1's copy is in flight while stage k is summed
+__global__ void pipeline_thread_scope(float* out, const float* in, int stages) {
+    __shared__ float buf[2][32];
+    auto pipe = cuda::make_pipeline();
+    int t = threadIdx.x;
+    pipe.producer_acquire();
+    cuda::memcpy_async(&buf[0][t], &in[t], sizeof(float), pipe);
+    pipe.producer_commit();
+    float acc = 0;
+    for (int s = 0; s < stages; s++) {
+        if (s + 1 < stages) {
+            pipe.producer_acquire();
+            cuda::memcpy_async(&buf[(s + 1) % 2][t], &in[(s + 1) * 32 + t], sizeof(float), pipe);
+            pipe.producer_commit();
+        }
+        cuda::pipeline_consumer_wait_prior<1>(pipe);
+        if (s + 1 == stages) pipe.consumer_wait();
+        acc += buf[s % 2][t];
+        pipe.consumer_release();
+    }
+    out[t] = acc;
+}
+
+// A block's pipeline: each thread copies the element its neighbour will read
+__global__ void pipeline_block_scope(float* out, const float* in, int stages) {
+    auto block = cooperative_groups::this_thread_block();
+    __shared__ cuda::pipeline_shared_state<cuda::thread_scope_block, 2> state;
+    __shared__ float buf[2][64];
+    auto pipe = cuda::make_pipeline(block, &state);
+    int t = threadIdx.x;
+    float acc = 0;
+    for (int s = 0; s < stages; s++) {
+        pipe.producer_acquire();
+        cuda::memcpy_async(&buf[s % 2][t], &in[s * 64 + t], sizeof(float), pipe);
+        pipe.producer_commit();
+        pipe.consumer_wait();
+        acc += buf[s % 2][(t + 1) % 64];
+        pipe.consumer_release();
+    }
+    out[t] = acc;
+}
+
+__global__ void misaligned_memcpy_async(float* out, const float* in) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    alignas(16) __shared__ float tile[8];
+    if (threadIdx.x == 0) init(&bar, blockDim.x);
+    __syncthreads();
+    if (threadIdx.x == 0) cuda::memcpy_async(tile, in + 1, cuda::aligned_size_t<16>(16), bar);  // MISALIGNED
+    bar.arrive_and_wait();
+    out[threadIdx.x] = tile[threadIdx.x];
+}
+__global__ void barrier_short(float* out) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    if (threadIdx.x == 0) init(&bar, blockDim.x + 1);  // one more than will ever arrive
+    __syncthreads();
+    bar.arrive_and_wait();  // NEVER COMPLETES
+    out[threadIdx.x] = 1;
+}
+__global__ void barrier_too_many(float* out) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    if (threadIdx.x == 0) init(&bar, 2);
+    __syncthreads();
+    if (threadIdx.x == 0) (void)bar.arrive(3);  // TOO MANY: three arrivals at once, two expected
+    out[threadIdx.x] = 1;
+}
+
+static int line_of(const std::string& text) {
+    FILE* f = fopen(__FILE__, "r");
+    REQUIRE(f);
+    char buf[1024];
+    int line = 0, found = 0;
+    while (!found && fgets(buf, sizeof buf, f)) line++, found = strstr(buf, text.c_str()) ? line : 0;
+    fclose(f);
+    REQUIRE(found > 0);
+    return found;
+}
+
+TEST_CASE("libcu++: barrier with memcpy_async, arrive/wait tokens, arrive_and_drop") {
+    std::vector<float> h(2 * 4 * 64);
+    for (size_t i = 0; i < h.size(); i++) h[i] = (float)(i % 97) * 0.5f;
+    Dev<float> in(h), out(2 * 64);
+    barrier_tiles<<<2, 64>>>(out.p, in.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> got = out.host();
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 64; i++) {
+            float want = 0;
+            for (int t = 0; t < 4; t++) want += h[(b * 4 + t) * 64 + i];
+            CHECK(got[b * 64 + i] == want);
+        }
+    Dev<int> iout(64);
+    barrier_drop<<<1, 64>>>(iout.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<int> ig = iout.host();
+    for (int i = 0; i < 32; i++) CHECK(ig[i] == 3 * i);
+    for (int i = 32; i < 64; i++) CHECK(ig[i] == 1);
+}
+
+TEST_CASE("libcu++: pipelines of a thread and of a block") {
+    const int stages = 5;
+    std::vector<float> h(stages * 64);
+    for (size_t i = 0; i < h.size(); i++) h[i] = (float)i;
+    Dev<float> in(h), out(64);
+    pipeline_thread_scope<<<1, 32>>>(out.p, in.p, stages);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> got = out.host();
+    for (int t = 0; t < 32; t++) {
+        float want = 0;
+        for (int s = 0; s < stages; s++) want += h[s * 32 + t];
+        CHECK(got[t] == want);
+    }
+    pipeline_block_scope<<<1, 64>>>(out.p, in.p, stages);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    got = out.host();
+    for (int t = 0; t < 64; t++) {
+        float want = 0;
+        for (int s = 0; s < stages; s++) want += h[s * 64 + (t + 1) % 64];
+        CHECK(got[t] == want);
+    }
+}
+
+TEST_CASE("libcu++: misaligned memcpy_async, a barrier never completed, too many arrivals") {
+    Dev<float> in(64), out(64);
+    std::string err = capture_stderr([&] { misaligned_memcpy_async<<<1, 8>>>(out.p, in.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "cuda::memcpy_async at " + std::string(__FILE__) + ":" +
+                            std::to_string(line_of("// MISALIGNED")) + ": cuda::aligned_size_t<16> promises"));
+    err = capture_stderr([&] { barrier_short<<<1, 32>>>(out.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "deadlock: threads 0-31 wait in cuda::barrier::wait (" + std::string(__FILE__) + ":" +
+                            std::to_string(line_of("// NEVER COMPLETES"))));
+    err = capture_stderr([&] { barrier_too_many<<<1, 2>>>(out.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "cuda::barrier::arrive at " + std::string(__FILE__) + ":" +
+                            std::to_string(line_of("// TOO MANY")) + ": update 3 with 2 of 2 arrivals still expected"));
 }
