@@ -20,6 +20,8 @@
 #include "settings.h"
 #include "streams.h"
 
+#include <cuda_profiler_api.h>
+
 // The toolkit declares these handle types but leaves them opaque: the runtime defines them.
 struct CUstream_st {
     unsigned flags;
@@ -599,3 +601,282 @@ inline cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) {
 }
 inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }  // (nothing was made)
 inline cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }
+
+// ----------------------------------------------------------------------------
+// Symbols: __constant__ and __device__ variables. Without nvcc they are ordinary globals of
+// the program (the toolkit's headers define __constant__ and __device__ as nothing for a host
+// compiler), which kernels here read directly; these calls copy into and out of them. The
+// C++ forms (a variable, not its address: what programs write) know the symbol's size, so a
+// count or offset beyond it fails with cudaErrorInvalidValue and a line naming the call's file
+// and line, where a GPU would write past it. (The C forms, given only an address, cannot check.)
+
+namespace cpu_cuda {
+inline cudaError_t symbol_copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, bool to_symbol,
+                               const char* call, cudaStream_t stream = nullptr) {
+    if (!valid_stream(stream)) return set_error(cudaErrorInvalidResourceHandle);
+    if (count == 0) return cudaSuccess;
+    if (!dst || !src) return set_error(cudaErrorInvalidValue);
+    const void* other = to_symbol ? src : dst;  // the operand that is not the symbol
+    if (kind == cudaMemcpyDefault) kind = memory().is_device(other) ? cudaMemcpyDeviceToDevice
+                                          : to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    if (kind != cudaMemcpyDeviceToDevice && kind != (to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost))
+        return set_error(cudaErrorInvalidMemcpyDirection);
+    DeviceAccess access;
+    if (kind == cudaMemcpyDeviceToDevice && !check_range(other, count, call, to_symbol ? "source" : "destination"))
+        return set_error(cudaErrorInvalidValue);
+    memmove(dst, src, count);
+    return cudaSuccess;
+}
+inline cudaError_t symbol_range(size_t symbol_bytes, size_t count, size_t offset, const char* call, const char* file,
+                                int line) {
+    if (offset <= symbol_bytes && count <= symbol_bytes - offset) return cudaSuccess;
+    fprintf(stderr, "cpu_cuda: %s at %s:%d: %zu bytes at offset %zu run past the end of the symbol (%zu bytes)\n",
+            call, file, line, count, offset, symbol_bytes);
+    return set_error(cudaErrorInvalidValue);
+}
+}  // namespace cpu_cuda
+
+inline cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                                      cudaMemcpyKind kind) {
+    if (!symbol) return cpu_cuda::set_error(cudaErrorInvalidSymbol);
+    return cpu_cuda::symbol_copy((char*)symbol + offset, src, count, kind, true, "cudaMemcpyToSymbol");
+}
+inline cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
+                                        cudaMemcpyKind kind) {
+    if (!symbol) return cpu_cuda::set_error(cudaErrorInvalidSymbol);
+    return cpu_cuda::symbol_copy(dst, (const char*)symbol + offset, count, kind, false, "cudaMemcpyFromSymbol");
+}
+inline cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count, size_t offset,
+                                           cudaMemcpyKind kind, cudaStream_t stream) {
+    if (!symbol) return cpu_cuda::set_error(cudaErrorInvalidSymbol);
+    return cpu_cuda::symbol_copy((char*)symbol + offset, src, count, kind, true, "cudaMemcpyToSymbolAsync", stream);
+}
+inline cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
+                                             cudaMemcpyKind kind, cudaStream_t stream) {
+    if (!symbol) return cpu_cuda::set_error(cudaErrorInvalidSymbol);
+    return cpu_cuda::symbol_copy(dst, (const char*)symbol + offset, count, kind, false, "cudaMemcpyFromSymbolAsync",
+                                 stream);
+}
+template <class T>
+cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t count, size_t offset = 0,
+                               cudaMemcpyKind kind = cudaMemcpyHostToDevice, const char* file = __builtin_FILE(),
+                               int line = __builtin_LINE()) {
+    if (cudaError_t e = cpu_cuda::symbol_range(sizeof(T), count, offset, "cudaMemcpyToSymbol", file, line)) return e;
+    return cudaMemcpyToSymbol((const void*)&symbol, src, count, offset, kind);
+}
+template <class T>
+cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t count, size_t offset = 0,
+                                 cudaMemcpyKind kind = cudaMemcpyDeviceToHost, const char* file = __builtin_FILE(),
+                                 int line = __builtin_LINE()) {
+    if (cudaError_t e = cpu_cuda::symbol_range(sizeof(T), count, offset, "cudaMemcpyFromSymbol", file, line)) return e;
+    return cudaMemcpyFromSymbol(dst, (const void*)&symbol, count, offset, kind);
+}
+template <class T>
+cudaError_t cudaMemcpyToSymbolAsync(const T& symbol, const void* src, size_t count, size_t offset = 0,
+                                    cudaMemcpyKind kind = cudaMemcpyHostToDevice, cudaStream_t stream = 0,
+                                    const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    if (cudaError_t e = cpu_cuda::symbol_range(sizeof(T), count, offset, "cudaMemcpyToSymbolAsync", file, line))
+        return e;
+    return cudaMemcpyToSymbolAsync((const void*)&symbol, src, count, offset, kind, stream);
+}
+template <class T>
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const T& symbol, size_t count, size_t offset = 0,
+                                      cudaMemcpyKind kind = cudaMemcpyDeviceToHost, cudaStream_t stream = 0,
+                                      const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    if (cudaError_t e = cpu_cuda::symbol_range(sizeof(T), count, offset, "cudaMemcpyFromSymbolAsync", file, line))
+        return e;
+    return cudaMemcpyFromSymbolAsync(dst, (const void*)&symbol, count, offset, kind, stream);
+}
+template <class T>
+cudaError_t cudaGetSymbolSize(size_t* size, const T&) {
+    if (!size) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    *size = sizeof(T);
+    return cudaSuccess;
+}
+
+// ----------------------------------------------------------------------------
+// The profiler, device flags and host memory registration
+
+inline cudaError_t cudaProfilerStart() { return cudaSuccess; }  // (no profiler to start: nothing to record)
+inline cudaError_t cudaProfilerStop() { return cudaSuccess; }
+
+namespace cpu_cuda {
+inline unsigned& device_flags() {
+    static unsigned flags = cudaDeviceScheduleAuto;
+    return flags;
+}
+}  // namespace cpu_cuda
+// The flags are recorded and answered back; scheduling and mapping mean nothing here (host
+// memory is always mapped). Unknown bits, or two scheduling policies at once, are refused.
+inline cudaError_t cudaSetDeviceFlags(unsigned int flags) {
+    const unsigned known = cudaDeviceScheduleMask | cudaDeviceMapHost | cudaDeviceLmemResizeToMax;
+    unsigned schedule = flags & cudaDeviceScheduleMask;
+    if ((flags & ~known) || (schedule & (schedule - 1))) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    cpu_cuda::device_flags() = flags | cudaDeviceMapHost;  // (CUDA reports MapHost as always set)
+    return cudaSuccess;
+}
+inline cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
+    if (!flags) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    *flags = cpu_cuda::device_flags() | cudaDeviceMapHost;
+    return cudaSuccess;
+}
+// The range becomes pinned host memory: kernels may be given pointers into it (cudaHostGetDevicePointer
+// answers the same address, as with unified addressing) and async copies from it are queued.
+inline cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+    if (!ptr || size == 0 || (flags & ~15u)) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (!cpu_cuda::memory().register_host(ptr, size)) {
+        fprintf(stderr, "cpu_cuda: cudaHostRegister(%p, %zu): overlaps memory already registered or allocated (%s)\n",
+                ptr, size, cpu_cuda::memory().describe(ptr).c_str());
+        return cpu_cuda::set_error(cudaErrorHostMemoryAlreadyRegistered);
+    }
+    return cudaSuccess;
+}
+inline cudaError_t cudaHostUnregister(void* ptr) {
+    cpu_cuda::settle();  // queued copies may still read it
+    if (!cpu_cuda::memory().unregister_host(ptr)) return cpu_cuda::set_error(cudaErrorHostMemoryNotRegistered);
+    return cudaSuccess;
+}
+inline cudaError_t cudaHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned int flags) {
+    if (!device_ptr || flags) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    const cpu_cuda::Allocation* a = cpu_cuda::memory().find(host_ptr);
+    if (!a || a->device) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    *device_ptr = host_ptr;
+    return cudaSuccess;
+}
+
+// ----------------------------------------------------------------------------
+// Occupancy and function attributes, from the preset GPU's figures (device_presets.h). What
+// only the compiler knows, the runtime cannot: it counts a kernel as using 32 registers per
+// thread (then registers never limit a block of up to 1024 threads on these GPUs) and no static
+// shared memory; the dynamic shared memory asked for and the block size do limit, as CUDA's
+// occupancy calculator computes (warps, blocks and shared memory per SM, per-block reserve
+// included).
+
+namespace cpu_cuda {
+constexpr int ASSUMED_REGISTERS_PER_THREAD = 32;
+inline size_t kernel_smem_limit(const void* func) {
+    std::lock_guard<std::mutex> lock(smem_limits_mutex());
+    auto it = smem_limits().find(func);
+    return it != smem_limits().end() ? it->second : DEFAULT_DYNAMIC_SMEM;
+}
+inline int blocks_per_sm(int block_size, size_t dynamic_smem) {
+    const DevicePreset& d = device_preset();
+    int warps = (block_size + 31) / 32;
+    int by_threads = d.max_threads_per_sm / (warps * 32);
+    int by_regs = d.regs_per_sm / (warps * 32 * ASSUMED_REGISTERS_PER_THREAD);
+    size_t per_block = dynamic_smem + (size_t)d.reserved_smem_per_block;
+    int by_smem = per_block ? (int)((size_t)d.smem_per_sm / per_block) : d.max_blocks_per_sm;
+    return std::max(0, std::min({d.max_blocks_per_sm, by_threads, by_regs, by_smem}));
+}
+}  // namespace cpu_cuda
+
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const void* func, int block_size,
+                                                                          size_t dynamic_smem, unsigned int) {
+    if (!blocks || block_size <= 0) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (!func) return cpu_cuda::set_error(cudaErrorInvalidDeviceFunction);
+    if (block_size > cpu_cuda::DevicePreset::max_threads_per_block || dynamic_smem > cpu_cuda::kernel_smem_limit(func)) {
+        *blocks = 0;  // (CUDA: a launch that could not run at all has no resident blocks)
+        return cudaSuccess;
+    }
+    *blocks = cpu_cuda::blocks_per_sm(block_size, dynamic_smem);
+    return cudaSuccess;
+}
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int block_size,
+                                                                 size_t dynamic_smem) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, func, block_size, dynamic_smem, 0);
+}
+template <class T>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, T* func, int block_size, size_t dynamic_smem) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, (const void*)func, block_size, dynamic_smem);
+}
+// (cudaOccupancyMaxPotentialBlockSize and its variants are the toolkit's own, in cuda_runtime.h:
+// host code that asks the calls above and the device's attributes.)
+inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
+    if (!attr) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (!func) return cpu_cuda::set_error(cudaErrorInvalidDeviceFunction);
+    const cpu_cuda::DevicePreset& d = cpu_cuda::device_preset();
+    memset(attr, 0, sizeof *attr);
+    attr->maxThreadsPerBlock = cpu_cuda::DevicePreset::max_threads_per_block;
+    attr->numRegs = cpu_cuda::ASSUMED_REGISTERS_PER_THREAD;
+    attr->maxDynamicSharedSizeBytes = (int)cpu_cuda::kernel_smem_limit(func);
+    attr->ptxVersion = attr->binaryVersion = d.major * 10 + d.minor;
+    attr->preferredShmemCarveout = -1;
+    return cudaSuccess;
+}
+template <class T>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* func) {
+    return cudaFuncGetAttributes(attr, (const void*)func);
+}
+
+// ----------------------------------------------------------------------------
+// The stream-ordered allocator: streams here run their work in order, at once, so an
+// allocation on a stream is an allocation now, and a free on a stream waits for what the
+// stream has queued. Pools keep their attributes (a release threshold, ...) for the program
+// to read back; memory is never held back in them.
+
+struct CUmemPoolHandle_st {
+    cudaMemPoolProps props;
+    unsigned long long release_threshold = 0;
+    int flags[3] = {1, 1, 0};  // reuse follow event dependencies, allow opportunistic, allow internal dependencies
+};
+namespace cpu_cuda {
+inline cudaMemPool_t default_mem_pool() {
+    static CUmemPoolHandle_st pool{};
+    return &pool;
+}
+}  // namespace cpu_cuda
+inline cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t stream) {
+    if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    return cudaMalloc(p, bytes);
+}
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
+    if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    return cudaFree(p);
+}
+inline cudaError_t cudaMallocFromPoolAsync(void** p, size_t bytes, cudaMemPool_t pool, cudaStream_t stream) {
+    if (!pool) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    return cudaMallocAsync(p, bytes, stream);
+}
+inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
+    if (!pool) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (device < 0 || device >= cpu_cuda::settings().devices) return cpu_cuda::set_error(cudaErrorInvalidDevice);
+    *pool = cpu_cuda::default_mem_pool();
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* pool, int device) { return cudaDeviceGetDefaultMemPool(pool, device); }
+inline cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
+    if (!pool || !props) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    *pool = new CUmemPoolHandle_st{};
+    (*pool)->props = *props;
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
+    if (!pool || pool == cpu_cuda::default_mem_pool()) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    delete pool;
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t) {
+    return pool ? cudaSuccess : cpu_cuda::set_error(cudaErrorInvalidValue);
+}
+inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+    if (!pool || !value) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    switch (attr) {
+        case cudaMemPoolAttrReleaseThreshold: pool->release_threshold = *(unsigned long long*)value; return cudaSuccess;
+        case cudaMemPoolReuseFollowEventDependencies: pool->flags[0] = *(int*)value; return cudaSuccess;
+        case cudaMemPoolReuseAllowOpportunistic: pool->flags[1] = *(int*)value; return cudaSuccess;
+        case cudaMemPoolReuseAllowInternalDependencies: pool->flags[2] = *(int*)value; return cudaSuccess;
+        default: return cpu_cuda::set_error(cudaErrorInvalidValue);  // the statistics are read-only
+    }
+}
+inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+    if (!pool || !value) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    switch (attr) {
+        case cudaMemPoolAttrReleaseThreshold: *(unsigned long long*)value = pool->release_threshold; return cudaSuccess;
+        case cudaMemPoolReuseFollowEventDependencies: *(int*)value = pool->flags[0]; return cudaSuccess;
+        case cudaMemPoolReuseAllowOpportunistic: *(int*)value = pool->flags[1]; return cudaSuccess;
+        case cudaMemPoolReuseAllowInternalDependencies: *(int*)value = pool->flags[2]; return cudaSuccess;
+        default:  // reserved and used memory: the pool holds none beyond what is allocated
+            *(unsigned long long*)value = 0;
+            return cudaSuccess;
+    }
+}

@@ -350,3 +350,213 @@ TEST_CASE("libcu++: misaligned memcpy_async, a barrier never completed, too many
     CHECK(contains(err, "cuda::barrier::arrive at " + std::string(__FILE__) + ":" +
                             std::to_string(line_of("// TOO MANY")) + ": update 3 with 2 of 2 arrivals still expected"));
 }
+
+// ----------------------------------------------------------------------------
+// Symbols: __constant__ and __device__ variables filled and read with cudaMemcpy*Symbol
+
+__constant__ float poly[4];    // coefficients, c0 + c1 x + c2 x² + c3 x³
+__device__ int hits;           // a counter the kernel updates
+__device__ float table[8];
+
+__global__ void eval_poly(float* out, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    out[i] = poly[0] + x[i] * (poly[1] + x[i] * (poly[2] + x[i] * poly[3]));
+    atomicAdd(&hits, 1);
+    if (i < 8) table[i] = 2.0f * x[i];
+}
+
+TEST_CASE("symbols: cudaMemcpyToSymbol and cudaMemcpyFromSymbol, with offsets and checks") {
+    const float c[4] = {1.0f, -2.0f, 0.5f, 0.25f};
+    REQUIRE(cudaMemcpyToSymbol(poly, c, sizeof c) == cudaSuccess);
+    const int zero = 0;
+    REQUIRE(cudaMemcpyToSymbol(hits, &zero, sizeof zero) == cudaSuccess);
+    const float c3 = 0.125f;  // replace the last coefficient through an offset
+    REQUIRE(cudaMemcpyToSymbol(poly, &c3, sizeof c3, 3 * sizeof(float)) == cudaSuccess);
+    std::vector<float> hx(100);
+    for (int i = 0; i < 100; i++) hx[i] = (float)i / 16 - 3;
+    Dev<float> x(hx), out(100);
+    eval_poly<<<4, 32>>>(out.p, x.p, 100);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> got = out.host();
+    for (int i = 0; i < 100; i++) CHECK(got[i] == 1.0f + hx[i] * (-2.0f + hx[i] * (0.5f + hx[i] * 0.125f)));
+    int h = -1;
+    REQUIRE(cudaMemcpyFromSymbol(&h, hits, sizeof h) == cudaSuccess);
+    CHECK(h == 100);
+    float back[2];  // from the device into the host, then device to device through an offset
+    REQUIRE(cudaMemcpyFromSymbol(back, table, sizeof back, 6 * sizeof(float)) == cudaSuccess);
+    CHECK(back[0] == 2 * hx[6]);
+    CHECK(back[1] == 2 * hx[7]);
+    Dev<float> d(8);
+    REQUIRE(cudaMemcpyFromSymbol(d.p, table, 8 * sizeof(float), 0, cudaMemcpyDeviceToDevice) == cudaSuccess);
+    CHECK(d.host()[5] == 2 * hx[5]);
+    size_t size = 0;
+    CHECK(cudaGetSymbolSize(&size, poly) == cudaSuccess);
+    CHECK(size == 4 * sizeof(float));
+    // the wrong size, an offset past the end, a direction that cannot be
+    std::string err = capture_stderr([&] {
+        CHECK(cudaMemcpyToSymbol(poly, c, sizeof c, sizeof(float)) == cudaErrorInvalidValue);  // SYMBOL OVERRUN
+    });
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+    CHECK(contains(err, "cudaMemcpyToSymbol at " + std::string(__FILE__) + ":" +
+                            std::to_string(line_of("// SYMBOL OVERRUN")) +
+                            ": 16 bytes at offset 4 run past the end of the symbol (16 bytes)"));
+    err = capture_stderr([&] { CHECK(cudaMemcpyFromSymbol(&h, hits, 8) == cudaErrorInvalidValue); });
+    CHECK(contains(err, "8 bytes at offset 0 run past the end of the symbol (4 bytes)"));
+    CHECK(cudaMemcpyToSymbol(poly, c, sizeof c, 0, cudaMemcpyDeviceToHost) == cudaErrorInvalidMemcpyDirection);
+    cudaGetLastError();
+}
+
+// ----------------------------------------------------------------------------
+// The smaller runtime calls of samples: profiler, device flags, host registration, occupancy,
+// function attributes, the stream-ordered allocator; cuBLAS's vector and matrix helpers
+
+__global__ void add_one(float* p, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) p[i] += 1.0f;
+}
+
+TEST_CASE("profiler, device flags, host registration") {
+    CHECK(cudaProfilerStart() == cudaSuccess);
+    CHECK(cudaProfilerStop() == cudaSuccess);
+    CHECK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) == cudaSuccess);
+    unsigned flags = 0;
+    CHECK(cudaGetDeviceFlags(&flags) == cudaSuccess);
+    CHECK((flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync);
+    CHECK((flags & cudaDeviceMapHost));
+    CHECK(cudaSetDeviceFlags(cudaDeviceScheduleSpin | cudaDeviceScheduleYield) == cudaErrorInvalidValue);
+    CHECK(cudaSetDeviceFlags(0x100000) == cudaErrorInvalidValue);
+    cudaGetLastError();
+    cudaSetDeviceFlags(cudaDeviceScheduleAuto);
+
+    std::vector<float> host(1000, 2.0f);
+    REQUIRE(cudaHostRegister(host.data(), host.size() * sizeof(float), cudaHostRegisterDefault) == cudaSuccess);
+    float* dp = nullptr;
+    REQUIRE(cudaHostGetDevicePointer((void**)&dp, host.data(), 0) == cudaSuccess);
+    CHECK(dp == host.data());
+    add_one<<<4, 256>>>(dp, 1000);  // a kernel may use registered host memory
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    CHECK(host[999] == 3.0f);
+    std::string err = capture_stderr([&] {
+        CHECK(cudaHostRegister(host.data() + 10, 40, 0) == cudaErrorHostMemoryAlreadyRegistered);
+    });
+    CHECK(contains(err, "overlaps memory already registered"));
+    CHECK(cudaHostUnregister(host.data()) == cudaSuccess);
+    CHECK(cudaHostUnregister(host.data()) == cudaErrorHostMemoryNotRegistered);
+    err = capture_stderr([&] { add_one<<<1, 32>>>(host.data(), 32); });  // no longer pinned
+    CHECK(cudaGetLastError() == cudaErrorIllegalAddress);
+    CHECK(contains(err, "which is not device memory"));
+}
+
+TEST_CASE("occupancy and function attributes, from the preset GPU (H100 unless CPU_CUDA_DEVICE says)") {
+    // By the Programming Guide's figures for compute capability 9.0: 2048 threads, 32 blocks,
+    // 228 KB of shared memory per SM, 1 KB of it reserved per block
+    int blocks = -1;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 256, 0) == cudaSuccess);
+    CHECK(blocks == 8);  // 2048 / 256
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 32, 0) == cudaSuccess);
+    CHECK(blocks == 32);  // the blocks-per-SM limit
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 100, 0) == cudaSuccess);
+    CHECK(blocks == 16);  // 100 threads take 4 warps: 2048 / 128
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 128, 40 * 1024) == cudaSuccess);
+    CHECK(blocks == 5);  // 228 KB / (40 KB + 1 KB)
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 128, 64 * 1024) == cudaSuccess);
+    CHECK(blocks == 0);  // beyond the 48 KB a kernel may use without opting in
+    CHECK(cudaFuncSetAttribute(add_one, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024) == cudaSuccess);
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 128, 100 * 1024) == cudaSuccess);
+    CHECK(blocks == 2);  // 228 / 101
+    int min_grid = 0, block = 0;
+    CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, add_one) == cudaSuccess);
+    CHECK(block == 1024);  // 2 blocks of 1024 fill an SM; the largest such size wins
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    CHECK(min_grid == 2 * sms);
+    CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, add_one, 0, 200) == cudaSuccess);
+    CHECK(block == 128);  // 16 blocks of 128 = 2048 threads; 160 and 192 keep fewer resident
+    CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, add_one, 60 * 1024) == cudaSuccess);
+    CHECK(block == 1024);  // 3 blocks of (60 + 1) KB fit, but at most 2 of 1024 threads
+    cudaFuncAttributes fa;
+    CHECK(cudaFuncGetAttributes(&fa, add_one) == cudaSuccess);
+    CHECK(fa.maxThreadsPerBlock == 1024);
+    CHECK(fa.maxDynamicSharedSizeBytes == 100 * 1024);
+    CHECK(fa.binaryVersion == 90);
+}
+
+TEST_CASE("the stream-ordered allocator and memory pools") {
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    float* p = nullptr;
+    REQUIRE(cudaMallocAsync((void**)&p, 256 * sizeof(float), s) == cudaSuccess);
+    CHECK(cudaMemsetAsync(p, 0, 256 * sizeof(float), s) == cudaSuccess);
+    add_one<<<1, 256, 0, s>>>(p, 256);
+    std::vector<float> h(256);
+    CHECK(cudaMemcpyAsync(h.data(), p, 256 * sizeof(float), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+    CHECK(cudaFreeAsync(p, s) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    CHECK(h[255] == 1.0f);
+    cudaMemPool_t pool;
+    REQUIRE(cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess);
+    unsigned long long threshold = ~0ull, back = 0;
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold) == cudaSuccess);
+    CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &back) == cudaSuccess);
+    CHECK(back == threshold);
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
+    cudaMemPool_t mine = nullptr;
+    REQUIRE(cudaMemPoolCreate(&mine, &props) == cudaSuccess);
+    REQUIRE(cudaMallocFromPoolAsync((void**)&p, 64, mine, s) == cudaSuccess);
+    CHECK(cudaFreeAsync(p, s) == cudaSuccess);
+    CHECK(cudaMemPoolTrimTo(mine, 0) == cudaSuccess);
+    CHECK(cudaMemPoolDestroy(mine) == cudaSuccess);
+    CHECK(cudaMallocAsync((void**)&p, 64, (cudaStream_t)&h) == cudaErrorInvalidResourceHandle);
+    cudaGetLastError();
+    cudaStreamDestroy(s);
+}
+
+TEST_CASE("cuBLAS: cublasSetVector, GetVector, SetMatrix, GetMatrix") {
+    std::vector<float> x(10);
+    for (int i = 0; i < 10; i++) x[i] = (float)i;
+    Dev<float> d(20);
+    d.fill_nan();
+    REQUIRE(cublasSetVector(5, sizeof(float), x.data(), 2, d.p, 3) == CUBLAS_STATUS_SUCCESS);  // x[0,2,..8] -> d[0,3,..12]
+    std::vector<float> y(5, -1);
+    REQUIRE(cublasGetVector(5, sizeof(float), d.p, 3, y.data(), 1) == CUBLAS_STATUS_SUCCESS);
+    CHECK(y == std::vector<float>{0, 2, 4, 6, 8});
+    // a 3 x 2 column-major host matrix (ld 4) into a device one of ld 3, and back into ld 5
+    std::vector<float> a = {1, 2, 3, -9, 4, 5, 6, -9};
+    REQUIRE(cublasSetMatrix(3, 2, sizeof(float), a.data(), 4, d.p, 3) == CUBLAS_STATUS_SUCCESS);
+    std::vector<float> b(10, 0);
+    REQUIRE(cublasGetMatrix(3, 2, sizeof(float), d.p, 3, b.data(), 5) == CUBLAS_STATUS_SUCCESS);
+    CHECK(b == std::vector<float>{1, 2, 3, 0, 0, 4, 5, 6, 0, 0});
+    CHECK(cublasSetMatrix(3, 2, sizeof(float), a.data(), 2, d.p, 3) == CUBLAS_STATUS_INVALID_VALUE);  // lda < rows
+    CHECK(cublasSetVector(5, sizeof(float), x.data(), 0, d.p, 1) == CUBLAS_STATUS_INVALID_VALUE);
+    std::string err = capture_stderr([&] {  // 8 elements of stride 3 run past the 20 floats
+        CHECK(cublasSetVector(8, sizeof(float), x.data(), 1, d.p, 3) == CUBLAS_STATUS_INVALID_VALUE);
+    });
+    CHECK(contains(err, "cublasSetVector: destination"));
+}
+
+// ----------------------------------------------------------------------------
+// atomicInc, atomicDec (CUDA's wrap-around rules) and umin / umax
+
+__global__ void inc_dec(unsigned* counters, unsigned* mins) {
+    atomicInc(&counters[0], 9);   // counts 0..9 then wraps to 0: 64 calls leave 64 % 10
+    atomicDec(&counters[1], 9);   // from 0: wraps to 9, then counts down
+    mins[threadIdx.x] = umin(threadIdx.x, 40u) + umax(threadIdx.x, 60u);
+}
+
+TEST_CASE("atomicInc, atomicDec, umin, umax") {
+    Dev<unsigned> c(std::vector<unsigned>{0, 0}), m(64);
+    inc_dec<<<1, 64>>>(c.p, m.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<unsigned> got = c.host();
+    CHECK(got[0] == 64 % 10);
+    unsigned v = 0;  // the documented rule, step by step
+    for (int i = 0; i < 64; i++) v = (v == 0 || v > 9) ? 9 : v - 1;
+    CHECK(got[1] == v);
+    std::vector<unsigned> mins = m.host();
+    for (unsigned t = 0; t < 64; t++) CHECK(mins[t] == std::min(t, 40u) + std::max(t, 60u));
+}
