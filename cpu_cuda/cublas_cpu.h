@@ -1189,3 +1189,45 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
     e.bias_ptr = d.bias, e.aux = d.aux;
     return execute(g);
 }
+
+// ----------------------------------------------------------------------------
+// The old cuBLAS helpers for moving vectors and column-major matrices between host and device
+// (cublas_v2.h keeps them): strided element copies, checked as cuBLAS documents (a positive
+// increment, a leading dimension of at least the rows) and each strided range inside one
+// allocation where it is device memory.
+namespace cpu_cuda {
+inline cublasStatus_t strided_copy(int rows, int cols, int elem, const void* src, int lds, void* dst, int ldd,
+                                   const char* call) {
+    if (rows < 0 || cols < 0 || elem <= 0 || lds <= 0 || ldd <= 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (rows == 0 || cols == 0) return CUBLAS_STATUS_SUCCESS;
+    if (!src || !dst) return CUBLAS_STATUS_INVALID_VALUE;
+    DeviceAccess access;
+    size_t span_s = ((size_t)(cols - 1) * lds + rows) * elem, span_d = ((size_t)(cols - 1) * ldd + rows) * elem;
+    if ((memory().is_device(src) && !check_range(src, span_s, call, "source")) ||
+        (memory().is_device(dst) && !check_range(dst, span_d, call, "destination")))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    for (int c = 0; c < cols; c++)
+        if (lds == rows && ldd == rows && rows > 1) {  // whole columns at once
+            memmove((char*)dst + (size_t)c * ldd * elem, (const char*)src + (size_t)c * lds * elem, (size_t)rows * elem);
+        } else {
+            for (int r = 0; r < rows; r++)
+                memmove((char*)dst + ((size_t)c * ldd + r) * elem, (const char*)src + ((size_t)c * lds + r) * elem, elem);
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
+}  // namespace cpu_cuda
+// A vector of n elements with stride incx is an n x 1 "matrix" with one element per column
+inline cublasStatus_t cublasSetVector(int n, int elem, const void* x, int incx, void* y, int incy) {
+    return cpu_cuda::strided_copy(1, n, elem, x, incx, y, incy, "cublasSetVector");
+}
+inline cublasStatus_t cublasGetVector(int n, int elem, const void* x, int incx, void* y, int incy) {
+    return cpu_cuda::strided_copy(1, n, elem, x, incx, y, incy, "cublasGetVector");
+}
+inline cublasStatus_t cublasSetMatrix(int rows, int cols, int elem, const void* a, int lda, void* b, int ldb) {
+    if (lda < std::max(1, rows) || ldb < std::max(1, rows)) return CUBLAS_STATUS_INVALID_VALUE;
+    return cpu_cuda::strided_copy(rows, cols, elem, a, lda, b, ldb, "cublasSetMatrix");
+}
+inline cublasStatus_t cublasGetMatrix(int rows, int cols, int elem, const void* a, int lda, void* b, int ldb) {
+    if (lda < std::max(1, rows) || ldb < std::max(1, rows)) return CUBLAS_STATUS_INVALID_VALUE;
+    return cpu_cuda::strided_copy(rows, cols, elem, a, lda, b, ldb, "cublasGetMatrix");
+}
