@@ -1014,10 +1014,11 @@ const void* address_or_null(F, long) {
 }
 // &kernel inside a call that depends on a generic lambda's parameter: when &kernel cannot be
 // formed (a template whose arguments the call deduces), that is a substitution failure and
-// the second overload above answers null, instead of a compile error.
+// the second overload above answers null, instead of a compile error. (The lambda captures by
+// reference so that the kernel may be a local function-pointer variable: k<<<1, 32>>>(x).)
 #define CPU_CUDA_ADDRESS(...)                                                                               \
     ::cpu_cuda::address_or_null(                                                                           \
-        [](auto tag) -> decltype(::cpu_cuda::address_of(&__VA_ARGS__, tag)) {                             \
+        [&](auto tag) -> decltype(::cpu_cuda::address_of(&__VA_ARGS__, tag)) {                             \
             return ::cpu_cuda::address_of(&__VA_ARGS__, tag);                                              \
         },                                                                                                  \
         0)
@@ -1036,7 +1037,7 @@ auto typed_of(R (*kernel)(P...), int) {
 }
 #define CPU_CUDA_TYPED(...)                                                                                \
     ::cpu_cuda::typed_or_null(                                                                              \
-        [](auto tag) -> decltype(::cpu_cuda::typed_of(&__VA_ARGS__, tag)) {                                \
+        [&](auto tag) -> decltype(::cpu_cuda::typed_of(&__VA_ARGS__, tag)) {                                \
             return ::cpu_cuda::typed_of(&__VA_ARGS__, tag);                                                 \
         },                                                                                                  \
         0)

@@ -560,3 +560,46 @@ TEST_CASE("atomicInc, atomicDec, umin, umax") {
     std::vector<unsigned> mins = m.host();
     for (unsigned t = 0; t < 64; t++) CHECK(mins[t] == std::min(t, 40u) + std::max(t, 60u));
 }
+
+// ----------------------------------------------------------------------------
+// The rewrite on other valid forms: a 2-D dynamic shared array, the qualifier after the type,
+// a launch through a function-pointer variable
+
+__global__ void transpose_rows(float* out, const float* in) {  // a 32 x 32 tile through s[y][x] (rows of 33)
+    extern __shared__ float s[][33];
+    int x = threadIdx.x, y = threadIdx.y;
+    s[y][x] = in[y * 32 + x];
+    __syncthreads();
+    out[y * 32 + x] = s[x][y];
+}
+__global__ void qualifier_after(float* out) {
+    extern float __shared__ smem[];
+    smem[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = smem[31 - threadIdx.x];
+}
+__global__ void scale2(float* p) { p[threadIdx.x] *= 2; }
+__global__ void scale3(float* p) { p[threadIdx.x] *= 3; }
+static void (*pick(int k))(float*) { return k == 2 ? scale2 : scale3; }
+
+TEST_CASE("rewrite: extern __shared__ T s[][N], extern T __shared__ s[], a launch through a pointer") {
+    std::vector<float> h(32 * 32);
+    for (int i = 0; i < 32 * 32; i++) h[i] = (float)i;
+    Dev<float> in(h), out(32 * 32);
+    transpose_rows<<<1, dim3(32, 32), 32 * 33 * sizeof(float)>>>(out.p, in.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> t = out.host();
+    for (int y = 0; y < 32; y++)
+        for (int x = 0; x < 32; x++) CHECK(t[y * 32 + x] == h[x * 32 + y]);
+    qualifier_after<<<1, 32, 32 * sizeof(float)>>>(out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    t = out.host();
+    for (int i = 0; i < 32; i++) CHECK(t[i] == (float)(31 - i));
+    Dev<float> p(std::vector<float>(32, 1.0f));
+    void (*k)(float*) = pick(3);
+    k<<<1, 32>>>(p.p);
+    k = pick(2);
+    k<<<1, 32>>>(p.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    CHECK(p.host()[31] == 6.0f);
+}
