@@ -105,6 +105,8 @@ if [ -x ./test/test_cpu_cuda ]; then
         ./test/cpu_cuda_byok_cpu
     suite "the same, race detector on (cooperative groups under five schedules)" env CPU_CUDA_RACECHECK=1 \
         ./test/cpu_cuda_byok_cpu
+    suite "CPU runtime for CUDA: a program of two .cu files and a header of kernels (make NAME_cpu SOURCES=...)" \
+        ./test/byok_multi/main_cpu
     suite "CPU runtime for CUDA: WMMA (tensor-core fragments)" ./test/test_cpu_wmma
     suite "CPU runtime for CUDA: WMMA, shuffled fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled ./test/test_cpu_wmma
     suite "CPU runtime for CUDA: cuBLAS subset" ./test/test_cpu_cublas
