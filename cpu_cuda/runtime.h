@@ -880,3 +880,69 @@ inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr a
             return cudaSuccess;
     }
 }
+
+// ----------------------------------------------------------------------------
+// Textures and surfaces: not on the CPU runtime. The host calls that make them answer
+// cudaErrorNotSupported and say so once; a kernel that fetches from one does not compile, with
+// a message that says why (instead of "'tex1Dfetch' was not declared").
+
+namespace cpu_cuda {
+inline cudaError_t textures_not_supported(const char* call) {
+    static std::once_flag once;
+    std::call_once(once, [call] {
+        fprintf(stderr,
+                "cpu_cuda: %s: textures, surfaces and CUDA arrays are not supported on the CPU runtime "
+                "(cudaErrorNotSupported); read the data from device memory with plain loads or __ldg\n",
+                call);
+    });
+    return set_error(cudaErrorNotSupported);
+}
+template <class T>
+struct texture_fetch_unsupported : std::false_type {};
+}  // namespace cpu_cuda
+inline cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, cudaChannelFormatKind f) {
+    return {x, y, z, w, f};  // (a plain description: harmless to make)
+}
+inline cudaError_t cudaMallocArray(cudaArray_t* array, const cudaChannelFormatDesc*, size_t, size_t, unsigned int) {
+    if (array) *array = nullptr;
+    return cpu_cuda::textures_not_supported("cudaMallocArray");
+}
+inline cudaError_t cudaFreeArray(cudaArray_t) { return cudaSuccess; }  // (nothing was made)
+inline cudaError_t cudaMemcpy2DToArray(cudaArray_t, size_t, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind) {
+    return cpu_cuda::textures_not_supported("cudaMemcpy2DToArray");
+}
+inline cudaError_t cudaCreateTextureObject(cudaTextureObject_t* tex, const cudaResourceDesc*, const cudaTextureDesc*,
+                                           const cudaResourceViewDesc*) {
+    if (tex) *tex = 0;
+    return cpu_cuda::textures_not_supported("cudaCreateTextureObject");
+}
+inline cudaError_t cudaDestroyTextureObject(cudaTextureObject_t) { return cudaSuccess; }
+inline cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t* surf, const cudaResourceDesc*) {
+    if (surf) *surf = 0;
+    return cpu_cuda::textures_not_supported("cudaCreateSurfaceObject");
+}
+inline cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t) { return cudaSuccess; }
+#define CPU_CUDA_NO_TEXTURE_FETCH(name)                                                                    \
+    template <class T = void, class... A>                                                                  \
+    T name(A...) {                                                                                         \
+        static_assert(cpu_cuda::texture_fetch_unsupported<T>::value,                                       \
+                      #name ": textures and surfaces are not supported on the CPU runtime; read the data " \
+                      "from device memory with plain loads or __ldg");                                     \
+        return T();                                                                                        \
+    }
+CPU_CUDA_NO_TEXTURE_FETCH(tex1Dfetch)
+CPU_CUDA_NO_TEXTURE_FETCH(tex1D)
+CPU_CUDA_NO_TEXTURE_FETCH(tex2D)
+CPU_CUDA_NO_TEXTURE_FETCH(tex3D)
+CPU_CUDA_NO_TEXTURE_FETCH(tex1DLayered)
+CPU_CUDA_NO_TEXTURE_FETCH(tex2DLayered)
+CPU_CUDA_NO_TEXTURE_FETCH(tex2DLod)
+CPU_CUDA_NO_TEXTURE_FETCH(tex2Dgather)
+CPU_CUDA_NO_TEXTURE_FETCH(texCubemap)
+CPU_CUDA_NO_TEXTURE_FETCH(surf1Dread)
+CPU_CUDA_NO_TEXTURE_FETCH(surf2Dread)
+CPU_CUDA_NO_TEXTURE_FETCH(surf3Dread)
+CPU_CUDA_NO_TEXTURE_FETCH(surf1Dwrite)
+CPU_CUDA_NO_TEXTURE_FETCH(surf2Dwrite)
+CPU_CUDA_NO_TEXTURE_FETCH(surf3Dwrite)
+#undef CPU_CUDA_NO_TEXTURE_FETCH

@@ -603,3 +603,25 @@ TEST_CASE("rewrite: extern __shared__ T s[][N], extern T __shared__ s[], a launc
     REQUIRE(cudaGetLastError() == cudaSuccess);
     CHECK(p.host()[31] == 6.0f);
 }
+
+// ----------------------------------------------------------------------------
+// Not supported, with a message: textures and surfaces (a kernel that fetches from one stops
+// the compile with a static_assert naming the call; the host calls answer cudaErrorNotSupported)
+
+TEST_CASE("textures answer cudaErrorNotSupported, and say so once") {
+    cudaResourceDesc res = {};
+    res.resType = cudaResourceTypeLinear;
+    cudaTextureDesc desc = {};
+    cudaTextureObject_t tex = 1;
+    cudaArray_t array;
+    cudaChannelFormatDesc ch = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
+    CHECK(ch.x == 32);
+    std::string err = capture_stderr([&] {
+        CHECK(cudaCreateTextureObject(&tex, &res, &desc, nullptr) == cudaErrorNotSupported);
+        CHECK(cudaMallocArray(&array, &ch, 64, 64, 0) == cudaErrorNotSupported);
+    });
+    CHECK(tex == 0);
+    CHECK(cudaGetLastError() == cudaErrorNotSupported);
+    CHECK(contains(err, "cpu_cuda: cudaCreateTextureObject: textures, surfaces and CUDA arrays are not supported"));
+    CHECK(err.find("cpu_cuda:") == err.rfind("cpu_cuda:"));  // once
+}
