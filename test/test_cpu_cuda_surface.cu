@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -624,4 +625,66 @@ TEST_CASE("textures answer cudaErrorNotSupported, and say so once") {
     CHECK(cudaGetLastError() == cudaErrorNotSupported);
     CHECK(contains(err, "cpu_cuda: cudaCreateTextureObject: textures, surfaces and CUDA arrays are not supported"));
     CHECK(err.find("cpu_cuda:") == err.rfind("cpu_cuda:"));  // once
+}
+
+// ----------------------------------------------------------------------------
+// Cooperative groups: coalesced_threads() and tiles of more than 32 threads
+
+namespace cg = cooperative_groups;
+
+// The threads that take the branch form a coalesced group: one atomic per group, each
+// thread's slot from its rank (the Programming Guide's aggregated-increment pattern)
+__global__ void aggregated_increment(int* counter, int* slot, unsigned* sizes) {
+    if (threadIdx.x % 3 == 0) {
+        cg::coalesced_group active = cg::coalesced_threads();
+        int base = 0;
+        if (active.thread_rank() == 0) base = atomicAdd(counter, (int)active.size());
+        base = active.shfl(base, 0);
+        slot[threadIdx.x] = base + (int)active.thread_rank();
+        sizes[threadIdx.x] = active.size() * 100 + active.shfl_down((unsigned)threadIdx.x, 1) % 100;
+        active.sync();
+    }
+}
+
+__global__ void big_tiles(float* sums, float* picked, int* votes) {
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<128> tile = cg::tiled_partition<128>(block);
+    float v = (float)threadIdx.x;
+    sums[threadIdx.x] = cg::reduce(tile, v, cg::plus<float>());
+    picked[threadIdx.x] = tile.shfl(v, 100) + tile.shfl_up(v, 64);
+    tile.sync();
+    votes[threadIdx.x] = tile.any(threadIdx.x == 200) * 2 + tile.all(threadIdx.x < 1000) +
+                         4 * (int)tile.meta_group_rank();
+}
+
+TEST_CASE("cooperative groups: coalesced_threads, tiles of 128 threads") {
+    Dev<int> counter(std::vector<int>{0}), slot(64);
+    Dev<unsigned> sizes(64);
+    slot.fill_nan();
+    aggregated_increment<<<1, 64>>>(counter.p, slot.p, sizes.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    CHECK(counter.host()[0] == 22);  // 0, 3, ..., 63
+    std::vector<int> s = slot.host();
+    std::vector<unsigned> z = sizes.host();
+    std::vector<int> seen;
+    for (int t = 0; t < 64; t += 3) seen.push_back(s[t]);
+    std::sort(seen.begin(), seen.end());
+    for (int i = 0; i < 22; i++) CHECK(seen[i] == i);  // every slot exactly once
+    for (int t = 0; t < 64; t += 3) {
+        const unsigned group = 11;  // lanes 0, 3, .., 30 of warp 0; 33, .., 63 of warp 1
+        unsigned next = (t == 30 || t == 63) ? t : t + 3;  // shfl_down past the last keeps its own
+        CHECK(z[t] == group * 100 + next % 100);
+    }
+    Dev<float> sums(256), picked(256);
+    Dev<int> votes(256);
+    big_tiles<<<1, 256>>>(sums.p, picked.p, votes.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> su = sums.host(), pk = picked.host();
+    std::vector<int> vo = votes.host();
+    for (int t = 0; t < 256; t++) {
+        int base = t / 128 * 128, r = t % 128;
+        CHECK(su[t] == (float)(128 * base + 127 * 128 / 2));
+        CHECK(pk[t] == (float)(base + 100) + (float)(r >= 64 ? t - 64 : t));
+        CHECK(vo[t] == (t >= 128 ? 2 + 1 + 4 : 1));
+    }
 }
