@@ -10,7 +10,7 @@
 #                            features of kernels written elsewhere
 #   test/test_cpu_cuda_surface  the CUDA of tutorials and vendor samples: device presets and every
 #                            attribute, symbols, libcu++ barriers and pipelines, occupancy, ...
-#   DIR/NAME_cpu             any single DIR/NAME.cu ("bring your own kernel"; see the rule at the end);
+#   DIR/NAME_cpu             any DIR/NAME.cu, with headers beside it and SOURCES=... ("bring your own kernel"; the rule at the end);
 #                            test/cpu_cuda_byok_cpu is one, built and run by make test
 #   test/test_cpu_wmma       its WMMA (tensor-core fragments) against float64 references
 #   test/test_flash_attention_cpu  the fused attention against train.cpp and the cuBLAS path
