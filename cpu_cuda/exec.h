@@ -878,6 +878,21 @@ inline std::string atomic_rounding(const Launch& l, uintptr_t at, size_t bytes, 
     return "";
 }
 
+// The __constant__ and __device__ variables the program has copied to or from (runtime.h's
+// cudaMemcpy*Symbol): kernels use them without a pointer argument, so the race detector keeps
+// them too, restoring them before each schedule and comparing them after.
+inline std::vector<Allocation>& known_symbols() {
+    static std::vector<Allocation> symbols;
+    return symbols;
+}
+inline void note_symbol(void* p, size_t bytes) {
+    static std::mutex m;
+    std::lock_guard<std::mutex> lock(m);
+    for (const Allocation& a : known_symbols())
+        if (a.ptr == (char*)p) return;
+    known_symbols().push_back(Allocation{(char*)p, bytes, (char*)p, bytes, true});
+}
+
 // Runs l under every race schedule, restoring the memory its pointer arguments reach before
 // each; reports the first element that differs between two schedules (differences only in
 // float atomicAdd targets: atomic_rounding).
@@ -893,6 +908,8 @@ inline std::string race_check(const Launch& l, const std::vector<const void*>& p
         if (const Allocation* a = memory().find(p))
             if (std::none_of(touched.begin(), touched.end(), [&](const Allocation& t) { return t.ptr == a->ptr; }))
                 touched.push_back(*a);
+    for (const Allocation& sym : known_symbols())  // __device__ variables a kernel may update in place
+        touched.push_back(sym);
     std::vector<std::vector<char>> before(touched.size()), reference(touched.size());
     for (size_t i = 0; i < touched.size(); i++) before[i].assign(touched[i].ptr, touched[i].end());
     std::vector<Schedule> schedules = race_schedules(launches++);

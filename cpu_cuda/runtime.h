@@ -662,6 +662,7 @@ cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t count, s
                                cudaMemcpyKind kind = cudaMemcpyHostToDevice, const char* file = __builtin_FILE(),
                                int line = __builtin_LINE()) {
     if (cudaError_t e = cpu_cuda::symbol_range(sizeof(T), count, offset, "cudaMemcpyToSymbol", file, line)) return e;
+    cpu_cuda::note_symbol((void*)&symbol, sizeof(T));  // (for the race detector)
     return cudaMemcpyToSymbol((const void*)&symbol, src, count, offset, kind);
 }
 template <class T>
@@ -669,6 +670,7 @@ cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t count, size_
                                  cudaMemcpyKind kind = cudaMemcpyDeviceToHost, const char* file = __builtin_FILE(),
                                  int line = __builtin_LINE()) {
     if (cudaError_t e = cpu_cuda::symbol_range(sizeof(T), count, offset, "cudaMemcpyFromSymbol", file, line)) return e;
+    cpu_cuda::note_symbol((void*)&symbol, sizeof(T));  // (for the race detector)
     return cudaMemcpyFromSymbol(dst, (const void*)&symbol, count, offset, kind);
 }
 template <class T>
@@ -677,6 +679,7 @@ cudaError_t cudaMemcpyToSymbolAsync(const T& symbol, const void* src, size_t cou
                                     const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     if (cudaError_t e = cpu_cuda::symbol_range(sizeof(T), count, offset, "cudaMemcpyToSymbolAsync", file, line))
         return e;
+    cpu_cuda::note_symbol((void*)&symbol, sizeof(T));  // (for the race detector)
     return cudaMemcpyToSymbolAsync((const void*)&symbol, src, count, offset, kind, stream);
 }
 template <class T>
@@ -685,6 +688,7 @@ cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const T& symbol, size_t count, 
                                       const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     if (cudaError_t e = cpu_cuda::symbol_range(sizeof(T), count, offset, "cudaMemcpyFromSymbolAsync", file, line))
         return e;
+    cpu_cuda::note_symbol((void*)&symbol, sizeof(T));  // (for the race detector)
     return cudaMemcpyFromSymbolAsync(dst, (const void*)&symbol, count, offset, kind, stream);
 }
 template <class T>

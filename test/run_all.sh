@@ -101,6 +101,10 @@ if [ -x ./test/test_cpu_cuda ]; then
         ./test/test_cpu_cuda_features
     suite "CPU runtime for CUDA: the CUDA of tutorials and vendor samples (device presets, symbols, libcu++, ...)" \
         ./test/test_cpu_cuda_surface
+    # (not the coalesced-group case: which group's atomic comes first, and so which slots each
+    # thread gets, depends on the order, as on a GPU)
+    suite "the same, race detector on (symbols kept between schedules)" env CPU_CUDA_RACECHECK=1 \
+        ./test/test_cpu_cuda_surface --test-case-exclude="cooperative groups: coalesced*"
     suite "CPU runtime for CUDA: a workbench-style .cu built with the one-line rule (make NAME_cpu)" \
         ./test/cpu_cuda_byok_cpu
     suite "the same, race detector on (cooperative groups under five schedules)" env CPU_CUDA_RACECHECK=1 \
