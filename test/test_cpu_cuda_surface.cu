@@ -688,3 +688,42 @@ TEST_CASE("cooperative groups: coalesced_threads, tiles of 128 threads") {
         CHECK(vo[t] == (t >= 128 ? 2 + 1 + 4 : 1));
     }
 }
+
+// ----------------------------------------------------------------------------
+// cuBLAS: cublasDgemm (float64) and cublasSgemmBatched (arrays of pointers), against host loops
+
+TEST_CASE("cuBLAS: cublasDgemm and cublasSgemmBatched") {
+    cublasHandle_t h;
+    REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+    const int m = 5, n = 4, k = 3;  // C (m x n) = 2 A^T B + 0.5 C, A stored k x m, column-major
+    std::vector<double> A(k * m), B(k * n), C(m * n);
+    for (int i = 0; i < k * m; i++) A[i] = 0.25 * i - 1;
+    for (int i = 0; i < k * n; i++) B[i] = 1.0 / (i + 1);
+    for (int i = 0; i < m * n; i++) C[i] = i;
+    Dev<double> dA(A), dB(B), dC(C);
+    const double alpha = 2, beta = 0.5;
+    REQUIRE(cublasDgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, dA.p, k, dB.p, k, &beta, dC.p, m) ==
+            CUBLAS_STATUS_SUCCESS);
+    std::vector<double> got = dC.host();
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int p = 0; p < k; p++) s += A[i * k + p] * B[j * k + p];
+            CHECK(got[j * m + i] == doctest::Approx(2 * s + 0.5 * C[j * m + i]).epsilon(1e-15));
+        }
+    CHECK(cublasDgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, dA.p, m - 1, dB.p, k, &beta, dC.p, m) ==
+          CUBLAS_STATUS_INVALID_VALUE);  // lda < m
+    // two 2 x 2 products through device arrays of pointers
+    std::vector<float> a = {1, 2, 3, 4, 5, 6, 7, 8}, b = {1, 0, 0, 1, 2, 1, 1, 2}, c(8, 0);
+    Dev<float> fa(a), fb(b), fc(c);
+    std::vector<const float*> pa = {fa.p, fa.p + 4}, pb = {fb.p, fb.p + 4};
+    std::vector<float*> pc = {fc.p, fc.p + 4};
+    Dev<const float*> da(pa), db(pb);
+    Dev<float*> dc(pc);
+    const float one = 1, zero = 0;
+    REQUIRE(cublasSgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, da.p, 2, db.p, 2, &zero, dc.p, 2, 2) ==
+            CUBLAS_STATUS_SUCCESS);
+    // first: A = [1 3; 2 4] times I; second: [5 7; 6 8] times [2 1; 1 2]
+    CHECK(fc.host() == std::vector<float>{1, 2, 3, 4, 17, 20, 19, 22});
+    cublasDestroy(h);
+}
