@@ -8,7 +8,9 @@
 #   test/test_cpu_cuda       the runtime's own tests (execution model, runtime API)
 #   test/test_cpu_cuda_features  its cooperative groups, launch bounds, cache hints and the other
 #                            features of kernels written elsewhere
-#   DIR/NAME_cpu             any single DIR/NAME.cu ("bring your own kernel"; see the rule at the end);
+#   test/test_cpu_cuda_surface  the CUDA of tutorials and vendor samples: device presets and every
+#                            attribute, symbols, libcu++ barriers and pipelines, occupancy, ...
+#   DIR/NAME_cpu             any DIR/NAME.cu, with headers beside it and SOURCES=... ("bring your own kernel"; the rule at the end);
 #                            test/cpu_cuda_byok_cpu is one, built and run by make test
 #   test/test_cpu_wmma       its WMMA (tensor-core fragments) against float64 references
 #   test/test_cpu_mma        its mma.sync, ldmatrix and cp.async (gpu/mma.cuh's instructions):
@@ -28,7 +30,7 @@
 
 CPU_CUDA_INC := $(or $(CUDA_INC),$(wildcard $(CUDA_HOME)/include))
 CPU_CUDA_OK := $(if $(wildcard $(CPU_CUDA_INC)/cuda_runtime.h),yes)
-CPU_CUDA_HEADERS := $(wildcard cpu_cuda/*.h cpu_cuda/include/*.h cpu_cuda/include/*/*.h) host/cpus.h  # settings.h sizes its pool with it
+CPU_CUDA_HEADERS := $(wildcard cpu_cuda/*.h cpu_cuda/include/*.h cpu_cuda/include/*/*.h cpu_cuda/include/cuda/*) host/cpus.h  # settings.h sizes its pool with it
 # (cpu_cuda/include first: its <cooperative_groups.h> stands in for the toolkit's, which needs nvcc)
 CPU_CUDA_FLAGS := $(CXXFLAGS) -g -I$(CURDIR)/cpu_cuda/include -I$(CPU_CUDA_INC) -include $(CURDIR)/cpu_cuda/cuda_cpu.h
 CPU_CUDA_LIBS := -lpthread -lrt
@@ -45,7 +47,7 @@ WORKBENCHES := layernorm attention_softmax attention_fused crossentropy gelu enc
 # what make test builds and runs
 CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/test_gpu_cpu_fp32 test/test_cpu_cuda test/test_cpu_wmma \
                      test/test_cpu_mma \
-                     test/test_cpu_cuda_features test/cpu_cuda_byok_cpu \
+                     test/test_cpu_cuda_features test/test_cpu_cuda_surface test/cpu_cuda_byok_cpu test/byok_multi/main_cpu \
                      test/test_flash_attention_cpu test/test_flash_attention_cpu_fp32 \
                      test/test_cpu_cublas test/test_cpu_nccl $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu)
 
@@ -85,6 +87,9 @@ test/test_cpu_cuda: $(call CPU_MIRROR,test/test_cpu_cuda.cu test/cpu_cuda_test.h
 test/test_cpu_cuda_features: $(call CPU_MIRROR,test/test_cpu_cuda_features.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/test/test_cpu_cuda_features.cu $(CPU_CUDA_LIBS)
 
+test/test_cpu_cuda_surface: $(call CPU_MIRROR,test/test_cpu_cuda_surface.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/test/test_cpu_cuda_surface.cu $(CPU_CUDA_LIBS)
+
 test/test_cpu_wmma: $(call CPU_MIRROR,test/test_cpu_wmma.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_wmma.cu $(CPU_CUDA_LIBS)
 test/test_cpu_mma: $(call CPU_MIRROR,test/test_cpu_mma.cu test/cpu_cuda_test.h gpu/mma.cuh) $(CPU_CUDA_HEADERS) | cpu_cuda_check
@@ -114,12 +119,25 @@ bench_cpu_cuda: dev/cpu_cuda_bench dev/cpu_cuda_gemm_bench
 	./dev/cpu_cuda_bench
 	./dev/cpu_cuda_gemm_bench
 
-# Bring your own kernel: any single .cu file on the runtime. `make DIR/NAME_cpu` builds DIR/NAME.cu
-# (a path outside the project works too: make -C PROJECT /abs/path/NAME_cpu). Headers beside the
-# file are found; only the .cu itself is rewritten, so its launches (<<<...>>>) and __shared__
-# declarations must be in it. (Targets with rules of their own above take precedence.)
+# Bring your own kernel: any .cu program on the runtime. `make DIR/NAME_cpu` builds DIR/NAME.cu
+# (a path outside the project works too: make -C PROJECT /abs/path/NAME_cpu). Every header beside
+# it (*.cuh, *.h, *.hpp) is rewritten too, into the same folder under build/cpu/any/, so kernels,
+# launches and __shared__ declarations in those headers work; a program of several .cu files names
+# the others in SOURCES (relative to NAME.cu's folder: make DIR/NAME_cpu SOURCES="b.cu c.cu"), and
+# they are compiled with NAME.cu as one translation unit (the runtime lives in headers), so their
+# file-scope names must not clash. test/byok_multi/ is an example that make test builds.
+# (Targets with rules of their own above take precedence.)
 BYOK_REWRITTEN = build/cpu/any$(abspath $<)
-%_cpu: %.cu $(REWRITE) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	@mkdir -p $(dir $(BYOK_REWRITTEN))
+BYOK_DIR = build/cpu/any$(abspath $(dir $<))
+BYOK_BESIDE = $(wildcard $(dir $(1))*.cuh $(dir $(1))*.h $(dir $(1))*.hpp) $(addprefix $(dir $(1)),$(SOURCES))
+.SECONDEXPANSION:
+%_cpu: %.cu $$(call BYOK_BESIDE,$$*) $(REWRITE) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	@mkdir -p $(BYOK_DIR)
+	@for f in $(call BYOK_BESIDE,$<); do $(REWRITE) $$f $(BYOK_DIR)/$$(basename $$f) || exit 1; done
 	@$(REWRITE) $< $(BYOK_REWRITTEN)
-	$(CXX) $(CPU_CUDA_FLAGS) -iquote $(dir $<) -o $@ -x c++ $(BYOK_REWRITTEN) $(CPU_CUDA_LIBS)
+	@printf '#include "%s"\n' $(notdir $< $(SOURCES)) > $(BYOK_DIR)/$(notdir $*).program.cu
+	$(CXX) $(CPU_CUDA_FLAGS) -iquote $(BYOK_DIR) -iquote $(dir $<) -o $@ -x c++ $(BYOK_DIR)/$(notdir $*).program.cu \
+	    $(CPU_CUDA_LIBS)
+
+# the multi-file example: main.cu with kernels in a header beside it, and a second .cu
+test/byok_multi/main_cpu: SOURCES = scale.cu

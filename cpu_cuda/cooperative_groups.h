@@ -21,11 +21,16 @@
 // Every thread of a tile must take part in its collectives: a tile whose lanes have exited
 // (or do not exist: a block that is not a multiple of N) fails the launch naming the call,
 // as the runtime's shuffles do. Not here: grid_group (this_grid, which needs a cooperative
-// launch), coalesced_threads / coalesced_group, labeled_partition, tiles over 32 threads,
-// memcpy_async, reduce_update_async: a program using them does not compile.
+// launch), labeled_partition, cg::memcpy_async, reduce_update_async: a program using them does
+// not compile. Here as well: coalesced_threads() / coalesced_group (sync, thread_rank, size,
+// shfl, shfl_up, shfl_down, ballot, any, all) and tiles of 64 to 1024 threads (sync, shfl*,
+// any, all, reduce, scans; their sync is a barrier of the tile's own).
 #pragma once
+#include <array>
+#include <map>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "exec.h"
 
@@ -66,6 +71,53 @@ inline unsigned tile_vote(const char* call, const char* file, int line, unsigned
     return warp_op(file, line, op, mask, 0u, 0, 0, pred, call);
 }
 
+// Tiles of more than 32 threads (64, 128, ... up to the block) span warps, so their sync is a
+// barrier of their own: the tile's threads sleep in the block (exec.h) until the last arrives,
+// and their shuffles and votes go through a slot per thread, between two such barriers.
+struct BigTile {
+    uint64_t block_generation = ~0ull;
+    unsigned arrived = 0;
+    uint64_t phase = 0;
+    std::vector<std::array<unsigned char, 16>> slots;
+};
+inline BigTile& big_tile(unsigned size) {
+    static thread_local std::map<unsigned, BigTile> tiles;  // per OS thread: per running block
+    unsigned index = block_rank() / size;
+    BigTile& t = tiles[size << 16 | index];
+    if (t.block_generation != current_block->generation) {
+        t = BigTile{};
+        t.block_generation = current_block->generation;
+        t.slots.resize(size);
+    }
+    return t;
+}
+inline void big_tile_sync(unsigned size, const char* call, const char* file, int line) {
+    BigTile& t = big_tile(size);
+    unsigned first = block_rank() / size * size;
+    unsigned members = std::min(size, block_size() - first);  // the last tile of a block may be short
+    if (++t.arrived == members) {
+        t.arrived = 0, t.phase++;
+        current_block->wake(&t);
+        return;
+    }
+    uint64_t phase = t.phase;
+    while (t.phase == phase) current_block->sleep_on(&t, call, file, line);
+}
+// Every thread of the tile gives v; each gets the value of rank src (its own when src is outside)
+template <class T>
+T big_tile_exchange(unsigned size, T v, int src, const char* call, const char* file, int line) {
+    static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 16,
+                  "tile shuffles move trivially copyable values of up to 16 bytes");
+    BigTile& t = big_tile(size);
+    unsigned me = block_rank() % size;
+    memcpy(t.slots[me].data(), (const void*)&v, sizeof(T));
+    big_tile_sync(size, call, file, line);
+    T out = v;
+    if (src >= 0 && (unsigned)src < size) memcpy((void*)&out, t.slots[src].data(), sizeof(T));
+    big_tile_sync(size, call, file, line);
+    return out;
+}
+
 }  // namespace cg_detail
 }  // namespace cpu_cuda
 
@@ -91,8 +143,9 @@ inline thread_block this_thread_block() { return {}; }
 // A tile of N threads (the ranks [k·N, k·N + N) of its block).
 template <unsigned N, class Parent = void>
 class thread_block_tile {
-    static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0,
-                  "thread_block_tile<N>: the CPU runtime has tiles of 1, 2, 4, 8, 16 or 32 threads");
+    static_assert(N >= 1 && N <= 1024 && (N & (N - 1)) == 0,
+                  "thread_block_tile<N>: a tile is a power of two from 1 to 1024 threads");
+    static constexpr bool big = N > 32;  // spans warps: cg_detail's BigTile
 
   public:
     thread_block_tile(unsigned meta_rank, unsigned meta_size) : meta_rank_(meta_rank), meta_size_(meta_size) {}
@@ -107,51 +160,70 @@ class thread_block_tile {
     unsigned meta_group_size() const { return meta_size_; }
 
     void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        if constexpr (big) return ::cpu_cuda::cg_detail::big_tile_sync(N, "thread_block_tile::sync", file, line);
         ::cpu_cuda::cg_detail::tile_vote("thread_block_tile::sync", file, line, N, 1, ::cpu_cuda::WarpOp::syncwarp);
     }
     int any(int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        if constexpr (big) return count(pred, "thread_block_tile::any", file, line) > 0;
         return (int)::cpu_cuda::cg_detail::tile_vote("thread_block_tile::any", file, line, N, pred,
                                                      ::cpu_cuda::WarpOp::any);
     }
     int all(int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        if constexpr (big) return count(pred, "thread_block_tile::all", file, line) == (int)N;
         return (int)::cpu_cuda::cg_detail::tile_vote("thread_block_tile::all", file, line, N, pred,
                                                      ::cpu_cuda::WarpOp::all);
     }
     // bit r: the predicate of the tile's thread of rank r
     unsigned ballot(int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        static_assert(!big, "thread_block_tile<N>::ballot is for tiles of up to 32 threads");
         unsigned b = ::cpu_cuda::cg_detail::tile_vote("thread_block_tile::ballot", file, line, N, pred,
                                                       ::cpu_cuda::WarpOp::ballot);
         return b >> ((::cpu_cuda::cg_detail::block_rank() % 32) & ~(N - 1));
     }
     template <class T>
     T shfl(T v, int src_rank, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        if constexpr (big) return shfl_labelled(::cpu_cuda::WarpOp::shfl_idx, v, src_rank, "thread_block_tile::shfl", file, line);
         return ::cpu_cuda::shuffle(file, line, ::cpu_cuda::WarpOp::shfl_idx, mask(), v, src_rank, N,
                                    "thread_block_tile::shfl");
     }
     template <class T>
     T shfl_up(T v, unsigned delta, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
-        return ::cpu_cuda::shuffle(file, line, ::cpu_cuda::WarpOp::shfl_up, mask(), v, (int)delta, N,
-                                   "thread_block_tile::shfl_up");
+        return shfl_labelled(::cpu_cuda::WarpOp::shfl_up, v, (int)delta, "thread_block_tile::shfl_up", file, line);
     }
     template <class T>
     T shfl_down(T v, unsigned delta, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
-        return ::cpu_cuda::shuffle(file, line, ::cpu_cuda::WarpOp::shfl_down, mask(), v, (int)delta, N,
-                                   "thread_block_tile::shfl_down");
+        return shfl_labelled(::cpu_cuda::WarpOp::shfl_down, v, (int)delta, "thread_block_tile::shfl_down", file, line);
     }
     template <class T>
     T shfl_xor(T v, unsigned lane_mask, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
-        return ::cpu_cuda::shuffle(file, line, ::cpu_cuda::WarpOp::shfl_bfly, mask(), v, (int)lane_mask, N,
-                                   "thread_block_tile::shfl_xor");
+        return shfl_labelled(::cpu_cuda::WarpOp::shfl_bfly, v, (int)lane_mask, "thread_block_tile::shfl_xor", file, line);
     }
     // the reductions and scans below label their shuffles with their own name
     template <class T>
     T shfl_labelled(::cpu_cuda::WarpOp op, T v, int b, const char* label, const char* file, int line) const {
-        return ::cpu_cuda::shuffle(file, line, op, mask(), v, b, N, label);
+        if constexpr (big) {  // the source rank, by PTX's rules over the whole tile
+            int r = (int)thread_rank();
+            int src = op == ::cpu_cuda::WarpOp::shfl_up ? (r - b >= 0 ? r - b : r)
+                    : op == ::cpu_cuda::WarpOp::shfl_down ? (r + b < (int)N ? r + b : r)
+                    : op == ::cpu_cuda::WarpOp::shfl_bfly ? r ^ b : b % (int)N;
+            return ::cpu_cuda::cg_detail::big_tile_exchange(N, v, src, label, file, line);
+        } else {
+            return ::cpu_cuda::shuffle(file, line, op, mask(), v, b, N, label);
+        }
     }
 
   private:
     unsigned meta_rank_, meta_size_;
-    static unsigned mask() { return ::cpu_cuda::cg_detail::tile_mask(N); }
+    static unsigned mask() { return ::cpu_cuda::cg_detail::tile_mask(big ? 32 : N); }
+    int count(int pred, const char* call, const char* file, int line) const {  // big tiles' votes
+        ::cpu_cuda::cg_detail::BigTile& t = ::cpu_cuda::cg_detail::big_tile(N);
+        t.slots[thread_rank()][0] = pred != 0;
+        ::cpu_cuda::cg_detail::big_tile_sync(N, call, file, line);
+        int n = 0;
+        for (unsigned r = 0; r < N; r++) n += t.slots[r][0];
+        ::cpu_cuda::cg_detail::big_tile_sync(N, call, file, line);
+        return n;
+    }
 };
 
 template <unsigned N>
@@ -163,6 +235,64 @@ template <unsigned N, unsigned M, class P>
 thread_block_tile<N, thread_block_tile<M, P>> tiled_partition(const thread_block_tile<M, P>& parent) {
     static_assert(N <= M, "tiled_partition<N> of a tile of M threads needs N <= M");
     return {parent.thread_rank() / N, M / N};
+}
+
+// The threads of the warp that reach coalesced_threads() together (__activemask), ranked in lane
+// order. Its shuffles name ranks, which are lanes only when the group is the whole warp.
+class coalesced_group {
+  public:
+    explicit coalesced_group(unsigned mask) : mask_(mask) {}
+    unsigned thread_rank() const { return __builtin_popcount(mask_ & ((1u << lane()) - 1)); }
+    unsigned size() const { return __builtin_popcount(mask_); }
+    unsigned long long num_threads() const { return size(); }
+    unsigned meta_group_rank() const { return 0; }
+    unsigned meta_group_size() const { return 1; }
+    void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        ::cpu_cuda::warp_op(file, line, ::cpu_cuda::WarpOp::syncwarp, mask_, 0u, 0, 0, 0, "coalesced_group::sync");
+    }
+    template <class T>
+    T shfl(T v, unsigned src_rank, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        return by_rank(v, (int)(src_rank % size()), "coalesced_group::shfl", file, line);
+    }
+    template <class T>
+    T shfl_up(T v, unsigned delta, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        int r = (int)thread_rank() - (int)delta;
+        return by_rank(v, r >= 0 ? r : (int)thread_rank(), "coalesced_group::shfl_up", file, line);
+    }
+    template <class T>
+    T shfl_down(T v, unsigned delta, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        unsigned r = thread_rank() + delta;
+        return by_rank(v, (int)(r < size() ? r : thread_rank()), "coalesced_group::shfl_down", file, line);
+    }
+    unsigned ballot(int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        unsigned lanes = ::cpu_cuda::warp_op(file, line, ::cpu_cuda::WarpOp::ballot, mask_, 0u, 0, 0, pred != 0,
+                                             "coalesced_group::ballot");
+        unsigned out = 0, bit = 0;  // compacted: bit r is the thread of rank r
+        for (unsigned l = 0; l < 32; l++)
+            if (mask_ >> l & 1) out |= (lanes >> l & 1) << bit++;
+        return out;
+    }
+    int any(int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        return ballot(pred, file, line) != 0;
+    }
+    int all(int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        unsigned b = ballot(pred, file, line);
+        return b == (size() == 32 ? ~0u : (1u << size()) - 1);
+    }
+
+  private:
+    unsigned mask_;
+    static unsigned lane() { return ::cpu_cuda::cg_detail::block_rank() % 32; }
+    template <class T>
+    T by_rank(T v, int rank, const char* label, const char* file, int line) const {
+        unsigned m = mask_;
+        for (int k = 0; k < rank; k++) m &= m - 1;  // drop the lower set bits
+        int src = __builtin_ctz(m);
+        return ::cpu_cuda::shuffle(file, line, ::cpu_cuda::WarpOp::shfl_idx, mask_, v, src, 32, label);
+    }
+};
+inline coalesced_group coalesced_threads(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return coalesced_group(::cpu_cuda::activemask(file, line));
 }
 
 // A block or a tile, chosen at run time (tiled_partition(parent, n), or a group passed as one)

@@ -1189,3 +1189,101 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
     e.bias_ptr = d.bias, e.aux = d.aux;
     return execute(g);
 }
+
+// ----------------------------------------------------------------------------
+// The old cuBLAS helpers for moving vectors and column-major matrices between host and device
+// (cublas_v2.h keeps them): strided element copies, checked as cuBLAS documents (a positive
+// increment, a leading dimension of at least the rows) and each strided range inside one
+// allocation where it is device memory.
+namespace cpu_cuda {
+inline cublasStatus_t strided_copy(int rows, int cols, int elem, const void* src, int lds, void* dst, int ldd,
+                                   const char* call) {
+    if (rows < 0 || cols < 0 || elem <= 0 || lds <= 0 || ldd <= 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (rows == 0 || cols == 0) return CUBLAS_STATUS_SUCCESS;
+    if (!src || !dst) return CUBLAS_STATUS_INVALID_VALUE;
+    DeviceAccess access;
+    size_t span_s = ((size_t)(cols - 1) * lds + rows) * elem, span_d = ((size_t)(cols - 1) * ldd + rows) * elem;
+    if ((memory().is_device(src) && !check_range(src, span_s, call, "source")) ||
+        (memory().is_device(dst) && !check_range(dst, span_d, call, "destination")))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    for (int c = 0; c < cols; c++)
+        if (lds == rows && ldd == rows && rows > 1) {  // whole columns at once
+            memmove((char*)dst + (size_t)c * ldd * elem, (const char*)src + (size_t)c * lds * elem, (size_t)rows * elem);
+        } else {
+            for (int r = 0; r < rows; r++)
+                memmove((char*)dst + ((size_t)c * ldd + r) * elem, (const char*)src + ((size_t)c * lds + r) * elem, elem);
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
+}  // namespace cpu_cuda
+// A vector of n elements with stride incx is an n x 1 "matrix" with one element per column
+inline cublasStatus_t cublasSetVector(int n, int elem, const void* x, int incx, void* y, int incy) {
+    return cpu_cuda::strided_copy(1, n, elem, x, incx, y, incy, "cublasSetVector");
+}
+inline cublasStatus_t cublasGetVector(int n, int elem, const void* x, int incx, void* y, int incy) {
+    return cpu_cuda::strided_copy(1, n, elem, x, incx, y, incy, "cublasGetVector");
+}
+inline cublasStatus_t cublasSetMatrix(int rows, int cols, int elem, const void* a, int lda, void* b, int ldb) {
+    if (lda < std::max(1, rows) || ldb < std::max(1, rows)) return CUBLAS_STATUS_INVALID_VALUE;
+    return cpu_cuda::strided_copy(rows, cols, elem, a, lda, b, ldb, "cublasSetMatrix");
+}
+inline cublasStatus_t cublasGetMatrix(int rows, int cols, int elem, const void* a, int lda, void* b, int ldb) {
+    if (lda < std::max(1, rows) || ldb < std::max(1, rows)) return CUBLAS_STATUS_INVALID_VALUE;
+    return cpu_cuda::strided_copy(rows, cols, elem, a, lda, b, ldb, "cublasGetMatrix");
+}
+
+// ----------------------------------------------------------------------------
+// cublasSgemmBatched: arrays (in device memory) of pointers to each product's matrices, each
+// product the engine's Sgemm; and cublasDgemm, in float64 throughout, by a plain loop over C's
+// columns (the engine above is float32's; samples use Dgemm on small shapes).
+inline cublasStatus_t cublasSgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                         int m, int n, int k, const float* alpha, const float* const Aarray[], int lda,
+                                         const float* const Barray[], int ldb, const float* beta,
+                                         float* const Carray[], int ldc, int batchCount) {
+    cpu_cuda::DeviceAccess access;
+    cublasStatus_t status =
+        cpu_cuda::blas::check_gemm(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc, batchCount);
+    if (status != CUBLAS_STATUS_SUCCESS || batchCount == 0) return status;
+    size_t bytes = (size_t)batchCount * sizeof(void*);
+    if (!cpu_cuda::check_range(Aarray, bytes, "cublasSgemmBatched", "Aarray") ||
+        !cpu_cuda::check_range(Barray, bytes, "cublasSgemmBatched", "Barray") ||
+        !cpu_cuda::check_range(Carray, bytes, "cublasSgemmBatched", "Carray"))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    for (int i = 0; i < batchCount; i++) {
+        status = cpu_cuda::blas::gemm("cublasSgemmBatched", handle, transa, transb, m, n, k, alpha, Aarray[i],
+                                      CUDA_R_32F, lda, 0, Barray[i], CUDA_R_32F, ldb, 0, beta, Carray[i], CUDA_R_32F,
+                                      ldc, 0, 1, CUBLAS_COMPUTE_32F);
+        if (status != CUBLAS_STATUS_SUCCESS) return status;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t cublasDgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                                  int n, int k, const double* alpha, const double* A, int lda, const double* B, int ldb,
+                                  const double* beta, double* C, int ldc) {
+    cpu_cuda::DeviceAccess access;
+    cublasStatus_t status = cpu_cuda::blas::check_gemm(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc, 1);
+    if (status != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0) return status;
+    bool device = handle->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+    if (device && (!cpu_cuda::check_range(alpha, sizeof(double), "cublasDgemm", "alpha") ||
+                   !cpu_cuda::check_range(beta, sizeof(double), "cublasDgemm", "beta")))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    const double a = *alpha, b = *beta;
+    const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
+    auto span = [](int rows, int cols, int ld) { return ((size_t)(cols - 1) * ld + rows) * sizeof(double); };
+    if ((k > 0 && a != 0 &&
+         (!cpu_cuda::check_range(A, span(ta ? k : m, ta ? m : k, lda), "cublasDgemm", "A") ||
+          !cpu_cuda::check_range(B, span(tb ? n : k, tb ? k : n, ldb), "cublasDgemm", "B"))) ||
+        !cpu_cuda::check_range(C, span(m, n, ldc), "cublasDgemm", "C"))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    cpu_cuda::pool().run((size_t)n, [&](size_t j) {
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int p = 0; p < k && a != 0; p++)
+                s += (ta ? A[(size_t)i * lda + p] : A[(size_t)p * lda + i]) * (tb ? B[(size_t)p * ldb + j] : B[j * ldb + p]);
+            double& c = C[j * ldc + i];
+            c = a * s + (b == 0 ? 0.0 : b * c);  // beta = 0: C is not read (it may hold NaN), as cuBLAS documents
+        }
+    });
+    return CUBLAS_STATUS_SUCCESS;
+}

@@ -189,6 +189,14 @@ CPU_CUDA_INTEGER_ATOMICS(unsigned long long)
 inline unsigned atomicInc(unsigned* a, unsigned limit) {
     return cpu_cuda::atomic_update(a, [limit](unsigned x) { return x >= limit ? 0u : x + 1; });
 }
+// CUDA's: ((old == 0) | (old > limit)) ? limit : old - 1
+inline unsigned atomicDec(unsigned* a, unsigned limit) {
+    return cpu_cuda::atomic_update(a, [limit](unsigned x) { return (x == 0 || x > limit) ? limit : x - 1; });
+}
+inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
+inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
 // Floating-point sums: the race detector is told (exec.h), since their last bits depend on order
 inline float atomicAdd(float* a, float v) {
     cpu_cuda::note_float_atomic(a, sizeof *a);

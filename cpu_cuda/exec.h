@@ -61,7 +61,8 @@ struct Launch {
     const void* bound;
 };
 
-enum class LaneState : uint8_t { unstarted, running, ready, at_barrier, in_collective, exited };
+enum class LaneState : uint8_t { unstarted, running, ready, at_barrier, in_collective, exited,
+                                 sleeping };  // sleeping: on an object until wake(it) (libcu++ barriers)
 enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp, activemask,
                                wmma_fill, wmma_load, wmma_store, wmma_mma,  // wmma_*: votes, as ballot (wmma.h)
                                ptx_mma, ptx_ldmatrix, ptx_ldmatrix_trans };  // ptx_*: the same (mma.h)
@@ -92,6 +93,8 @@ struct Lane {
     int b, c;           // shuffle operand (source lane, delta or lane mask) and clamp/segment
     int pred;
     const char* label;  // the cooperative-groups call behind it, or null
+    const void* sleeps_on;  // LaneState::sleeping: the object it waits for (sleep_on)
+    const char* sleep_what;  // and what that is, for a deadlock's message
     alignas(16) unsigned char value[16];
     alignas(16) unsigned char result[16];
 };
@@ -271,6 +274,24 @@ class Block {
         unsigned mask;
         memcpy(&mask, me.result, sizeof mask);
         return mask;
+    }
+
+    // Waiting on an object of the block's (a libcu++ barrier's phase, a pipeline's stage): the
+    // thread sleeps until another calls wake(obj), then checks its condition again. If no
+    // thread can run while some sleep, that is a deadlock, reported with where they sleep.
+    void sleep_on(const void* obj, const char* what, const char* file, int line) {
+        Lane& me = *current_lane;
+        me.state = LaneState::sleeping, me.sleeps_on = obj, me.sleep_what = what, me.file = file, me.line = line;
+        check_converged(me.id / 32);
+        transfer(me.fiber);
+    }
+    void wake(const void* obj) {
+        for (unsigned id : order_) {
+            Lane& l = lanes_[id];
+            if (l.state != LaneState::sleeping || l.sleeps_on != obj) continue;
+            l.state = LaneState::ready;
+            ready_.push_back((int)id);
+        }
     }
 
     // Abandons the block with an error: its threads never run again.
@@ -603,6 +624,8 @@ class Block {
         for (const Lane& l : lanes_) {
             if (l.state == LaneState::at_barrier)
                 where[strf_("at __syncthreads (%s:%d)", l.file, l.line)].push_back(l.id);
+            else if (l.state == LaneState::sleeping)
+                where[strf_("in %s (%s:%d)", l.sleep_what, l.file, l.line)].push_back(l.id);
             else if (l.state == LaneState::in_collective)
                 where[strf_("in %s (%s:%d) with mask 0x%08x", op_label(l.op, l.label), l.file, l.line, l.mask)]
                     .push_back(l.id);
@@ -880,6 +903,21 @@ inline std::string atomic_rounding(const Launch& l, uintptr_t at, size_t bytes, 
     return "";
 }
 
+// The __constant__ and __device__ variables the program has copied to or from (runtime.h's
+// cudaMemcpy*Symbol): kernels use them without a pointer argument, so the race detector keeps
+// them too, restoring them before each schedule and comparing them after.
+inline std::vector<Allocation>& known_symbols() {
+    static std::vector<Allocation> symbols;
+    return symbols;
+}
+inline void note_symbol(void* p, size_t bytes) {
+    static std::mutex m;
+    std::lock_guard<std::mutex> lock(m);
+    for (const Allocation& a : known_symbols())
+        if (a.ptr == (char*)p) return;
+    known_symbols().push_back(Allocation{(char*)p, bytes, (char*)p, bytes, true});
+}
+
 // Runs l under every race schedule, restoring the memory its pointer arguments reach before
 // each; reports the first element that differs between two schedules (differences only in
 // float atomicAdd targets: atomic_rounding).
@@ -895,6 +933,8 @@ inline std::string race_check(const Launch& l, const std::vector<const void*>& p
         if (const Allocation* a = memory().find(p))
             if (std::none_of(touched.begin(), touched.end(), [&](const Allocation& t) { return t.ptr == a->ptr; }))
                 touched.push_back(*a);
+    for (const Allocation& sym : known_symbols())  // __device__ variables a kernel may update in place
+        touched.push_back(sym);
     std::vector<std::vector<char>> before(touched.size()), reference(touched.size());
     for (size_t i = 0; i < touched.size(); i++) before[i].assign(touched[i].ptr, touched[i].end());
     std::vector<Schedule> schedules = race_schedules(launches++);
@@ -1016,10 +1056,11 @@ const void* address_or_null(F, long) {
 }
 // &kernel inside a call that depends on a generic lambda's parameter: when &kernel cannot be
 // formed (a template whose arguments the call deduces), that is a substitution failure and
-// the second overload above answers null, instead of a compile error.
+// the second overload above answers null, instead of a compile error. (The lambda captures by
+// reference so that the kernel may be a local function-pointer variable: k<<<1, 32>>>(x).)
 #define CPU_CUDA_ADDRESS(...)                                                                               \
     ::cpu_cuda::address_or_null(                                                                           \
-        [](auto tag) -> decltype(::cpu_cuda::address_of(&__VA_ARGS__, tag)) {                             \
+        [&](auto tag) -> decltype(::cpu_cuda::address_of(&__VA_ARGS__, tag)) {                             \
             return ::cpu_cuda::address_of(&__VA_ARGS__, tag);                                              \
         },                                                                                                  \
         0)
@@ -1038,7 +1079,7 @@ auto typed_of(R (*kernel)(P...), int) {
 }
 #define CPU_CUDA_TYPED(...)                                                                                \
     ::cpu_cuda::typed_or_null(                                                                              \
-        [](auto tag) -> decltype(::cpu_cuda::typed_of(&__VA_ARGS__, tag)) {                                \
+        [&](auto tag) -> decltype(::cpu_cuda::typed_of(&__VA_ARGS__, tag)) {                                \
             return ::cpu_cuda::typed_of(&__VA_ARGS__, tag);                                                 \
         },                                                                                                  \
         0)

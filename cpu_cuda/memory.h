@@ -62,6 +62,7 @@ struct Allocation {
     char* map;        // the whole mapping, guards included
     size_t map_bytes;
     bool device;      // false: pinned host memory (cudaMallocHost), which kernels may read too
+    bool registered = false;  // host memory of the program's, pinned by cudaHostRegister (not ours to unmap)
     char* end() const { return ptr + bytes; }
 };
 
@@ -91,9 +92,28 @@ class Memory {
     bool release(void* p, bool device) {
         std::lock_guard<std::mutex> lock(mutex_);
         auto it = allocations_.find((uintptr_t)p);
-        if (it == allocations_.end() || it->second.device != device) return false;
+        if (it == allocations_.end() || it->second.device != device || it->second.registered) return false;
         if (device) in_use_ -= it->second.bytes, pages_.remove(it->second.bytes);
         munmap(it->second.map, it->second.map_bytes);
+        allocations_.erase(it);
+        return true;
+    }
+
+    // cudaHostRegister: the program's own memory [p, p + bytes) counts as pinned host memory
+    // until unregister_host(p); false if it overlaps an allocation or a registered range.
+    bool register_host(void* p, size_t bytes) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        char* c = (char*)p;
+        auto it = allocations_.lower_bound((uintptr_t)c);
+        if (it != allocations_.end() && it->second.map < c + bytes) return false;
+        if (it != allocations_.begin() && (--it)->second.map + it->second.map_bytes > c) return false;
+        allocations_[(uintptr_t)c] = {c, bytes, c, bytes, false, true};
+        return true;
+    }
+    bool unregister_host(void* p) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = allocations_.find((uintptr_t)p);
+        if (it == allocations_.end() || !it->second.registered) return false;
         allocations_.erase(it);
         return true;
     }

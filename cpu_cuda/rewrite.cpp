@@ -11,14 +11,17 @@
 //   __shared__ T a[N], b[M];    (inside a function)
 //       -> static thread_local T a[N], b[M]; ::cpu_cuda::shared_touch(&a, sizeof a); ...
 //       (one copy per OS thread = per block, filled with NaN bytes when a block starts)
-//   extern __shared__ T buf[];
+//   extern __shared__ T buf[];   (or extern T __shared__ buf[];)
 //       -> T* buf = (T*)::cpu_cuda::dynamic_shared();
+//   extern __shared__ T tile[][33];
+//       -> T(*tile)[33] = (T(*)[33])::cpu_cuda::dynamic_shared();
 //   #pragma unroll N  -> #pragma GCC unroll N   (g++ warns about CUDA's spelling)
 //   __global__ void __launch_bounds__(256) k(float* x) { ...
 //       -> __global__ void  k(float* x) { ::cpu_cuda::kernel_entry("k", __FILE__, __LINE__, 256); ...
 //       (every kernel's body starts with kernel_entry: it fails a launch beyond the launch
 //       bounds, and a kernel called from host code as a function, with a message)
-// Comments, string and character literals are skipped. No line is added or removed, and
+// Comments, string and character literals are skipped (a literal may continue on the next line
+// after a backslash, as the preprocessor's line splicing allows). No line is added or removed, and
 // the output starts with #line 1 "SOURCE", so compiler errors and gdb name the real file
 // and line.
 #include <cctype>
@@ -177,7 +180,10 @@ class Rewriter {
         }
         char quote = s_[j++];
         while (j < s_.size() && s_[j] != quote) {
-            if (s_[j] == '\\') j++;
+            if (s_[j] == '\\') {  // an escape, or a backslash-newline that continues the literal
+                j += s_.compare(j + 1, 2, "\r\n") == 0 ? 3 : 2;
+                continue;
+            }
             if (s_[j] == '\n') die(path_, line_, "unterminated literal");
             j++;
         }
@@ -323,12 +329,38 @@ class Rewriter {
             return back >= w.size() && out_.compare(back - w.size(), w.size(), w) == 0 &&
                    (back == w.size() || !ident_char(out_[back - w.size() - 1]));
         };
+        // "extern float __shared__ s[]": the qualifier after the type; the words back to the
+        // statement's start are the type, and "extern" leads them
+        std::string type_before;
+        size_t st = back;
+        while (st > 0 && (ident_char(out_[st - 1]) || out_[st - 1] == ' ' || out_[st - 1] == '\t' || out_[st - 1] == ':'))
+            st--;
+        while (st < back && isspace((unsigned char)out_[st])) st++;
+        bool extern_first = !preceded_by("extern") && out_.compare(st, 6, "extern") == 0 && st + 6 < back &&
+                            !ident_char(out_[st + 6]);
+        if (extern_first) {
+            type_before = out_.substr(st + 6, back - st - 6) + " ";
+            out_.resize(st + 6), back = st + 6;
+        }
         if (preceded_by("extern")) {
             out_.resize(back - 6);
             std::string type;
             std::vector<std::string> names = declarator_names(decl, &type);
-            type = strip_alignment(type);
-            out_ += type + "* " + names[0] + " = (" + type + "*)::cpu_cuda::dynamic_shared();";
+            type = strip_alignment(type_before + type);
+            // the dimensions after the first, unknown one: extern __shared__ float s[][33]
+            // is a pointer to rows of 33
+            size_t name_at = decl.find(names[0]);
+            size_t open = decl.find('[', name_at);
+            size_t close = open == std::string::npos ? open : decl.find(']', open);
+            std::string rows = close == std::string::npos ? "" : decl.substr(close + 1);
+            while (!rows.empty() && isspace((unsigned char)rows.back())) rows.pop_back();
+            for (char& c : rows)
+                if (c == '\n') c = ' ';
+            if (rows.empty())
+                out_ += type + "* " + names[0] + " = (" + type + "*)::cpu_cuda::dynamic_shared();";
+            else
+                out_ += type + "(*" + names[0] + ")" + rows + " = (" + type + "(*)" + rows +
+                        ")::cpu_cuda::dynamic_shared();";
         } else {
             std::vector<std::string> names = declarator_names(decl, nullptr);
             out_ += preceded_by("static") ? "thread_local" : "static thread_local";

@@ -14,10 +14,13 @@
 #include <mutex>
 #include <set>
 
+#include "device_presets.h"
 #include "exec.h"
 #include "memory.h"
 #include "settings.h"
 #include "streams.h"
+
+#include <cuda_profiler_api.h>
 
 // The toolkit declares these handle types but leaves them opaque: the runtime defines them.
 struct CUstream_st {
@@ -50,27 +53,86 @@ inline double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The device every process sees: compute capability 9.0 (the architecture the kernels are
-// written for), the launch limits of real hardware, and the runtime's pool as its SMs.
+// The device every process sees: the GPU of CPU_CUDA_DEVICE (device_presets.h, an H100 by
+// default), with the runtime's pool as its SMs unless CPU_CUDA_DEVICE is set, and the memory
+// cudaMalloc can really use.
+inline int preset_sm_count() { return device_preset_chosen() ? device_preset().sms : pool().size(); }
 inline cudaDeviceProp device_properties(int device) {
+    const DevicePreset& d = device_preset();
     cudaDeviceProp p;
     memset(&p, 0, sizeof p);
-    snprintf(p.name, sizeof p.name, "cpu_cuda (CUDA on the CPU, %d threads)", pool().size());
+    if (device_preset_chosen())
+        snprintf(p.name, sizeof p.name, "%s (cpu_cuda: CUDA on the CPU, %d threads)", d.name, pool().size());
+    else
+        snprintf(p.name, sizeof p.name, "cpu_cuda (CUDA on the CPU, %d threads)", pool().size());
+    for (int i = 0; i < 16; i++) p.uuid.bytes[i] = (char)(0xc0 + i + 16 * device);
     p.totalGlobalMem = memory().capacity();
-    p.sharedMemPerBlock = DEFAULT_DYNAMIC_SMEM;
-    p.sharedMemPerBlockOptin = MAX_DYNAMIC_SMEM_OPTIN;
-    p.sharedMemPerMultiprocessor = 228 << 10;
-    p.regsPerBlock = 65536;
-    p.warpSize = 32;
-    p.maxThreadsPerBlock = (int)MAX_THREADS_PER_BLOCK;
-    p.maxThreadsDim[0] = 1024, p.maxThreadsDim[1] = 1024, p.maxThreadsDim[2] = 64;
-    p.maxGridSize[0] = 2147483647, p.maxGridSize[1] = 65535, p.maxGridSize[2] = 65535;
-    p.totalConstMem = 64 << 10;
-    p.major = 9, p.minor = 0;
-    p.multiProcessorCount = pool().size();
-    p.maxThreadsPerMultiProcessor = 2048;
+    p.sharedMemPerBlock = DevicePreset::smem_per_block;
+    p.regsPerBlock = d.regs_per_block;
+    p.warpSize = DevicePreset::warp_size;
+    p.memPitch = 2147483647;
+    p.maxThreadsPerBlock = DevicePreset::max_threads_per_block;
+    for (int i = 0; i < 3; i++) p.maxThreadsDim[i] = DevicePreset::max_block_dim[i], p.maxGridSize[i] = DevicePreset::max_grid_dim[i];
+    p.totalConstMem = DevicePreset::const_memory;
+    p.major = d.major, p.minor = d.minor;
+    p.textureAlignment = 512, p.texturePitchAlignment = 32, p.surfaceAlignment = 512;
+    p.multiProcessorCount = preset_sm_count();
+    p.canMapHostMemory = 1;
+    // texture and surface limits (the Programming Guide's table; the runtime has no textures)
+    p.maxTexture1D = 131072, p.maxTexture1DMipmap = 32768;
+    p.maxTexture2D[0] = 131072, p.maxTexture2D[1] = 65536;
+    p.maxTexture2DMipmap[0] = p.maxTexture2DMipmap[1] = 32768;
+    p.maxTexture2DLinear[0] = 131072, p.maxTexture2DLinear[1] = 65000, p.maxTexture2DLinear[2] = 2097120;
+    p.maxTexture2DGather[0] = p.maxTexture2DGather[1] = 32768;
+    p.maxTexture3D[0] = p.maxTexture3D[1] = p.maxTexture3D[2] = 16384;
+    p.maxTexture3DAlt[0] = p.maxTexture3DAlt[1] = 8192, p.maxTexture3DAlt[2] = 32768;
+    p.maxTextureCubemap = 32768;
+    p.maxTexture1DLayered[0] = 32768, p.maxTexture1DLayered[1] = 2048;
+    p.maxTexture2DLayered[0] = p.maxTexture2DLayered[1] = 32768, p.maxTexture2DLayered[2] = 2048;
+    p.maxTextureCubemapLayered[0] = 32768, p.maxTextureCubemapLayered[1] = 2046;
+    p.maxSurface1D = 32768;
+    p.maxSurface2D[0] = 131072, p.maxSurface2D[1] = 65536;
+    p.maxSurface3D[0] = p.maxSurface3D[1] = p.maxSurface3D[2] = 16384;
+    p.maxSurface1DLayered[0] = 32768, p.maxSurface1DLayered[1] = 2048;
+    p.maxSurface2DLayered[0] = p.maxSurface2DLayered[1] = 32768, p.maxSurface2DLayered[2] = 2048;
+    p.maxSurfaceCubemap = 32768;
+    p.maxSurfaceCubemapLayered[0] = 32768, p.maxSurfaceCubemapLayered[1] = 2046;
+    p.concurrentKernels = 1;
+    p.pciBusID = device + 1, p.pciDeviceID = 0, p.pciDomainID = 0;
+    p.asyncEngineCount = d.copy_engines;
     p.unifiedAddressing = 1;
-    p.pciBusID = device + 1;
+    p.memoryBusWidth = d.memory_bus_bits;
+    p.l2CacheSize = d.l2_bytes;
+    // cc >= 8.0 can set aside up to 3/4 of L2 for persisting accesses (A100: 30 of 40 MB)
+    p.persistingL2CacheMaxSize = d.major >= 8 ? d.l2_bytes / 4 * 3 : 0;
+    p.maxThreadsPerMultiProcessor = d.max_threads_per_sm;
+    p.streamPrioritiesSupported = 1;
+    p.globalL1CacheSupported = 1, p.localL1CacheSupported = 1;
+    p.sharedMemPerMultiprocessor = (size_t)d.smem_per_sm;
+    p.regsPerMultiprocessor = d.regs_per_sm;
+    p.managedMemory = 1;
+    p.computePreemptionSupported = 1;
+    p.cooperativeLaunch = 1;
+    p.sharedMemPerBlockOptin = (size_t)d.smem_per_block_optin;
+    p.maxBlocksPerMultiProcessor = d.max_blocks_per_sm;
+    p.accessPolicyMaxWindowSize = d.major >= 8 ? 134213632 : 0;  // (what an A100 or H100 reports)
+    p.reservedSharedMemPerBlock = (size_t)d.reserved_smem_per_block;
+    p.hostRegisterSupported = 1;
+    p.memoryPoolsSupported = 1;
+    p.clusterLaunch = d.major >= 9;
+#if CUDART_VERSION >= 13000  // (fields of recent toolkits)
+    p.deviceNumaId = -1, p.hostNumaId = -1;
+    p.gpuPciDeviceID = d.pci_id();
+#endif
+#if CUDART_VERSION < 13000  // fields CUDA 13 removed from cudaDeviceProp (the attributes remain)
+    p.clockRate = d.clock_khz;
+    p.memoryClockRate = d.memory_clock_khz;
+    p.deviceOverlap = 1;
+    p.computeMode = cudaComputeModeDefault;
+    p.maxTexture1DLinear = 1 << 27;
+    p.cooperativeMultiDeviceLaunch = 1;
+    p.singleToDoublePrecisionPerfRatio = d.fp32_per_fp64;
+#endif
     return p;
 }
 
@@ -191,21 +253,139 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     *prop = cpu_cuda::device_properties(device);
     return cudaSuccess;
 }
+// Every attribute CUDA defines, from the same figures as cudaGetDeviceProperties (those the
+// struct no longer carries in CUDA 13, clocks and compute mode, from the preset directly).
+// The reserved numbers answer cudaErrorInvalidValue, as CUDA's do.
 inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
     if (!value) return cpu_cuda::set_error(cudaErrorInvalidValue);
     if (device < 0 || device >= cpu_cuda::settings().devices) return cpu_cuda::set_error(cudaErrorInvalidDevice);
-    cudaDeviceProp p = cpu_cuda::device_properties(device);
+    const cudaDeviceProp p = cpu_cuda::device_properties(device);
+    const cpu_cuda::DevicePreset& d = cpu_cuda::device_preset();
+    int v;
     switch (attr) {
-        case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
-        case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
-        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
-        case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
-        case cudaDevAttrWarpSize: *value = p.warpSize; break;
-        case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
-        case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
-        case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
-        default: return cpu_cuda::set_error(cudaErrorInvalidValue);
+        case cudaDevAttrMaxThreadsPerBlock: v = p.maxThreadsPerBlock; break;
+        case cudaDevAttrMaxBlockDimX: v = p.maxThreadsDim[0]; break;
+        case cudaDevAttrMaxBlockDimY: v = p.maxThreadsDim[1]; break;
+        case cudaDevAttrMaxBlockDimZ: v = p.maxThreadsDim[2]; break;
+        case cudaDevAttrMaxGridDimX: v = p.maxGridSize[0]; break;
+        case cudaDevAttrMaxGridDimY: v = p.maxGridSize[1]; break;
+        case cudaDevAttrMaxGridDimZ: v = p.maxGridSize[2]; break;
+        case cudaDevAttrMaxSharedMemoryPerBlock: v = (int)p.sharedMemPerBlock; break;
+        case cudaDevAttrTotalConstantMemory: v = (int)p.totalConstMem; break;
+        case cudaDevAttrWarpSize: v = p.warpSize; break;
+        case cudaDevAttrMaxPitch: v = (int)p.memPitch; break;
+        case cudaDevAttrMaxRegistersPerBlock: v = p.regsPerBlock; break;
+        case cudaDevAttrClockRate: v = d.clock_khz; break;
+        case cudaDevAttrTextureAlignment: v = (int)p.textureAlignment; break;
+        case cudaDevAttrGpuOverlap: v = 1; break;
+        case cudaDevAttrMultiProcessorCount: v = p.multiProcessorCount; break;
+        case cudaDevAttrKernelExecTimeout: v = 0; break;  // a compute GPU without a display
+        case cudaDevAttrIntegrated: v = p.integrated; break;
+        case cudaDevAttrCanMapHostMemory: v = p.canMapHostMemory; break;
+        case cudaDevAttrComputeMode: v = cudaComputeModeDefault; break;
+        case cudaDevAttrMaxTexture1DWidth: v = p.maxTexture1D; break;
+        case cudaDevAttrMaxTexture2DWidth: v = p.maxTexture2D[0]; break;
+        case cudaDevAttrMaxTexture2DHeight: v = p.maxTexture2D[1]; break;
+        case cudaDevAttrMaxTexture3DWidth: v = p.maxTexture3D[0]; break;
+        case cudaDevAttrMaxTexture3DHeight: v = p.maxTexture3D[1]; break;
+        case cudaDevAttrMaxTexture3DDepth: v = p.maxTexture3D[2]; break;
+        case cudaDevAttrMaxTexture2DLayeredWidth: v = p.maxTexture2DLayered[0]; break;
+        case cudaDevAttrMaxTexture2DLayeredHeight: v = p.maxTexture2DLayered[1]; break;
+        case cudaDevAttrMaxTexture2DLayeredLayers: v = p.maxTexture2DLayered[2]; break;
+        case cudaDevAttrSurfaceAlignment: v = (int)p.surfaceAlignment; break;
+        case cudaDevAttrConcurrentKernels: v = p.concurrentKernels; break;
+        case cudaDevAttrEccEnabled: v = p.ECCEnabled; break;
+        case cudaDevAttrPciBusId: v = p.pciBusID; break;
+        case cudaDevAttrPciDeviceId: v = p.pciDeviceID; break;
+        case cudaDevAttrTccDriver: v = p.tccDriver; break;
+        case cudaDevAttrMemoryClockRate: v = d.memory_clock_khz; break;
+        case cudaDevAttrGlobalMemoryBusWidth: v = p.memoryBusWidth; break;
+        case cudaDevAttrL2CacheSize: v = p.l2CacheSize; break;
+        case cudaDevAttrMaxThreadsPerMultiProcessor: v = p.maxThreadsPerMultiProcessor; break;
+        case cudaDevAttrAsyncEngineCount: v = p.asyncEngineCount; break;
+        case cudaDevAttrUnifiedAddressing: v = p.unifiedAddressing; break;
+        case cudaDevAttrMaxTexture1DLayeredWidth: v = p.maxTexture1DLayered[0]; break;
+        case cudaDevAttrMaxTexture1DLayeredLayers: v = p.maxTexture1DLayered[1]; break;
+        case cudaDevAttrMaxTexture2DGatherWidth: v = p.maxTexture2DGather[0]; break;
+        case cudaDevAttrMaxTexture2DGatherHeight: v = p.maxTexture2DGather[1]; break;
+        case cudaDevAttrMaxTexture3DWidthAlt: v = p.maxTexture3DAlt[0]; break;
+        case cudaDevAttrMaxTexture3DHeightAlt: v = p.maxTexture3DAlt[1]; break;
+        case cudaDevAttrMaxTexture3DDepthAlt: v = p.maxTexture3DAlt[2]; break;
+        case cudaDevAttrPciDomainId: v = p.pciDomainID; break;
+        case cudaDevAttrTexturePitchAlignment: v = (int)p.texturePitchAlignment; break;
+        case cudaDevAttrMaxTextureCubemapWidth: v = p.maxTextureCubemap; break;
+        case cudaDevAttrMaxTextureCubemapLayeredWidth: v = p.maxTextureCubemapLayered[0]; break;
+        case cudaDevAttrMaxTextureCubemapLayeredLayers: v = p.maxTextureCubemapLayered[1]; break;
+        case cudaDevAttrMaxSurface1DWidth: v = p.maxSurface1D; break;
+        case cudaDevAttrMaxSurface2DWidth: v = p.maxSurface2D[0]; break;
+        case cudaDevAttrMaxSurface2DHeight: v = p.maxSurface2D[1]; break;
+        case cudaDevAttrMaxSurface3DWidth: v = p.maxSurface3D[0]; break;
+        case cudaDevAttrMaxSurface3DHeight: v = p.maxSurface3D[1]; break;
+        case cudaDevAttrMaxSurface3DDepth: v = p.maxSurface3D[2]; break;
+        case cudaDevAttrMaxSurface1DLayeredWidth: v = p.maxSurface1DLayered[0]; break;
+        case cudaDevAttrMaxSurface1DLayeredLayers: v = p.maxSurface1DLayered[1]; break;
+        case cudaDevAttrMaxSurface2DLayeredWidth: v = p.maxSurface2DLayered[0]; break;
+        case cudaDevAttrMaxSurface2DLayeredHeight: v = p.maxSurface2DLayered[1]; break;
+        case cudaDevAttrMaxSurface2DLayeredLayers: v = p.maxSurface2DLayered[2]; break;
+        case cudaDevAttrMaxSurfaceCubemapWidth: v = p.maxSurfaceCubemap; break;
+        case cudaDevAttrMaxSurfaceCubemapLayeredWidth: v = p.maxSurfaceCubemapLayered[0]; break;
+        case cudaDevAttrMaxSurfaceCubemapLayeredLayers: v = p.maxSurfaceCubemapLayered[1]; break;
+        case cudaDevAttrMaxTexture1DLinearWidth: v = 1 << 27; break;
+        case cudaDevAttrMaxTexture2DLinearWidth: v = p.maxTexture2DLinear[0]; break;
+        case cudaDevAttrMaxTexture2DLinearHeight: v = p.maxTexture2DLinear[1]; break;
+        case cudaDevAttrMaxTexture2DLinearPitch: v = p.maxTexture2DLinear[2]; break;
+        case cudaDevAttrMaxTexture2DMipmappedWidth: v = p.maxTexture2DMipmap[0]; break;
+        case cudaDevAttrMaxTexture2DMipmappedHeight: v = p.maxTexture2DMipmap[1]; break;
+        case cudaDevAttrComputeCapabilityMajor: v = p.major; break;
+        case cudaDevAttrComputeCapabilityMinor: v = p.minor; break;
+        case cudaDevAttrMaxTexture1DMipmappedWidth: v = p.maxTexture1DMipmap; break;
+        case cudaDevAttrStreamPrioritiesSupported: v = p.streamPrioritiesSupported; break;
+        case cudaDevAttrGlobalL1CacheSupported: v = p.globalL1CacheSupported; break;
+        case cudaDevAttrLocalL1CacheSupported: v = p.localL1CacheSupported; break;
+        case cudaDevAttrMaxSharedMemoryPerMultiprocessor: v = (int)p.sharedMemPerMultiprocessor; break;
+        case cudaDevAttrMaxRegistersPerMultiprocessor: v = p.regsPerMultiprocessor; break;
+        case cudaDevAttrManagedMemory: v = p.managedMemory; break;
+        case cudaDevAttrIsMultiGpuBoard: v = p.isMultiGpuBoard; break;
+        case cudaDevAttrMultiGpuBoardGroupID: v = device; break;
+        case cudaDevAttrHostNativeAtomicSupported: v = p.hostNativeAtomicSupported; break;
+        case cudaDevAttrSingleToDoublePrecisionPerfRatio: v = d.fp32_per_fp64; break;
+        case cudaDevAttrPageableMemoryAccess: v = p.pageableMemoryAccess; break;
+        case cudaDevAttrConcurrentManagedAccess: v = p.concurrentManagedAccess; break;
+        case cudaDevAttrComputePreemptionSupported: v = p.computePreemptionSupported; break;
+        case cudaDevAttrCanUseHostPointerForRegisteredMem: v = p.canUseHostPointerForRegisteredMem; break;
+        case cudaDevAttrCooperativeLaunch: v = p.cooperativeLaunch; break;
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin: v = (int)p.sharedMemPerBlockOptin; break;
+        case cudaDevAttrCanFlushRemoteWrites: v = 0; break;
+        case cudaDevAttrHostRegisterSupported: v = p.hostRegisterSupported; break;
+        case cudaDevAttrPageableMemoryAccessUsesHostPageTables: v = p.pageableMemoryAccessUsesHostPageTables; break;
+        case cudaDevAttrDirectManagedMemAccessFromHost: v = p.directManagedMemAccessFromHost; break;
+        case cudaDevAttrMaxBlocksPerMultiprocessor: v = p.maxBlocksPerMultiProcessor; break;
+        case cudaDevAttrMaxPersistingL2CacheSize: v = p.persistingL2CacheMaxSize; break;
+        case cudaDevAttrMaxAccessPolicyWindowSize: v = p.accessPolicyMaxWindowSize; break;
+        case cudaDevAttrReservedSharedMemoryPerBlock: v = (int)p.reservedSharedMemPerBlock; break;
+        case cudaDevAttrSparseCudaArraySupported: v = 0; break;
+        case cudaDevAttrHostRegisterReadOnlySupported: v = 0; break;
+        case cudaDevAttrTimelineSemaphoreInteropSupported: v = 0; break;
+        case cudaDevAttrMemoryPoolsSupported: v = p.memoryPoolsSupported; break;
+        case cudaDevAttrGPUDirectRDMASupported: v = 0; break;
+        case cudaDevAttrGPUDirectRDMAFlushWritesOptions: v = 0; break;
+        case cudaDevAttrGPUDirectRDMAWritesOrdering: v = 0; break;
+        case cudaDevAttrMemoryPoolSupportedHandleTypes: v = 0; break;
+        case cudaDevAttrClusterLaunch: v = p.clusterLaunch; break;
+        case cudaDevAttrDeferredMappingCudaArraySupported: v = 0; break;
+        default:
+            // Attributes newer toolkits added, by number (an older toolkit lacks their names)
+            switch ((int)attr) {
+                case 126: v = d.major >= 9 ? 4 : 1; break;  // memory sync domains (Hopper has 4)
+                case 131: case 134: v = -1; break;          // the GPU's and the host's NUMA node: none
+                case 139: v = (int)d.pci_id(); break;
+                case 125: case 130: case 133: case 135: case 138: case 140: case 142: case 143: case 144: case 147:
+                    v = 0;  // IPC events, NUMA config, MPS, CIG interop, subsystem id, host memory pools: no
+                    break;
+                default: return cpu_cuda::set_error(cudaErrorInvalidValue);  // reserved or unknown, as CUDA
+            }
     }
+    *value = v;
     return cudaSuccess;
 }
 inline cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
@@ -421,3 +601,352 @@ inline cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) {
 }
 inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }  // (nothing was made)
 inline cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }
+
+// ----------------------------------------------------------------------------
+// Symbols: __constant__ and __device__ variables. Without nvcc they are ordinary globals of
+// the program (the toolkit's headers define __constant__ and __device__ as nothing for a host
+// compiler), which kernels here read directly; these calls copy into and out of them. The
+// C++ forms (a variable, not its address: what programs write) know the symbol's size, so a
+// count or offset beyond it fails with cudaErrorInvalidValue and a line naming the call's file
+// and line, where a GPU would write past it. (The C forms, given only an address, cannot check.)
+
+namespace cpu_cuda {
+inline cudaError_t symbol_copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, bool to_symbol,
+                               const char* call, cudaStream_t stream = nullptr) {
+    if (!valid_stream(stream)) return set_error(cudaErrorInvalidResourceHandle);
+    if (count == 0) return cudaSuccess;
+    if (!dst || !src) return set_error(cudaErrorInvalidValue);
+    const void* other = to_symbol ? src : dst;  // the operand that is not the symbol
+    if (kind == cudaMemcpyDefault) kind = memory().is_device(other) ? cudaMemcpyDeviceToDevice
+                                          : to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    if (kind != cudaMemcpyDeviceToDevice && kind != (to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost))
+        return set_error(cudaErrorInvalidMemcpyDirection);
+    DeviceAccess access;
+    if (kind == cudaMemcpyDeviceToDevice && !check_range(other, count, call, to_symbol ? "source" : "destination"))
+        return set_error(cudaErrorInvalidValue);
+    memmove(dst, src, count);
+    return cudaSuccess;
+}
+inline cudaError_t symbol_range(size_t symbol_bytes, size_t count, size_t offset, const char* call, const char* file,
+                                int line) {
+    if (offset <= symbol_bytes && count <= symbol_bytes - offset) return cudaSuccess;
+    fprintf(stderr, "cpu_cuda: %s at %s:%d: %zu bytes at offset %zu run past the end of the symbol (%zu bytes)\n",
+            call, file, line, count, offset, symbol_bytes);
+    return set_error(cudaErrorInvalidValue);
+}
+}  // namespace cpu_cuda
+
+inline cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                                      cudaMemcpyKind kind) {
+    if (!symbol) return cpu_cuda::set_error(cudaErrorInvalidSymbol);
+    return cpu_cuda::symbol_copy((char*)symbol + offset, src, count, kind, true, "cudaMemcpyToSymbol");
+}
+inline cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
+                                        cudaMemcpyKind kind) {
+    if (!symbol) return cpu_cuda::set_error(cudaErrorInvalidSymbol);
+    return cpu_cuda::symbol_copy(dst, (const char*)symbol + offset, count, kind, false, "cudaMemcpyFromSymbol");
+}
+inline cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count, size_t offset,
+                                           cudaMemcpyKind kind, cudaStream_t stream) {
+    if (!symbol) return cpu_cuda::set_error(cudaErrorInvalidSymbol);
+    return cpu_cuda::symbol_copy((char*)symbol + offset, src, count, kind, true, "cudaMemcpyToSymbolAsync", stream);
+}
+inline cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
+                                             cudaMemcpyKind kind, cudaStream_t stream) {
+    if (!symbol) return cpu_cuda::set_error(cudaErrorInvalidSymbol);
+    return cpu_cuda::symbol_copy(dst, (const char*)symbol + offset, count, kind, false, "cudaMemcpyFromSymbolAsync",
+                                 stream);
+}
+template <class T>
+cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t count, size_t offset = 0,
+                               cudaMemcpyKind kind = cudaMemcpyHostToDevice, const char* file = __builtin_FILE(),
+                               int line = __builtin_LINE()) {
+    if (cudaError_t e = cpu_cuda::symbol_range(sizeof(T), count, offset, "cudaMemcpyToSymbol", file, line)) return e;
+    cpu_cuda::note_symbol((void*)&symbol, sizeof(T));  // (for the race detector)
+    return cudaMemcpyToSymbol((const void*)&symbol, src, count, offset, kind);
+}
+template <class T>
+cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t count, size_t offset = 0,
+                                 cudaMemcpyKind kind = cudaMemcpyDeviceToHost, const char* file = __builtin_FILE(),
+                                 int line = __builtin_LINE()) {
+    if (cudaError_t e = cpu_cuda::symbol_range(sizeof(T), count, offset, "cudaMemcpyFromSymbol", file, line)) return e;
+    cpu_cuda::note_symbol((void*)&symbol, sizeof(T));  // (for the race detector)
+    return cudaMemcpyFromSymbol(dst, (const void*)&symbol, count, offset, kind);
+}
+template <class T>
+cudaError_t cudaMemcpyToSymbolAsync(const T& symbol, const void* src, size_t count, size_t offset = 0,
+                                    cudaMemcpyKind kind = cudaMemcpyHostToDevice, cudaStream_t stream = 0,
+                                    const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    if (cudaError_t e = cpu_cuda::symbol_range(sizeof(T), count, offset, "cudaMemcpyToSymbolAsync", file, line))
+        return e;
+    cpu_cuda::note_symbol((void*)&symbol, sizeof(T));  // (for the race detector)
+    return cudaMemcpyToSymbolAsync((const void*)&symbol, src, count, offset, kind, stream);
+}
+template <class T>
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const T& symbol, size_t count, size_t offset = 0,
+                                      cudaMemcpyKind kind = cudaMemcpyDeviceToHost, cudaStream_t stream = 0,
+                                      const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    if (cudaError_t e = cpu_cuda::symbol_range(sizeof(T), count, offset, "cudaMemcpyFromSymbolAsync", file, line))
+        return e;
+    cpu_cuda::note_symbol((void*)&symbol, sizeof(T));  // (for the race detector)
+    return cudaMemcpyFromSymbolAsync(dst, (const void*)&symbol, count, offset, kind, stream);
+}
+template <class T>
+cudaError_t cudaGetSymbolSize(size_t* size, const T&) {
+    if (!size) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    *size = sizeof(T);
+    return cudaSuccess;
+}
+
+// ----------------------------------------------------------------------------
+// The profiler, device flags and host memory registration
+
+inline cudaError_t cudaProfilerStart() { return cudaSuccess; }  // (no profiler to start: nothing to record)
+inline cudaError_t cudaProfilerStop() { return cudaSuccess; }
+
+namespace cpu_cuda {
+inline unsigned& device_flags() {
+    static unsigned flags = cudaDeviceScheduleAuto;
+    return flags;
+}
+}  // namespace cpu_cuda
+// The flags are recorded and answered back; scheduling and mapping mean nothing here (host
+// memory is always mapped). Unknown bits, or two scheduling policies at once, are refused.
+inline cudaError_t cudaSetDeviceFlags(unsigned int flags) {
+    const unsigned known = cudaDeviceScheduleMask | cudaDeviceMapHost | cudaDeviceLmemResizeToMax;
+    unsigned schedule = flags & cudaDeviceScheduleMask;
+    if ((flags & ~known) || (schedule & (schedule - 1))) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    cpu_cuda::device_flags() = flags | cudaDeviceMapHost;  // (CUDA reports MapHost as always set)
+    return cudaSuccess;
+}
+inline cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
+    if (!flags) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    *flags = cpu_cuda::device_flags() | cudaDeviceMapHost;
+    return cudaSuccess;
+}
+// The range becomes pinned host memory: kernels may be given pointers into it (cudaHostGetDevicePointer
+// answers the same address, as with unified addressing) and async copies from it are queued.
+inline cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+    if (!ptr || size == 0 || (flags & ~15u)) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (!cpu_cuda::memory().register_host(ptr, size)) {
+        fprintf(stderr, "cpu_cuda: cudaHostRegister(%p, %zu): overlaps memory already registered or allocated (%s)\n",
+                ptr, size, cpu_cuda::memory().describe(ptr).c_str());
+        return cpu_cuda::set_error(cudaErrorHostMemoryAlreadyRegistered);
+    }
+    return cudaSuccess;
+}
+inline cudaError_t cudaHostUnregister(void* ptr) {
+    cpu_cuda::settle();  // queued copies may still read it
+    if (!cpu_cuda::memory().unregister_host(ptr)) return cpu_cuda::set_error(cudaErrorHostMemoryNotRegistered);
+    return cudaSuccess;
+}
+inline cudaError_t cudaHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned int flags) {
+    if (!device_ptr || flags) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    const cpu_cuda::Allocation* a = cpu_cuda::memory().find(host_ptr);
+    if (!a || a->device) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    *device_ptr = host_ptr;
+    return cudaSuccess;
+}
+
+// ----------------------------------------------------------------------------
+// Occupancy and function attributes, from the preset GPU's figures (device_presets.h). What
+// only the compiler knows, the runtime cannot: it counts a kernel as using 32 registers per
+// thread (then registers never limit a block of up to 1024 threads on these GPUs) and no static
+// shared memory; the dynamic shared memory asked for and the block size do limit, as CUDA's
+// occupancy calculator computes (warps, blocks and shared memory per SM, per-block reserve
+// included).
+
+namespace cpu_cuda {
+constexpr int ASSUMED_REGISTERS_PER_THREAD = 32;
+inline size_t kernel_smem_limit(const void* func) {
+    std::lock_guard<std::mutex> lock(smem_limits_mutex());
+    auto it = smem_limits().find(func);
+    return it != smem_limits().end() ? it->second : DEFAULT_DYNAMIC_SMEM;
+}
+inline int blocks_per_sm(int block_size, size_t dynamic_smem) {
+    const DevicePreset& d = device_preset();
+    int warps = (block_size + 31) / 32;
+    int by_threads = d.max_threads_per_sm / (warps * 32);
+    int by_regs = d.regs_per_sm / (warps * 32 * ASSUMED_REGISTERS_PER_THREAD);
+    size_t per_block = dynamic_smem + (size_t)d.reserved_smem_per_block;
+    int by_smem = per_block ? (int)((size_t)d.smem_per_sm / per_block) : d.max_blocks_per_sm;
+    return std::max(0, std::min({d.max_blocks_per_sm, by_threads, by_regs, by_smem}));
+}
+}  // namespace cpu_cuda
+
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const void* func, int block_size,
+                                                                          size_t dynamic_smem, unsigned int) {
+    if (!blocks || block_size <= 0) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (!func) return cpu_cuda::set_error(cudaErrorInvalidDeviceFunction);
+    if (block_size > cpu_cuda::DevicePreset::max_threads_per_block || dynamic_smem > cpu_cuda::kernel_smem_limit(func)) {
+        *blocks = 0;  // (CUDA: a launch that could not run at all has no resident blocks)
+        return cudaSuccess;
+    }
+    *blocks = cpu_cuda::blocks_per_sm(block_size, dynamic_smem);
+    return cudaSuccess;
+}
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int block_size,
+                                                                 size_t dynamic_smem) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, func, block_size, dynamic_smem, 0);
+}
+template <class T>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, T* func, int block_size, size_t dynamic_smem) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, (const void*)func, block_size, dynamic_smem);
+}
+// (cudaOccupancyMaxPotentialBlockSize and its variants are the toolkit's own, in cuda_runtime.h:
+// host code that asks the calls above and the device's attributes.)
+inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
+    if (!attr) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (!func) return cpu_cuda::set_error(cudaErrorInvalidDeviceFunction);
+    const cpu_cuda::DevicePreset& d = cpu_cuda::device_preset();
+    memset(attr, 0, sizeof *attr);
+    attr->maxThreadsPerBlock = cpu_cuda::DevicePreset::max_threads_per_block;
+    attr->numRegs = cpu_cuda::ASSUMED_REGISTERS_PER_THREAD;
+    attr->maxDynamicSharedSizeBytes = (int)cpu_cuda::kernel_smem_limit(func);
+    attr->ptxVersion = attr->binaryVersion = d.major * 10 + d.minor;
+    attr->preferredShmemCarveout = -1;
+    return cudaSuccess;
+}
+template <class T>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* func) {
+    return cudaFuncGetAttributes(attr, (const void*)func);
+}
+
+// ----------------------------------------------------------------------------
+// The stream-ordered allocator: streams here run their work in order, at once, so an
+// allocation on a stream is an allocation now, and a free on a stream waits for what the
+// stream has queued. Pools keep their attributes (a release threshold, ...) for the program
+// to read back; memory is never held back in them.
+
+struct CUmemPoolHandle_st {
+    cudaMemPoolProps props;
+    unsigned long long release_threshold = 0;
+    int flags[3] = {1, 1, 0};  // reuse follow event dependencies, allow opportunistic, allow internal dependencies
+};
+namespace cpu_cuda {
+inline cudaMemPool_t default_mem_pool() {
+    static CUmemPoolHandle_st pool{};
+    return &pool;
+}
+}  // namespace cpu_cuda
+inline cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t stream) {
+    if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    return cudaMalloc(p, bytes);
+}
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
+    if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    return cudaFree(p);
+}
+inline cudaError_t cudaMallocFromPoolAsync(void** p, size_t bytes, cudaMemPool_t pool, cudaStream_t stream) {
+    if (!pool) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    return cudaMallocAsync(p, bytes, stream);
+}
+inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
+    if (!pool) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (device < 0 || device >= cpu_cuda::settings().devices) return cpu_cuda::set_error(cudaErrorInvalidDevice);
+    *pool = cpu_cuda::default_mem_pool();
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* pool, int device) { return cudaDeviceGetDefaultMemPool(pool, device); }
+inline cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
+    if (!pool || !props) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    *pool = new CUmemPoolHandle_st{};
+    (*pool)->props = *props;
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
+    if (!pool || pool == cpu_cuda::default_mem_pool()) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    delete pool;
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t) {
+    return pool ? cudaSuccess : cpu_cuda::set_error(cudaErrorInvalidValue);
+}
+inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+    if (!pool || !value) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    switch (attr) {
+        case cudaMemPoolAttrReleaseThreshold: pool->release_threshold = *(unsigned long long*)value; return cudaSuccess;
+        case cudaMemPoolReuseFollowEventDependencies: pool->flags[0] = *(int*)value; return cudaSuccess;
+        case cudaMemPoolReuseAllowOpportunistic: pool->flags[1] = *(int*)value; return cudaSuccess;
+        case cudaMemPoolReuseAllowInternalDependencies: pool->flags[2] = *(int*)value; return cudaSuccess;
+        default: return cpu_cuda::set_error(cudaErrorInvalidValue);  // the statistics are read-only
+    }
+}
+inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+    if (!pool || !value) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    switch (attr) {
+        case cudaMemPoolAttrReleaseThreshold: *(unsigned long long*)value = pool->release_threshold; return cudaSuccess;
+        case cudaMemPoolReuseFollowEventDependencies: *(int*)value = pool->flags[0]; return cudaSuccess;
+        case cudaMemPoolReuseAllowOpportunistic: *(int*)value = pool->flags[1]; return cudaSuccess;
+        case cudaMemPoolReuseAllowInternalDependencies: *(int*)value = pool->flags[2]; return cudaSuccess;
+        default:  // reserved and used memory: the pool holds none beyond what is allocated
+            *(unsigned long long*)value = 0;
+            return cudaSuccess;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Textures and surfaces: not on the CPU runtime. The host calls that make them answer
+// cudaErrorNotSupported and say so once; a kernel that fetches from one does not compile, with
+// a message that says why (instead of "'tex1Dfetch' was not declared").
+
+namespace cpu_cuda {
+inline cudaError_t textures_not_supported(const char* call) {
+    static std::once_flag once;
+    std::call_once(once, [call] {
+        fprintf(stderr,
+                "cpu_cuda: %s: textures, surfaces and CUDA arrays are not supported on the CPU runtime "
+                "(cudaErrorNotSupported); read the data from device memory with plain loads or __ldg\n",
+                call);
+    });
+    return set_error(cudaErrorNotSupported);
+}
+template <class T>
+struct texture_fetch_unsupported : std::false_type {};
+}  // namespace cpu_cuda
+inline cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, cudaChannelFormatKind f) {
+    return {x, y, z, w, f};  // (a plain description: harmless to make)
+}
+inline cudaError_t cudaMallocArray(cudaArray_t* array, const cudaChannelFormatDesc*, size_t, size_t, unsigned int) {
+    if (array) *array = nullptr;
+    return cpu_cuda::textures_not_supported("cudaMallocArray");
+}
+inline cudaError_t cudaFreeArray(cudaArray_t) { return cudaSuccess; }  // (nothing was made)
+inline cudaError_t cudaMemcpy2DToArray(cudaArray_t, size_t, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind) {
+    return cpu_cuda::textures_not_supported("cudaMemcpy2DToArray");
+}
+inline cudaError_t cudaCreateTextureObject(cudaTextureObject_t* tex, const cudaResourceDesc*, const cudaTextureDesc*,
+                                           const cudaResourceViewDesc*) {
+    if (tex) *tex = 0;
+    return cpu_cuda::textures_not_supported("cudaCreateTextureObject");
+}
+inline cudaError_t cudaDestroyTextureObject(cudaTextureObject_t) { return cudaSuccess; }
+inline cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t* surf, const cudaResourceDesc*) {
+    if (surf) *surf = 0;
+    return cpu_cuda::textures_not_supported("cudaCreateSurfaceObject");
+}
+inline cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t) { return cudaSuccess; }
+#define CPU_CUDA_NO_TEXTURE_FETCH(name)                                                                    \
+    template <class T = void, class... A>                                                                  \
+    T name(A...) {                                                                                         \
+        static_assert(cpu_cuda::texture_fetch_unsupported<T>::value,                                       \
+                      #name ": textures and surfaces are not supported on the CPU runtime; read the data " \
+                      "from device memory with plain loads or __ldg");                                     \
+        return T();                                                                                        \
+    }
+CPU_CUDA_NO_TEXTURE_FETCH(tex1Dfetch)
+CPU_CUDA_NO_TEXTURE_FETCH(tex1D)
+CPU_CUDA_NO_TEXTURE_FETCH(tex2D)
+CPU_CUDA_NO_TEXTURE_FETCH(tex3D)
+CPU_CUDA_NO_TEXTURE_FETCH(tex1DLayered)
+CPU_CUDA_NO_TEXTURE_FETCH(tex2DLayered)
+CPU_CUDA_NO_TEXTURE_FETCH(tex2DLod)
+CPU_CUDA_NO_TEXTURE_FETCH(tex2Dgather)
+CPU_CUDA_NO_TEXTURE_FETCH(texCubemap)
+CPU_CUDA_NO_TEXTURE_FETCH(surf1Dread)
+CPU_CUDA_NO_TEXTURE_FETCH(surf2Dread)
+CPU_CUDA_NO_TEXTURE_FETCH(surf3Dread)
+CPU_CUDA_NO_TEXTURE_FETCH(surf1Dwrite)
+CPU_CUDA_NO_TEXTURE_FETCH(surf2Dwrite)
+CPU_CUDA_NO_TEXTURE_FETCH(surf3Dwrite)
+#undef CPU_CUDA_NO_TEXTURE_FETCH

@@ -100,10 +100,18 @@ if [ -x ./test/test_cpu_cuda ]; then
     suite "CPU runtime for CUDA: execution model and runtime API" ./test/test_cpu_cuda
     suite "CPU runtime for CUDA: cooperative groups and other features of kernels from elsewhere" \
         ./test/test_cpu_cuda_features
+    suite "CPU runtime for CUDA: the CUDA of tutorials and vendor samples (device presets, symbols, libcu++, ...)" \
+        ./test/test_cpu_cuda_surface
+    # (not the coalesced-group case: which group's atomic comes first, and so which slots each
+    # thread gets, depends on the order, as on a GPU)
+    suite "the same, race detector on (symbols kept between schedules)" env CPU_CUDA_RACECHECK=1 \
+        ./test/test_cpu_cuda_surface --test-case-exclude="cooperative groups: coalesced*"
     suite "CPU runtime for CUDA: a workbench-style .cu built with the one-line rule (make NAME_cpu)" \
         ./test/cpu_cuda_byok_cpu
     suite "the same, race detector on (cooperative groups under five schedules)" env CPU_CUDA_RACECHECK=1 \
         ./test/cpu_cuda_byok_cpu
+    suite "CPU runtime for CUDA: a program of two .cu files and a header of kernels (make NAME_cpu SOURCES=...)" \
+        ./test/byok_multi/main_cpu
     suite "CPU runtime for CUDA: WMMA (tensor-core fragments)" ./test/test_cpu_wmma
     suite "CPU runtime for CUDA: WMMA, shuffled fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled ./test/test_cpu_wmma
     suite "CPU runtime for CUDA: mma.sync, ldmatrix, cp.async (gpu/mma.cuh's instructions)" ./test/test_cpu_mma

@@ -1,0 +1,729 @@
+// Tests of the CPU runtime (cpu_cuda/) on the CUDA that tutorials and vendor samples are
+// written in, beyond what the trainer needs: every device attribute, from a preset GPU
+// (CPU_CUDA_DEVICE); the rewrite of a string continued with backslash-newline and of the
+// other forms of shared and launch syntax; libcu++'s barrier and pipeline with memcpy_async;
+// symbols (__constant__ and __device__ variables) with cudaMemcpyToSymbol; the smaller
+// runtime calls (profiler, host registration, occupancy, function attributes, stream-ordered
+// allocation); cuBLAS's old helpers and more GEMM forms; cooperative groups' grid_group,
+// coalesced groups and tiles over 32 threads; atomicInc, atomicDec and umin.
+//
+// Every expected value comes from the CUDA Runtime API reference, the CUDA C++ Programming
+// Guide (its compute-capability table for the device figures) or NVIDIA's datasheets,
+// written here by hand, or from simple host loops; never from the runtime's own tables.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cooperative_groups.h>
+
+#include "cpu_cuda_test.h"
+
+// ----------------------------------------------------------------------------
+// Device figures: each preset GPU's, from its datasheet and the Programming Guide's table
+
+struct Expected {
+    const char* key;
+    int major, minor, sms, threads_per_sm, blocks_per_sm, smem_per_sm_kb, optin_kb, reserved, l2_mb, bus_bits,
+        clock_mhz;
+};
+static const Expected expected_gpus[] = {
+    {"t4", 7, 5, 40, 1024, 16, 64, 64, 0, 4, 256, 1590},
+    {"v100", 7, 0, 80, 2048, 32, 96, 96, 0, 6, 4096, 1530},
+    {"a10", 8, 6, 72, 1536, 16, 100, 99, 1024, 6, 384, 1695},
+    {"rtx4090", 8, 9, 128, 1536, 24, 100, 99, 1024, 72, 384, 2520},
+    {"a100", 8, 0, 108, 2048, 32, 164, 163, 1024, 40, 5120, 1410},
+    {"h100", 9, 0, 132, 2048, 32, 228, 227, 1024, 50, 5120, 1980},
+};
+
+static int attr(cudaDeviceAttr a) {
+    int v = -12345;
+    CHECK(cudaDeviceGetAttribute(&v, a, 0) == cudaSuccess);
+    return v;
+}
+
+// Run by the case below in a child process, once per CPU_CUDA_DEVICE value (the preset is read
+// once per process); alone, it checks the default.
+TEST_CASE("device figures: the GPU CPU_CUDA_DEVICE names") {
+    cudaDeviceProp p;
+    REQUIRE(cudaGetDeviceProperties(&p, 0) == cudaSuccess);  // (first: a bad name stops the program here)
+    const char* key = getenv("CPU_CUDA_DEVICE");
+    const Expected* e = nullptr;
+    for (const Expected& x : expected_gpus)
+        if (strcmp(x.key, key ? key : "h100") == 0) e = &x;
+    REQUIRE(e);
+    CHECK(p.major == e->major);
+    CHECK(p.minor == e->minor);
+    if (key) {
+        CHECK(p.multiProcessorCount == e->sms);
+    } else {  // unset: the runtime's own thread count, as before presets (docs/cpu-runtime.md says why)
+        CHECK(p.multiProcessorCount == cpu_cuda::pool().size());
+    }
+    CHECK(attr(cudaDevAttrMultiProcessorCount) == p.multiProcessorCount);
+    CHECK(p.maxThreadsPerMultiProcessor == e->threads_per_sm);
+    CHECK(attr(cudaDevAttrMaxThreadsPerMultiProcessor) == e->threads_per_sm);
+    CHECK(p.maxBlocksPerMultiProcessor == e->blocks_per_sm);
+    CHECK(attr(cudaDevAttrMaxBlocksPerMultiprocessor) == e->blocks_per_sm);
+    CHECK(p.sharedMemPerMultiprocessor == (size_t)e->smem_per_sm_kb * 1024);
+    CHECK(attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor) == e->smem_per_sm_kb * 1024);
+    CHECK(p.sharedMemPerBlockOptin == (size_t)e->optin_kb * 1024);
+    CHECK(attr(cudaDevAttrMaxSharedMemoryPerBlockOptin) == e->optin_kb * 1024);
+    CHECK(attr(cudaDevAttrReservedSharedMemoryPerBlock) == e->reserved);
+    CHECK(p.sharedMemPerBlock == 48 * 1024);
+    CHECK(attr(cudaDevAttrMaxSharedMemoryPerBlock) == 48 * 1024);
+    CHECK(p.regsPerBlock == 65536);
+    CHECK(p.regsPerMultiprocessor == 65536);
+    CHECK(attr(cudaDevAttrMaxRegistersPerBlock) == 65536);
+    CHECK(attr(cudaDevAttrMaxRegistersPerMultiprocessor) == 65536);
+    CHECK(p.l2CacheSize == e->l2_mb << 20);
+    CHECK(attr(cudaDevAttrL2CacheSize) == e->l2_mb << 20);
+    CHECK(attr(cudaDevAttrGlobalMemoryBusWidth) == e->bus_bits);
+    CHECK(attr(cudaDevAttrClockRate) == e->clock_mhz * 1000);  // kHz
+    CHECK(attr(cudaDevAttrComputeCapabilityMajor) == e->major);
+    CHECK(attr(cudaDevAttrComputeCapabilityMinor) == e->minor);
+    CHECK(attr(cudaDevAttrClusterLaunch) == (e->major >= 9));
+    // the limits every one of these GPUs shares
+    CHECK(attr(cudaDevAttrComputeMode) == cudaComputeModeDefault);
+    CHECK(attr(cudaDevAttrMaxThreadsPerBlock) == 1024);
+    CHECK(attr(cudaDevAttrMaxBlockDimX) == 1024);
+    CHECK(attr(cudaDevAttrMaxBlockDimZ) == 64);
+    CHECK(attr(cudaDevAttrMaxGridDimX) == 2147483647);
+    CHECK(attr(cudaDevAttrMaxGridDimY) == 65535);
+    CHECK(attr(cudaDevAttrWarpSize) == 32);
+    CHECK(attr(cudaDevAttrTotalConstantMemory) == 65536);
+    CHECK(attr(cudaDevAttrCooperativeLaunch) == 1);
+    CHECK(attr(cudaDevAttrConcurrentKernels) == 1);
+    CHECK(attr(cudaDevAttrUnifiedAddressing) == 1);
+    CHECK(attr(cudaDevAttrMemoryPoolsSupported) == 1);
+    CHECK(contains(p.name, "cpu_cuda"));
+}
+
+TEST_CASE("device figures: every preset, every attribute") {
+    for (const Expected& e : expected_gpus) {
+        CAPTURE(e.key);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("CPU_CUDA_DEVICE", e.key, 1);
+            int quiet = open("/dev/null", 1);
+            dup2(quiet, 1);
+            execl("/proc/self/exe", "test_cpu_cuda_surface", "--test-case=device figures: the GPU*", (char*)nullptr);
+            _exit(127);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    }
+    // an unknown name stops the program with the list
+    std::string err;
+    int status = in_child(
+        [] {
+            setenv("CPU_CUDA_DEVICE", "k80", 1);
+            dup2(open("/dev/null", 1), 1);
+            execl("/proc/self/exe", "test_cpu_cuda_surface", "--test-case=device figures: the GPU*", (char*)nullptr);
+        },
+        &err);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 2));
+    CHECK(contains(err, "CPU_CUDA_DEVICE='k80' is not valid: expected one of t4 v100 a10 rtx4090 a100 h100"));
+    // every attribute CUDA defines answers; a reserved number or one past the last does not
+    for (int a = 1; a <= 150; a++) {
+        bool reserved = a == 44 || (a >= 92 && a <= 94) || a == 96 || (a >= 102 && a <= 105) || a == 107 ||
+                        a == 110 || (a >= 122 && a <= 124) || (a >= 127 && a <= 129) || a == 132 || a == 136 ||
+                        a == 137 || a == 141 || a == 145 || a == 146 || a > 147;
+        int v = -12345;
+        CAPTURE(a);
+        CHECK((cudaDeviceGetAttribute(&v, (cudaDeviceAttr)a, 0) == cudaSuccess) == !reserved);
+    }
+    cudaGetLastError();
+    int v;
+    CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrWarpSize, 99) == cudaErrorInvalidDevice);
+    cudaGetLastError();
+}
+
+// ----------------------------------------------------------------------------
+// The rewrite step: a string literal continued with backslash-newline (phase 2 of translation
+// splices the lines), in host code and in a kernel with a launch after it
+
+static const char* const continued = "first: %d\n\
+second: %d\n";
+
+__global__ void continued_string_kernel(int* out) {
+    const char* s = "ab\
+cd";
+    int n = 0;
+    while (s[n]) n++;
+    out[threadIdx.x] = n;
+}
+
+TEST_CASE("rewrite: a string literal continued on the next line with a backslash") {
+    char buf[64];
+    snprintf(buf, sizeof buf, continued, 1, 2);
+    CHECK(std::string(buf) == "first: 1\nsecond: 2\n");
+    Dev<int> out(4);
+    continued_string_kernel<<<1, 4>>>(out.p);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    CHECK(out.host() == std::vector<int>{4, 4, 4, 4});
+}
+
+// ----------------------------------------------------------------------------
+// libcu++: cuda::barrier, cuda::pipeline, cuda::memcpy_async, cuda::aligned_size_t
+
+#include <cuda/barrier>
+#include <cuda/pipeline>
+
+// Each block sums 4 tiles of 64 floats, each tile copied into shared memory with memcpy_async
+// completing on a block barrier; the barrier's phase orders the copy before the reads.
+__global__ void barrier_tiles(float* out, const float* in) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    alignas(16) __shared__ float tile[64];
+    if (threadIdx.x == 0) init(&bar, blockDim.x);
+    __syncthreads();
+    float acc = 0;
+    for (int t = 0; t < 4; t++) {
+        const float* src = in + (blockIdx.x * 4 + t) * 64;
+        if (threadIdx.x == 0) cuda::memcpy_async(tile, src, cuda::aligned_size_t<16>(sizeof tile), bar);
+        bar.arrive_and_wait();
+        acc += tile[threadIdx.x];
+        auto token = bar.arrive();  // everyone has read the tile before the next copy
+        bar.wait(std::move(token));
+    }
+    out[blockIdx.x * 64 + threadIdx.x] = acc;
+}
+
+// Warp 0 produces, warp 1 consumes, through a barrier of 64 expected arrivals; then warp 1
+// drops out and warp 0 alone completes the next phases.
+__global__ void barrier_drop(int* out) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    __shared__ int value[32];
+    if (threadIdx.x == 0) init(&bar, 64);
+    __syncthreads();
+    if (threadIdx.x < 32) value[threadIdx.x] = threadIdx.x * 3;
+    bar.arrive_and_wait();
+    if (threadIdx.x >= 32) {
+        out[threadIdx.x - 32] = value[threadIdx.x - 32];
+        bar.arrive_and_drop();
+        return;
+    }
+    bar.arrive_and_wait();  // phase 1: 64 arrivals (32 of them drops)
+    bar.arrive_and_wait();  // phase 2: the 32 that remain
+    out[32 + threadIdx.x] = 1;
+}
+
+// A thread's own two-stage pipeline: stage k+1's copy is in flight while stage k is summed
+__global__ void pipeline_thread_scope(float* out, const float* in, int stages) {
+    __shared__ float buf[2][32];
+    auto pipe = cuda::make_pipeline();
+    int t = threadIdx.x;
+    pipe.producer_acquire();
+    cuda::memcpy_async(&buf[0][t], &in[t], sizeof(float), pipe);
+    pipe.producer_commit();
+    float acc = 0;
+    for (int s = 0; s < stages; s++) {
+        if (s + 1 < stages) {
+            pipe.producer_acquire();
+            cuda::memcpy_async(&buf[(s + 1) % 2][t], &in[(s + 1) * 32 + t], sizeof(float), pipe);
+            pipe.producer_commit();
+        }
+        cuda::pipeline_consumer_wait_prior<1>(pipe);
+        if (s + 1 == stages) pipe.consumer_wait();
+        acc += buf[s % 2][t];
+        pipe.consumer_release();
+    }
+    out[t] = acc;
+}
+
+// A block's pipeline: each thread copies the element its neighbour will read
+__global__ void pipeline_block_scope(float* out, const float* in, int stages) {
+    auto block = cooperative_groups::this_thread_block();
+    __shared__ cuda::pipeline_shared_state<cuda::thread_scope_block, 2> state;
+    __shared__ float buf[2][64];
+    auto pipe = cuda::make_pipeline(block, &state);
+    int t = threadIdx.x;
+    float acc = 0;
+    for (int s = 0; s < stages; s++) {
+        pipe.producer_acquire();
+        cuda::memcpy_async(&buf[s % 2][t], &in[s * 64 + t], sizeof(float), pipe);
+        pipe.producer_commit();
+        pipe.consumer_wait();
+        acc += buf[s % 2][(t + 1) % 64];
+        pipe.consumer_release();
+    }
+    out[t] = acc;
+}
+
+__global__ void misaligned_memcpy_async(float* out, const float* in) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    alignas(16) __shared__ float tile[8];
+    if (threadIdx.x == 0) init(&bar, blockDim.x);
+    __syncthreads();
+    if (threadIdx.x == 0) cuda::memcpy_async(tile, in + 1, cuda::aligned_size_t<16>(16), bar);  // MISALIGNED
+    bar.arrive_and_wait();
+    out[threadIdx.x] = tile[threadIdx.x];
+}
+__global__ void barrier_short(float* out) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    if (threadIdx.x == 0) init(&bar, blockDim.x + 1);  // one more than will ever arrive
+    __syncthreads();
+    bar.arrive_and_wait();  // NEVER COMPLETES
+    out[threadIdx.x] = 1;
+}
+__global__ void barrier_too_many(float* out) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    if (threadIdx.x == 0) init(&bar, 2);
+    __syncthreads();
+    if (threadIdx.x == 0) (void)bar.arrive(3);  // TOO MANY: three arrivals at once, two expected
+    out[threadIdx.x] = 1;
+}
+
+static int line_of(const std::string& text) {
+    FILE* f = fopen(__FILE__, "r");
+    REQUIRE(f);
+    char buf[1024];
+    int line = 0, found = 0;
+    while (!found && fgets(buf, sizeof buf, f)) line++, found = strstr(buf, text.c_str()) ? line : 0;
+    fclose(f);
+    REQUIRE(found > 0);
+    return found;
+}
+
+TEST_CASE("libcu++: barrier with memcpy_async, arrive/wait tokens, arrive_and_drop") {
+    std::vector<float> h(2 * 4 * 64);
+    for (size_t i = 0; i < h.size(); i++) h[i] = (float)(i % 97) * 0.5f;
+    Dev<float> in(h), out(2 * 64);
+    barrier_tiles<<<2, 64>>>(out.p, in.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> got = out.host();
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 64; i++) {
+            float want = 0;
+            for (int t = 0; t < 4; t++) want += h[(b * 4 + t) * 64 + i];
+            CHECK(got[b * 64 + i] == want);
+        }
+    Dev<int> iout(64);
+    barrier_drop<<<1, 64>>>(iout.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<int> ig = iout.host();
+    for (int i = 0; i < 32; i++) CHECK(ig[i] == 3 * i);
+    for (int i = 32; i < 64; i++) CHECK(ig[i] == 1);
+}
+
+TEST_CASE("libcu++: pipelines of a thread and of a block") {
+    const int stages = 5;
+    std::vector<float> h(stages * 64);
+    for (size_t i = 0; i < h.size(); i++) h[i] = (float)i;
+    Dev<float> in(h), out(64);
+    pipeline_thread_scope<<<1, 32>>>(out.p, in.p, stages);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> got = out.host();
+    for (int t = 0; t < 32; t++) {
+        float want = 0;
+        for (int s = 0; s < stages; s++) want += h[s * 32 + t];
+        CHECK(got[t] == want);
+    }
+    pipeline_block_scope<<<1, 64>>>(out.p, in.p, stages);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    got = out.host();
+    for (int t = 0; t < 64; t++) {
+        float want = 0;
+        for (int s = 0; s < stages; s++) want += h[s * 64 + (t + 1) % 64];
+        CHECK(got[t] == want);
+    }
+}
+
+TEST_CASE("libcu++: misaligned memcpy_async, a barrier never completed, too many arrivals") {
+    Dev<float> in(64), out(64);
+    std::string err = capture_stderr([&] { misaligned_memcpy_async<<<1, 8>>>(out.p, in.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "cuda::memcpy_async at " + std::string(__FILE__) + ":" +
+                            std::to_string(line_of("// MISALIGNED")) + ": cuda::aligned_size_t<16> promises"));
+    err = capture_stderr([&] { barrier_short<<<1, 32>>>(out.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "deadlock: threads 0-31 wait in cuda::barrier::wait (" + std::string(__FILE__) + ":" +
+                            std::to_string(line_of("// NEVER COMPLETES"))));
+    err = capture_stderr([&] { barrier_too_many<<<1, 2>>>(out.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "cuda::barrier::arrive at " + std::string(__FILE__) + ":" +
+                            std::to_string(line_of("// TOO MANY")) + ": update 3 with 2 of 2 arrivals still expected"));
+}
+
+// ----------------------------------------------------------------------------
+// Symbols: __constant__ and __device__ variables filled and read with cudaMemcpy*Symbol
+
+__constant__ float poly[4];    // coefficients, c0 + c1 x + c2 x² + c3 x³
+__device__ int hits;           // a counter the kernel updates
+__device__ float table[8];
+
+__global__ void eval_poly(float* out, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    out[i] = poly[0] + x[i] * (poly[1] + x[i] * (poly[2] + x[i] * poly[3]));
+    atomicAdd(&hits, 1);
+    if (i < 8) table[i] = 2.0f * x[i];
+}
+
+TEST_CASE("symbols: cudaMemcpyToSymbol and cudaMemcpyFromSymbol, with offsets and checks") {
+    const float c[4] = {1.0f, -2.0f, 0.5f, 0.25f};
+    REQUIRE(cudaMemcpyToSymbol(poly, c, sizeof c) == cudaSuccess);
+    const int zero = 0;
+    REQUIRE(cudaMemcpyToSymbol(hits, &zero, sizeof zero) == cudaSuccess);
+    const float c3 = 0.125f;  // replace the last coefficient through an offset
+    REQUIRE(cudaMemcpyToSymbol(poly, &c3, sizeof c3, 3 * sizeof(float)) == cudaSuccess);
+    std::vector<float> hx(100);
+    for (int i = 0; i < 100; i++) hx[i] = (float)i / 16 - 3;
+    Dev<float> x(hx), out(100);
+    eval_poly<<<4, 32>>>(out.p, x.p, 100);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> got = out.host();
+    for (int i = 0; i < 100; i++) CHECK(got[i] == 1.0f + hx[i] * (-2.0f + hx[i] * (0.5f + hx[i] * 0.125f)));
+    int h = -1;
+    REQUIRE(cudaMemcpyFromSymbol(&h, hits, sizeof h) == cudaSuccess);
+    CHECK(h == 100);
+    float back[2];  // from the device into the host, then device to device through an offset
+    REQUIRE(cudaMemcpyFromSymbol(back, table, sizeof back, 6 * sizeof(float)) == cudaSuccess);
+    CHECK(back[0] == 2 * hx[6]);
+    CHECK(back[1] == 2 * hx[7]);
+    Dev<float> d(8);
+    REQUIRE(cudaMemcpyFromSymbol(d.p, table, 8 * sizeof(float), 0, cudaMemcpyDeviceToDevice) == cudaSuccess);
+    CHECK(d.host()[5] == 2 * hx[5]);
+    size_t size = 0;
+    CHECK(cudaGetSymbolSize(&size, poly) == cudaSuccess);
+    CHECK(size == 4 * sizeof(float));
+    // the wrong size, an offset past the end, a direction that cannot be
+    std::string err = capture_stderr([&] {
+        CHECK(cudaMemcpyToSymbol(poly, c, sizeof c, sizeof(float)) == cudaErrorInvalidValue);  // SYMBOL OVERRUN
+    });
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+    CHECK(contains(err, "cudaMemcpyToSymbol at " + std::string(__FILE__) + ":" +
+                            std::to_string(line_of("// SYMBOL OVERRUN")) +
+                            ": 16 bytes at offset 4 run past the end of the symbol (16 bytes)"));
+    err = capture_stderr([&] { CHECK(cudaMemcpyFromSymbol(&h, hits, 8) == cudaErrorInvalidValue); });
+    CHECK(contains(err, "8 bytes at offset 0 run past the end of the symbol (4 bytes)"));
+    CHECK(cudaMemcpyToSymbol(poly, c, sizeof c, 0, cudaMemcpyDeviceToHost) == cudaErrorInvalidMemcpyDirection);
+    cudaGetLastError();
+}
+
+// ----------------------------------------------------------------------------
+// The smaller runtime calls of samples: profiler, device flags, host registration, occupancy,
+// function attributes, the stream-ordered allocator; cuBLAS's vector and matrix helpers
+
+__global__ void add_one(float* p, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) p[i] += 1.0f;
+}
+
+TEST_CASE("profiler, device flags, host registration") {
+    CHECK(cudaProfilerStart() == cudaSuccess);
+    CHECK(cudaProfilerStop() == cudaSuccess);
+    CHECK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) == cudaSuccess);
+    unsigned flags = 0;
+    CHECK(cudaGetDeviceFlags(&flags) == cudaSuccess);
+    CHECK((flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync);
+    CHECK((flags & cudaDeviceMapHost));
+    CHECK(cudaSetDeviceFlags(cudaDeviceScheduleSpin | cudaDeviceScheduleYield) == cudaErrorInvalidValue);
+    CHECK(cudaSetDeviceFlags(0x100000) == cudaErrorInvalidValue);
+    cudaGetLastError();
+    cudaSetDeviceFlags(cudaDeviceScheduleAuto);
+
+    std::vector<float> host(1000, 2.0f);
+    REQUIRE(cudaHostRegister(host.data(), host.size() * sizeof(float), cudaHostRegisterDefault) == cudaSuccess);
+    float* dp = nullptr;
+    REQUIRE(cudaHostGetDevicePointer((void**)&dp, host.data(), 0) == cudaSuccess);
+    CHECK(dp == host.data());
+    add_one<<<4, 256>>>(dp, 1000);  // a kernel may use registered host memory
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    CHECK(host[999] == 3.0f);
+    std::string err = capture_stderr([&] {
+        CHECK(cudaHostRegister(host.data() + 10, 40, 0) == cudaErrorHostMemoryAlreadyRegistered);
+    });
+    CHECK(contains(err, "overlaps memory already registered"));
+    CHECK(cudaHostUnregister(host.data()) == cudaSuccess);
+    CHECK(cudaHostUnregister(host.data()) == cudaErrorHostMemoryNotRegistered);
+    err = capture_stderr([&] { add_one<<<1, 32>>>(host.data(), 32); });  // no longer pinned
+    CHECK(cudaGetLastError() == cudaErrorIllegalAddress);
+    CHECK(contains(err, "which is not device memory"));
+}
+
+TEST_CASE("occupancy and function attributes, from the preset GPU (H100 unless CPU_CUDA_DEVICE says)") {
+    // By the Programming Guide's figures for compute capability 9.0: 2048 threads, 32 blocks,
+    // 228 KB of shared memory per SM, 1 KB of it reserved per block
+    int blocks = -1;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 256, 0) == cudaSuccess);
+    CHECK(blocks == 8);  // 2048 / 256
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 32, 0) == cudaSuccess);
+    CHECK(blocks == 32);  // the blocks-per-SM limit
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 100, 0) == cudaSuccess);
+    CHECK(blocks == 16);  // 100 threads take 4 warps: 2048 / 128
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 128, 40 * 1024) == cudaSuccess);
+    CHECK(blocks == 5);  // 228 KB / (40 KB + 1 KB)
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 128, 64 * 1024) == cudaSuccess);
+    CHECK(blocks == 0);  // beyond the 48 KB a kernel may use without opting in
+    CHECK(cudaFuncSetAttribute(add_one, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024) == cudaSuccess);
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_one, 128, 100 * 1024) == cudaSuccess);
+    CHECK(blocks == 2);  // 228 / 101
+    int min_grid = 0, block = 0;
+    CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, add_one) == cudaSuccess);
+    CHECK(block == 1024);  // 2 blocks of 1024 fill an SM; the largest such size wins
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    CHECK(min_grid == 2 * sms);
+    CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, add_one, 0, 200) == cudaSuccess);
+    CHECK(block == 128);  // 16 blocks of 128 = 2048 threads; 160 and 192 keep fewer resident
+    CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, add_one, 60 * 1024) == cudaSuccess);
+    CHECK(block == 1024);  // 3 blocks of (60 + 1) KB fit, but at most 2 of 1024 threads
+    cudaFuncAttributes fa;
+    CHECK(cudaFuncGetAttributes(&fa, add_one) == cudaSuccess);
+    CHECK(fa.maxThreadsPerBlock == 1024);
+    CHECK(fa.maxDynamicSharedSizeBytes == 100 * 1024);
+    CHECK(fa.binaryVersion == 90);
+}
+
+TEST_CASE("the stream-ordered allocator and memory pools") {
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    float* p = nullptr;
+    REQUIRE(cudaMallocAsync((void**)&p, 256 * sizeof(float), s) == cudaSuccess);
+    CHECK(cudaMemsetAsync(p, 0, 256 * sizeof(float), s) == cudaSuccess);
+    add_one<<<1, 256, 0, s>>>(p, 256);
+    std::vector<float> h(256);
+    CHECK(cudaMemcpyAsync(h.data(), p, 256 * sizeof(float), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+    CHECK(cudaFreeAsync(p, s) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    CHECK(h[255] == 1.0f);
+    cudaMemPool_t pool;
+    REQUIRE(cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess);
+    unsigned long long threshold = ~0ull, back = 0;
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold) == cudaSuccess);
+    CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &back) == cudaSuccess);
+    CHECK(back == threshold);
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
+    cudaMemPool_t mine = nullptr;
+    REQUIRE(cudaMemPoolCreate(&mine, &props) == cudaSuccess);
+    REQUIRE(cudaMallocFromPoolAsync((void**)&p, 64, mine, s) == cudaSuccess);
+    CHECK(cudaFreeAsync(p, s) == cudaSuccess);
+    CHECK(cudaMemPoolTrimTo(mine, 0) == cudaSuccess);
+    CHECK(cudaMemPoolDestroy(mine) == cudaSuccess);
+    CHECK(cudaMallocAsync((void**)&p, 64, (cudaStream_t)&h) == cudaErrorInvalidResourceHandle);
+    cudaGetLastError();
+    cudaStreamDestroy(s);
+}
+
+TEST_CASE("cuBLAS: cublasSetVector, GetVector, SetMatrix, GetMatrix") {
+    std::vector<float> x(10);
+    for (int i = 0; i < 10; i++) x[i] = (float)i;
+    Dev<float> d(20);
+    d.fill_nan();
+    REQUIRE(cublasSetVector(5, sizeof(float), x.data(), 2, d.p, 3) == CUBLAS_STATUS_SUCCESS);  // x[0,2,..8] -> d[0,3,..12]
+    std::vector<float> y(5, -1);
+    REQUIRE(cublasGetVector(5, sizeof(float), d.p, 3, y.data(), 1) == CUBLAS_STATUS_SUCCESS);
+    CHECK(y == std::vector<float>{0, 2, 4, 6, 8});
+    // a 3 x 2 column-major host matrix (ld 4) into a device one of ld 3, and back into ld 5
+    std::vector<float> a = {1, 2, 3, -9, 4, 5, 6, -9};
+    REQUIRE(cublasSetMatrix(3, 2, sizeof(float), a.data(), 4, d.p, 3) == CUBLAS_STATUS_SUCCESS);
+    std::vector<float> b(10, 0);
+    REQUIRE(cublasGetMatrix(3, 2, sizeof(float), d.p, 3, b.data(), 5) == CUBLAS_STATUS_SUCCESS);
+    CHECK(b == std::vector<float>{1, 2, 3, 0, 0, 4, 5, 6, 0, 0});
+    CHECK(cublasSetMatrix(3, 2, sizeof(float), a.data(), 2, d.p, 3) == CUBLAS_STATUS_INVALID_VALUE);  // lda < rows
+    CHECK(cublasSetVector(5, sizeof(float), x.data(), 0, d.p, 1) == CUBLAS_STATUS_INVALID_VALUE);
+    std::string err = capture_stderr([&] {  // 8 elements of stride 3 run past the 20 floats
+        CHECK(cublasSetVector(8, sizeof(float), x.data(), 1, d.p, 3) == CUBLAS_STATUS_INVALID_VALUE);
+    });
+    CHECK(contains(err, "cublasSetVector: destination"));
+}
+
+// ----------------------------------------------------------------------------
+// atomicInc, atomicDec (CUDA's wrap-around rules) and umin / umax
+
+__global__ void inc_dec(unsigned* counters, unsigned* mins) {
+    atomicInc(&counters[0], 9);   // counts 0..9 then wraps to 0: 64 calls leave 64 % 10
+    atomicDec(&counters[1], 9);   // from 0: wraps to 9, then counts down
+    mins[threadIdx.x] = umin(threadIdx.x, 40u) + umax(threadIdx.x, 60u);
+}
+
+TEST_CASE("atomicInc, atomicDec, umin, umax") {
+    Dev<unsigned> c(std::vector<unsigned>{0, 0}), m(64);
+    inc_dec<<<1, 64>>>(c.p, m.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<unsigned> got = c.host();
+    CHECK(got[0] == 64 % 10);
+    unsigned v = 0;  // the documented rule, step by step
+    for (int i = 0; i < 64; i++) v = (v == 0 || v > 9) ? 9 : v - 1;
+    CHECK(got[1] == v);
+    std::vector<unsigned> mins = m.host();
+    for (unsigned t = 0; t < 64; t++) CHECK(mins[t] == std::min(t, 40u) + std::max(t, 60u));
+}
+
+// ----------------------------------------------------------------------------
+// The rewrite on other valid forms: a 2-D dynamic shared array, the qualifier after the type,
+// a launch through a function-pointer variable
+
+__global__ void transpose_rows(float* out, const float* in) {  // a 32 x 32 tile through s[y][x] (rows of 33)
+    extern __shared__ float s[][33];
+    int x = threadIdx.x, y = threadIdx.y;
+    s[y][x] = in[y * 32 + x];
+    __syncthreads();
+    out[y * 32 + x] = s[x][y];
+}
+__global__ void qualifier_after(float* out) {
+    extern float __shared__ smem[];
+    smem[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = smem[31 - threadIdx.x];
+}
+__global__ void scale2(float* p) { p[threadIdx.x] *= 2; }
+__global__ void scale3(float* p) { p[threadIdx.x] *= 3; }
+static void (*pick(int k))(float*) { return k == 2 ? scale2 : scale3; }
+
+TEST_CASE("rewrite: extern __shared__ T s[][N], extern T __shared__ s[], a launch through a pointer") {
+    std::vector<float> h(32 * 32);
+    for (int i = 0; i < 32 * 32; i++) h[i] = (float)i;
+    Dev<float> in(h), out(32 * 32);
+    transpose_rows<<<1, dim3(32, 32), 32 * 33 * sizeof(float)>>>(out.p, in.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> t = out.host();
+    for (int y = 0; y < 32; y++)
+        for (int x = 0; x < 32; x++) CHECK(t[y * 32 + x] == h[x * 32 + y]);
+    qualifier_after<<<1, 32, 32 * sizeof(float)>>>(out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    t = out.host();
+    for (int i = 0; i < 32; i++) CHECK(t[i] == (float)(31 - i));
+    Dev<float> p(std::vector<float>(32, 1.0f));
+    void (*k)(float*) = pick(3);
+    k<<<1, 32>>>(p.p);
+    k = pick(2);
+    k<<<1, 32>>>(p.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    CHECK(p.host()[31] == 6.0f);
+}
+
+// ----------------------------------------------------------------------------
+// Not supported, with a message: textures and surfaces (a kernel that fetches from one stops
+// the compile with a static_assert naming the call; the host calls answer cudaErrorNotSupported)
+
+TEST_CASE("textures answer cudaErrorNotSupported, and say so once") {
+    cudaResourceDesc res = {};
+    res.resType = cudaResourceTypeLinear;
+    cudaTextureDesc desc = {};
+    cudaTextureObject_t tex = 1;
+    cudaArray_t array;
+    cudaChannelFormatDesc ch = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
+    CHECK(ch.x == 32);
+    std::string err = capture_stderr([&] {
+        CHECK(cudaCreateTextureObject(&tex, &res, &desc, nullptr) == cudaErrorNotSupported);
+        CHECK(cudaMallocArray(&array, &ch, 64, 64, 0) == cudaErrorNotSupported);
+    });
+    CHECK(tex == 0);
+    CHECK(cudaGetLastError() == cudaErrorNotSupported);
+    CHECK(contains(err, "cpu_cuda: cudaCreateTextureObject: textures, surfaces and CUDA arrays are not supported"));
+    CHECK(err.find("cpu_cuda:") == err.rfind("cpu_cuda:"));  // once
+}
+
+// ----------------------------------------------------------------------------
+// Cooperative groups: coalesced_threads() and tiles of more than 32 threads
+
+namespace cg = cooperative_groups;
+
+// The threads that take the branch form a coalesced group: one atomic per group, each
+// thread's slot from its rank (the Programming Guide's aggregated-increment pattern)
+__global__ void aggregated_increment(int* counter, int* slot, unsigned* sizes) {
+    if (threadIdx.x % 3 == 0) {
+        cg::coalesced_group active = cg::coalesced_threads();
+        int base = 0;
+        if (active.thread_rank() == 0) base = atomicAdd(counter, (int)active.size());
+        base = active.shfl(base, 0);
+        slot[threadIdx.x] = base + (int)active.thread_rank();
+        sizes[threadIdx.x] = active.size() * 100 + active.shfl_down((unsigned)threadIdx.x, 1) % 100;
+        active.sync();
+    }
+}
+
+__global__ void big_tiles(float* sums, float* picked, int* votes) {
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<128> tile = cg::tiled_partition<128>(block);
+    float v = (float)threadIdx.x;
+    sums[threadIdx.x] = cg::reduce(tile, v, cg::plus<float>());
+    picked[threadIdx.x] = tile.shfl(v, 100) + tile.shfl_up(v, 64);
+    tile.sync();
+    votes[threadIdx.x] = tile.any(threadIdx.x == 200) * 2 + tile.all(threadIdx.x < 1000) +
+                         4 * (int)tile.meta_group_rank();
+}
+
+TEST_CASE("cooperative groups: coalesced_threads, tiles of 128 threads") {
+    Dev<int> counter(std::vector<int>{0}), slot(64);
+    Dev<unsigned> sizes(64);
+    slot.fill_nan();
+    aggregated_increment<<<1, 64>>>(counter.p, slot.p, sizes.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    CHECK(counter.host()[0] == 22);  // 0, 3, ..., 63
+    std::vector<int> s = slot.host();
+    std::vector<unsigned> z = sizes.host();
+    std::vector<int> seen;
+    for (int t = 0; t < 64; t += 3) seen.push_back(s[t]);
+    std::sort(seen.begin(), seen.end());
+    for (int i = 0; i < 22; i++) CHECK(seen[i] == i);  // every slot exactly once
+    for (int t = 0; t < 64; t += 3) {
+        const unsigned group = 11;  // lanes 0, 3, .., 30 of warp 0; 33, .., 63 of warp 1
+        unsigned next = (t == 30 || t == 63) ? t : t + 3;  // shfl_down past the last keeps its own
+        CHECK(z[t] == group * 100 + next % 100);
+    }
+    Dev<float> sums(256), picked(256);
+    Dev<int> votes(256);
+    big_tiles<<<1, 256>>>(sums.p, picked.p, votes.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> su = sums.host(), pk = picked.host();
+    std::vector<int> vo = votes.host();
+    for (int t = 0; t < 256; t++) {
+        int base = t / 128 * 128, r = t % 128;
+        CHECK(su[t] == (float)(128 * base + 127 * 128 / 2));
+        CHECK(pk[t] == (float)(base + 100) + (float)(r >= 64 ? t - 64 : t));
+        CHECK(vo[t] == (t >= 128 ? 2 + 1 + 4 : 1));
+    }
+}
+
+// ----------------------------------------------------------------------------
+// cuBLAS: cublasDgemm (float64) and cublasSgemmBatched (arrays of pointers), against host loops
+
+TEST_CASE("cuBLAS: cublasDgemm and cublasSgemmBatched") {
+    cublasHandle_t h;
+    REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+    const int m = 5, n = 4, k = 3;  // C (m x n) = 2 A^T B + 0.5 C, A stored k x m, column-major
+    std::vector<double> A(k * m), B(k * n), C(m * n);
+    for (int i = 0; i < k * m; i++) A[i] = 0.25 * i - 1;
+    for (int i = 0; i < k * n; i++) B[i] = 1.0 / (i + 1);
+    for (int i = 0; i < m * n; i++) C[i] = i;
+    Dev<double> dA(A), dB(B), dC(C);
+    const double alpha = 2, beta = 0.5;
+    REQUIRE(cublasDgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, dA.p, k, dB.p, k, &beta, dC.p, m) ==
+            CUBLAS_STATUS_SUCCESS);
+    std::vector<double> got = dC.host();
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int p = 0; p < k; p++) s += A[i * k + p] * B[j * k + p];
+            CHECK(got[j * m + i] == doctest::Approx(2 * s + 0.5 * C[j * m + i]).epsilon(1e-15));
+        }
+    CHECK(cublasDgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, dA.p, m - 1, dB.p, k, &beta, dC.p, m) ==
+          CUBLAS_STATUS_INVALID_VALUE);  // lda < m
+    // two 2 x 2 products through device arrays of pointers
+    std::vector<float> a = {1, 2, 3, 4, 5, 6, 7, 8}, b = {1, 0, 0, 1, 2, 1, 1, 2}, c(8, 0);
+    Dev<float> fa(a), fb(b), fc(c);
+    std::vector<const float*> pa = {fa.p, fa.p + 4}, pb = {fb.p, fb.p + 4};
+    std::vector<float*> pc = {fc.p, fc.p + 4};
+    Dev<const float*> da(pa), db(pb);
+    Dev<float*> dc(pc);
+    const float one = 1, zero = 0;
+    REQUIRE(cublasSgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, da.p, 2, db.p, 2, &zero, dc.p, 2, 2) ==
+            CUBLAS_STATUS_SUCCESS);
+    // first: A = [1 3; 2 4] times I; second: [5 7; 6 8] times [2 1; 1 2]
+    CHECK(fc.host() == std::vector<float>{1, 2, 3, 4, 17, 20, 19, 22});
+    cublasDestroy(h);
+}
