@@ -22,10 +22,11 @@
 // time. Scores are kept in base-2 units, t = s·scale·log2(e), so each probability is one FFMA
 // and one MUFU.EX2 (exp2_approx).
 //
-// Cost (causal, per (b, h), T²/2 query-key pairs): the forward is 2 products of 2·HS FLOP per
-// pair (S = q·kᵀ, P·v), the backward 5 (S and dP in the dk/dv kernel and again in the dq
-// kernel, dv, dk, dq: 7 in all, 2 recomputed). Bytes: q, k, v and y read and written once per
-// pass over them, plus k, v again for each query tile of 64 rows (from L2, ~T/64 times).
+// Cost (causal, per (b, h), about T²/2 query-key pairs): the forward is 2 products of 2·HS
+// FLOP per pair (S = q·kᵀ, P·v); the backward 7 (S and dP in the dk/dv kernel and again in the
+// dq kernel, then dv, dk and dq), 2 of them recomputations that spare atomics. Bytes: q, k, v, y
+// and dy once per kernel that reads them, plus each tile of the other side once per block that
+// sees it (from L2 when the blocks of one (b, h) run together, as their order arranges).
 #pragma once
 #include <cuda_bf16.h>
 
