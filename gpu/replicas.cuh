@@ -293,8 +293,9 @@ inline ncclUniqueId nccl_id_rendezvous(const std::string& path, int rank, int wo
     const double wait_s = timeout_s > 0 ? timeout_s : RENDEZVOUS_TIMEOUT_S;
     const double oldest = wait_s;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
-    std::string found = "no file there";  // what the path held at the last look, for the error
     for (;;) {
+        std::string found = "no file there";  // what the path holds now, for the error
+        double stale_age = -1;                 // this job's id, but older than a live rank 0 leaves it
         struct stat st;
         if (stat(path.c_str(), &st) == 0) {
             if (!S_ISREG(st.st_mode))
@@ -310,14 +311,14 @@ inline ncclUniqueId nccl_id_rendezvous(const std::string& path, int rank, int wo
             } else {
                 double age = arrived - (double)st.st_mtime;  // how long before this rank came it was written
                 if (age <= oldest) return id;
-                if ((double)time(nullptr) - arrived > oldest)
-                    throw Error(strf("'%s' holds NCCL's id for %s, but was written %.0f s before rank %d started, by "
-                                     "a job that is gone (its rank 0 waits at most %g s), and rank 0 has not replaced "
-                                     "it: delete it, and check that rank 0 started",
-                                     path.c_str(), tag.c_str(), age, rank, oldest));
-                found = "an id written too long ago";
+                stale_age = age;
             }
         }
+        if (std::chrono::steady_clock::now() > deadline && stale_age >= 0)
+            throw Error(strf("'%s' holds NCCL's id for %s, but was written %.0f s before rank %d started, by a job "
+                             "that is gone (its rank 0 waits at most %g s), and rank 0 has not replaced it: delete "
+                             "it, and check that rank 0 started",
+                             path.c_str(), tag.c_str(), stale_age, rank, oldest));
         if (std::chrono::steady_clock::now() > deadline)
             throw Error(strf("rank %d waited %g s (--comm-timeout) for rank 0 to write NCCL's id (%s) into '%s', which "
                              "holds %s: is that path on a filesystem every node shares, and did rank 0 start?",
