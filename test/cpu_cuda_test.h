@@ -1,12 +1,14 @@
 // Helpers shared by the CPU runtime's own tests (test_cpu_cuda.cu, test_cpu_cuda_features.cu,
 // test_cpu_wmma.cu, test_cpu_cublas.cpp): device memory that frees itself, and stderr captured
-// while a call reports an error, in this process or in a child that may die of it.
+// while a call reports an error, in this process or in a child that may die of it, and the
+// source line that holds a given text.
 // Built with the runtime (g++ -include cpu_cuda/cuda_cpu.h) and doctest.
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -75,3 +77,16 @@ inline int in_child(const std::function<void()>& f, std::string* err) {
 }
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The first line of the calling test's source file that holds `text`, for messages that name a
+// line (the file is read from where the tests run, the checkout's top).
+inline int line_of(const std::string& text, const char* file = __builtin_FILE()) {
+    FILE* f = fopen(file, "r");
+    REQUIRE(f);
+    char buf[1024];
+    int line = 0, found = 0;
+    while (!found && fgets(buf, sizeof buf, f)) line++, found = strstr(buf, text.c_str()) ? line : 0;
+    fclose(f);
+    REQUIRE(found > 0);
+    return found;
+}

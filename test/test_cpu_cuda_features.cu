@@ -26,20 +26,6 @@
 
 namespace cg = cooperative_groups;
 
-
-
-// The line of this file that holds `text` (the first), for messages that name a line
-static int line_of(const std::string& text) {
-    FILE* f = fopen(__FILE__, "r");
-    REQUIRE(f);
-    char buf[1024];
-    int line = 0, found = 0;
-    while (!found && fgets(buf, sizeof buf, f)) line++, found = strstr(buf, text.c_str()) ? line : 0;
-    fclose(f);
-    REQUIRE(found > 0);
-    return found;
-}
-
 // ----------------------------------------------------------------------------
 // 1. Cooperative groups
 

@@ -281,17 +281,6 @@ __global__ void barrier_too_many(float* out) {
     out[threadIdx.x] = 1;
 }
 
-static int line_of(const std::string& text) {
-    FILE* f = fopen(__FILE__, "r");
-    REQUIRE(f);
-    char buf[1024];
-    int line = 0, found = 0;
-    while (!found && fgets(buf, sizeof buf, f)) line++, found = strstr(buf, text.c_str()) ? line : 0;
-    fclose(f);
-    REQUIRE(found > 0);
-    return found;
-}
-
 TEST_CASE("libcu++: barrier with memcpy_async, arrive/wait tokens, arrive_and_drop") {
     std::vector<float> h(2 * 4 * 64);
     for (size_t i = 0; i < h.size(); i++) h[i] = (float)(i % 97) * 0.5f;
