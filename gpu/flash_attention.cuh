@@ -22,13 +22,13 @@
 // pass of its own.)
 //
 // Two implementations of that algorithm, one contract:
-//   * the tensor-core kernels (gpu/flash_attention_mma.cuh), for the bf16 build at the head
-//     sizes they are instantiated for (flash_mma_supports()): every product an mma.sync, P
-//     and dS kept in registers;
-//   * the scalar kernels below, for the fp32 build (the exact tier, checked against
-//     train.cpp to 1e-5) and any other head size that is a multiple of 16 up to 128: tiles of
-//     32 rows in shared memory, every product float32 FMAs in a fixed order. They are the
-//     reference that the tensor-core kernels are tested against.
+//   * the tensor-core kernels (gpu/flash_attention_mma.cuh), the bf16 build's, instantiated
+//     for every supported head size (flash_mma_supports()): every product an mma.sync, P and
+//     dS kept in registers;
+//   * the scalar kernels below, the fp32 build's (the exact tier, checked against train.cpp
+//     to 1e-5): tiles of 32 rows in shared memory, every product float32 FMAs in a fixed
+//     order. In bf16 they are the reference that the tensor-core kernels are tested against
+//     (scalar = true), and the path for buffers not 16-byte aligned.
 //
 // Shapes: any T ≥ 1 (rows past T in the last tile are zeros and masked). The scalar kernels'
 // shared memory is up to ~120 KiB (fp32, hs = 128), so they opt in above the default 48 KiB.
@@ -307,7 +307,9 @@ inline void flash_allow_shared(const void* kernel, size_t bytes) {
 
 // The tensor-core kernels are instantiated for every head size the fused path supports
 // (multiples of 16 up to 128; GPT-2 uses 64 from 124M to 1.5B).
-inline bool flash_mma_supports(int hs) { return std::is_same<floatX, __nv_bfloat16>::value && flash_attention_supports(hs); }
+inline bool flash_mma_supports(int hs) {
+    return std::is_same<floatX, __nv_bfloat16>::value && flash_attention_supports(hs);
+}
 // cp.async and the 16-byte loads need every row of q, k, v, y and dy 16-byte aligned: true of
 // the trainer's buffers (256-byte aligned tensors, C a multiple of 8); checked all the same.
 inline bool flash_aligned(std::initializer_list<const void*> pointers) {
@@ -322,7 +324,8 @@ void flash_mma_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv,
     const void* kernel = (const void*)flash_mma::flash_attention_forward_mma_kernel<HS>;
     flash_allow_shared(kernel, bytes);
     const dim3 grid((T + flash_mma::ROWS - 1) / flash_mma::ROWS, B * NH);
-    flash_mma::flash_attention_forward_mma_kernel<HS><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(out, lse, qkv, T, NH);
+    flash_mma::flash_attention_forward_mma_kernel<HS><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(out, lse, qkv,
+                                                                                                      T, NH);
     KERNEL_CHECK();
 }
 template <int HS>
@@ -330,16 +333,19 @@ void flash_mma_backward(__nv_bfloat16* dqkv, float* delta, const __nv_bfloat16* 
                         const __nv_bfloat16* qkv, const float* lse, int B, int T, int NH) {
     using namespace flash_mma;
     const size_t rows = (size_t)B * T * NH;
-    flash_attention_row_dots_kernel<HS><<<(unsigned)((rows + 255) / 256), 256, 0, ctx.stream>>>(delta, dout, out, B, T, NH);
+    const unsigned row_blocks = (unsigned)((rows + 255) / 256);
+    flash_attention_row_dots_kernel<HS><<<row_blocks, 256, 0, ctx.stream>>>(delta, dout, out, B, T, NH);
     KERNEL_CHECK();
     const dim3 grid((T + ROWS - 1) / ROWS, B * NH);
     size_t bytes = dkdv_shared_bytes<HS>();
     flash_allow_shared((const void*)flash_attention_backward_dkdv_mma_kernel<HS>, bytes);
-    flash_attention_backward_dkdv_mma_kernel<HS><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(dqkv, dout, qkv, lse, delta, T, NH);
+    flash_attention_backward_dkdv_mma_kernel<HS><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(dqkv, dout, qkv, lse,
+                                                                                                  delta, T, NH);
     KERNEL_CHECK();
     bytes = dq_shared_bytes<HS>();
     flash_allow_shared((const void*)flash_attention_backward_dq_mma_kernel<HS>, bytes);
-    flash_attention_backward_dq_mma_kernel<HS><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(dqkv, dout, qkv, lse, delta, T, NH);
+    flash_attention_backward_dq_mma_kernel<HS><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(dqkv, dout, qkv, lse,
+                                                                                                delta, T, NH);
     KERNEL_CHECK();
 }
 // Calls f(std::integral_constant<int, hs>{}): the head size as a compile-time constant.
@@ -392,7 +398,8 @@ template <class X>
 void flash_forward_dispatch(X* out, float* lse, const X* qkv, int B, int T, int C, int NH, bool scalar) {
     if constexpr (std::is_same<X, __nv_bfloat16>::value) {
         if (!scalar && flash_mma_supports(C / NH) && flash_aligned({out, qkv})) {
-            with_mma_head_size(C / NH, [&](auto hs) { flash_mma_forward<decltype(hs)::value>(out, lse, qkv, B, T, NH); });
+            with_mma_head_size(C / NH,
+                               [&](auto hs) { flash_mma_forward<decltype(hs)::value>(out, lse, qkv, B, T, NH); });
             return;
         }
     }

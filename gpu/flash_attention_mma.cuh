@@ -235,8 +235,8 @@ __device__ __forceinline__ void forward_tile(float (&o)[Head<HS>::N8][4], float 
 }
 
 template <int HS>
-__global__ void __launch_bounds__(THREADS) flash_attention_forward_mma_kernel(bf16* out, float* lse, const bf16* qkv, int T,
-                                                                     int NH) {
+__global__ void __launch_bounds__(THREADS)
+    flash_attention_forward_mma_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH) {
     constexpr int LD = Head<HS>::LD, K16 = Head<HS>::K16, N8 = Head<HS>::N8;
     extern __shared__ __align__(128) char flash_smem[];
     bf16* q_tile = reinterpret_cast<bf16*>(flash_smem);
@@ -355,8 +355,8 @@ constexpr size_t dkdv_shared_bytes() {
 
 template <int HS>
 __global__ void __launch_bounds__(THREADS)
-    flash_attention_backward_dkdv_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta,
-                                   int T, int NH) {
+    flash_attention_backward_dkdv_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                                             const float* delta, int T, int NH) {
     constexpr int LD = Head<HS>::LD, K16 = Head<HS>::K16, N8 = Head<HS>::N8, Q = Head<HS>::OTHER, Q8 = Q / 8;
     extern __shared__ __align__(128) char flash_smem[];
     bf16* k_tile = reinterpret_cast<bf16*>(flash_smem);
@@ -447,8 +447,8 @@ constexpr size_t dq_shared_bytes() {
 
 template <int HS>
 __global__ void __launch_bounds__(THREADS)
-    flash_attention_backward_dq_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta,
-                                 int T, int NH) {
+    flash_attention_backward_dq_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                                           const float* delta, int T, int NH) {
     constexpr int LD = Head<HS>::LD, K16 = Head<HS>::K16, N8 = Head<HS>::N8, K = Head<HS>::OTHER, K8 = K / 8;
     extern __shared__ __align__(128) char flash_smem[];
     bf16* q_tile = reinterpret_cast<bf16*>(flash_smem);
