@@ -413,6 +413,86 @@ TEST_CASE("fused softmax + cross-entropy matches the CPU's forward and backward,
     }
 }
 
+TEST_CASE("the fused classifier (online max and sum, gradient pass last chunk first) matches the three-pass one") {
+    struct Shape {
+        int N, V, Vp;
+    };
+    // Vp=301: rows off 16-byte boundaries; 50257 of 50304: GPT-2's padding, rows of 6 chunks
+    for (Shape s : {Shape{8, 300, 320}, Shape{8, 300, 301}, Shape{8, 50257, 50304}}) {
+        CAPTURE(s.V);
+        Rng rng(16 + s.V);
+        Floats logits = random_floats((size_t)s.N * s.Vp, rng, 3.0);
+        std::vector<int> targets = random_tokens(s.N, s.V, rng);
+        auto row = [&](int n) { return &logits[(size_t)n * s.Vp]; };
+        row(1)[s.V - 1] = 40.0f;  // the row's maximum in its last valid column: the last chunk, pass 1's last piece
+        targets[1] = s.V - 1;
+        row(2)[s.V - 1] = 40.0f;  // the same, the target elsewhere: its probability ~e^-40
+        for (int i = 0; i < s.V; i++) row(3)[i] *= 1e4f;   // very large spread: every exponential but one underflows
+        for (int i = 0; i < s.V; i++) row(4)[i] += 1e30f;  // very large logits: all rounded to one value
+        for (int i = 0; i < s.V; i++) row(5)[i] -= 1e30f;  // very small: the same, loss log(V)
+        targets[6] = 0;                                    // the first column, the first piece
+        for (int i = s.V; i < s.Vp; i++) row(7)[i] = 1e4f; // junk in the padding: never read as logits
+        logits = rounded(logits);
+        const float dloss = 1.0f / 37;
+        DevArray<floatX> d_fused = dev_x(logits), d_three = dev_x(logits);
+        DevArray<float> d_loss_fused(s.N), d_loss_three(s.N);
+        DevArray<int> d_targets(targets);
+        gpu::crossentropy_forward_backward(d_loss_fused.ptr(), d_fused.ptr(), d_targets.ptr(), dloss, s.N, s.V, s.Vp,
+                                           true, gpu::CrossEntropyPath::fused);
+        gpu::crossentropy_forward_backward(d_loss_three.ptr(), d_three.ptr(), d_targets.ptr(), dloss, s.N, s.V, s.Vp,
+                                           true, gpu::CrossEntropyPath::three_pass);
+        Floats loss_fused = d_loss_fused.host(), loss_three = d_loss_three.host();
+        Floats g_fused = to_float(d_fused.host()), g_three = to_float(d_three.host());
+        // The loss, per row, against the three-pass kernel and against log-sum-exp in double
+        // here: a float sum (fused) against double ones, within a few float roundings of the
+        // exact sum in either precision (the loss stays float32, from the same rounded
+        // logits): 1e-5 relative, or 1e-5 absolute where the loss is near 0 (row 1: the
+        // target's probability ≈ 1).
+        for (int n = 0; n < s.N; n++) {
+            CAPTURE(n);
+            double m = -INFINITY, sum = 0;
+            for (int i = 0; i < s.V; i++) m = std::max(m, (double)row(n)[i]);
+            for (int i = 0; i < s.V; i++) sum += std::exp(row(n)[i] - m);
+            double exact = (m - row(n)[targets[n]]) + std::log(sum);
+            CHECK(std::isfinite(loss_fused[n]));
+            CHECK(std::fabs(loss_fused[n] - exact) <= 1e-5 * std::max(1.0, std::fabs(exact)));
+            // (not rows 4, 5: the three-pass kernel, like train.cpp, adds m + log(sum) before
+            // subtracting the target's logit, which at ±1e30 leaves nothing of log(sum))
+            if (n != 4 && n != 5)
+                CHECK(std::fabs(loss_fused[n] - loss_three[n]) <= 1e-5 * std::max(1.0f, std::fabs(loss_three[n])));
+        }
+        CHECK(loss_fused[2] > 25.0f);  // the maximum was seen: the target's logit (|x| ≲ 10) is far below it
+        // The gradient, row by row: the same formula from a max that is equal and sums that
+        // differ by ~1e-7 relative: float32 1e-5; bf16, the outputs rounded once each from
+        // nearly the same values, so a few may land on the neighbouring bf16 value (3e-3)
+        for (int n = 0; n < s.N; n++) {
+            CAPTURE(n);
+            Floats a, b;
+            a.assign(g_fused.begin() + (size_t)n * s.Vp, g_fused.begin() + (size_t)(n + 1) * s.Vp);
+            b.assign(g_three.begin() + (size_t)n * s.Vp, g_three.begin() + (size_t)(n + 1) * s.Vp);
+            CHECK(norm_error(a, b) <= tol(1e-5, 3e-3));
+            bool padded_zero = true, finite = true;
+            for (int i = 0; i < s.Vp; i++) finite = finite && std::isfinite(a[i]);
+            for (int i = s.V; i < s.Vp; i++) padded_zero = padded_zero && a[i] == 0.0f;
+            CHECK(finite);
+            CHECK(padded_zero);
+            // the gradient of a row sums to 0 (probabilities sum to 1): float32 1e-6·dloss·rounding
+            double sum = 0;
+            for (float v : a) sum += v;
+            CHECK(std::fabs(sum) <= tol(1e-5, 1e-2) * dloss);  // bf16: V roundings of ~2^-9 relative
+        }
+        // the last-column maximum gets nearly all the probability: its gradient ≈ dloss·(1 − 1) in
+        // row 1 (the target) and ≈ dloss in row 2
+        CHECK(std::fabs(g_fused[(size_t)2 * s.Vp + s.V - 1] - dloss) <= 1e-2 * dloss);
+        // evaluation: the loss alone, the logits untouched
+        DevArray<floatX> d_eval = dev_x(logits);
+        gpu::crossentropy_forward_backward(d_loss_three.ptr(), d_eval.ptr(), d_targets.ptr(), 0.0f, s.N, s.V, s.Vp,
+                                           false, gpu::CrossEntropyPath::fused);
+        CHECK(to_float(d_eval.host()) == logits);
+        CHECK(d_loss_three.host() == loss_fused);
+    }
+}
+
 // The tiny model of test_cpu.cpp: V not a multiple of the padding.
 static ModelConfig tiny_config() {
     ModelConfig c;
