@@ -657,6 +657,11 @@ struct CpuTrainer {
     // one attention, one of each kernel: nothing is chosen at run time
     static std::vector<std::string> run_time_choices() { return {}; }
     static void choose_kernels(Config&, const ModelConfig&, const BatchPlan&, double, const Comm&) {}
+    // the dry run's kernel-by-kernel table is the GPU trainer's (host/cost.h)
+    static std::vector<std::string> kernel_plan(const ModelConfig&, const BatchPlan&, const Config&,
+                                                const DeviceSpeed&) {
+        return {};
+    }
     static std::string hardware(const Config& cfg, const Comm& comm) {
         check_thread_count(cfg.threads);
         CpuAllowance cpus = cpu_allowance(ranks_sharing_processors(comm));  // a collective: every rank

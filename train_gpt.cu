@@ -418,6 +418,17 @@ struct GpuTrainer {
                                   "products, this build's are %s): drop it, or use the fp32 build",
                                   PRECISION_NAME, PRECISION_NAME));
     }
+    // The dry run's table: this step kernel by kernel, predicted for the device (host/cost.h).
+    // The fused classifier, the GELU and bias passes separate, the sync not overlapped.
+    static std::vector<std::string> kernel_plan(const ModelConfig& mc, const BatchPlan& plan, const Config& config,
+                                                const DeviceSpeed& device) {
+        StepOptions o;
+        o.x = sizeof(floatX), o.recompute = config.recompute;
+        std::vector<std::string> rows = kernel_table(mc, plan, device, o);
+        if (!rows.empty() && config.attention == "cublas")
+            rows.push_back("  (the table counts the fused attention path; --attention cublas runs another)");
+        return rows;
+    }
     static std::string hardware(const Config& config, const Comm& comm) {
         check_thread_count(config.threads);
         if (gpu::ctx.device < 0) return strf("GPU: none found (dry run only); %s build", PRECISION_NAME);

@@ -1,4 +1,5 @@
 // gpu/adamw.cuh: the optimizer: AdamW, and the global gradient norm that clipping needs.
+// FLOPs and bytes: host/kernel_cost.h (adamw_cost, global_norm_cost).
 #pragma once
 #include "../host/run.h"
 #include "common.cuh"

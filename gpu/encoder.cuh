@@ -1,4 +1,5 @@
-// gpu/encoder.cuh: token and position embeddings, forward and backward.
+// gpu/encoder.cuh: token and position embeddings, forward and backward. FLOPs and bytes:
+// host/kernel_cost.h (encoder_forward_cost, encoder_backward_cost).
 #pragma once
 #include <vector>
 

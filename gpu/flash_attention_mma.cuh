@@ -27,6 +27,7 @@
 // dq kernel, then dv, dk and dq), 2 of them recomputations that spare atomics. Bytes: q, k, v, y
 // and dy once per kernel that reads them, plus each tile of the other side once per block that
 // sees it (from L2 when the blocks of one (b, h) run together, as their order arranges).
+// host/kernel_cost.h (attention_forward_cost, attention_backward_cost) counts these for the planner.
 #pragma once
 #include <cuda_bf16.h>
 

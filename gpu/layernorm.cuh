@@ -9,6 +9,8 @@
 //                                of dout and inp), then with `accumulate` residual_forward
 //                                adding dinp into the residual stream's gradient.
 // Rows move 16 bytes at a time (for_row_pieces, gpu/common.cuh), for any C.
+// FLOPs and bytes of each kernel: host/kernel_cost.h (layernorm_forward_cost,
+// residual_layernorm_forward_cost, layernorm_backward_cost), which the planner adds up.
 #pragma once
 #include "common.cuh"
 

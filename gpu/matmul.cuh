@@ -2,6 +2,8 @@
 // its backward. The products go to cuBLAS (cuBLASLt in forward, which adds the bias and
 // applies GELU as it writes the result), with floatX inputs and float32 sums; the weight
 // gradient is float32, summed straight into the accumulated gradient.
+// FLOPs and bytes of each product and pass: host/kernel_cost.h (matmul_forward_cost,
+// matmul_backward_dinp_cost, matmul_backward_dw_cost, bias_grad_cost, gelu_*_cost).
 //
 // cuBLAS is column-major: to it, a row-major X (rows × cols) is the column-major matrix Xᵀ
 // (cols × rows) with leading dimension cols, without moving a byte. So each row-major

@@ -26,6 +26,7 @@
 
 #include "batch.h"
 #include "checkpoint.h"
+#include "kernel_cost.h"
 
 // The weights that multiply activations, per the comment above.
 inline double matmul_params(const ModelConfig& c) { return 12.0 * c.L * c.C * c.C + (double)c.Vp * c.C; }
@@ -67,17 +68,20 @@ struct DeviceSpeed {
     std::string name;       // empty when no device was given
     double tflops = 0;      // dense peak for the precision the products run in; 0 = not given
     double link_gbps = 0;   // one replica's link to the others, gigabits per second each way; 0 = not given
+    double memory_gbs = 0;  // device-memory bandwidth, GB/s; 0 = not given (a preset's only)
+    double vector_tflops = 0;  // float32 peak without tensor cores (elementwise kernels); 0 = not given
 };
 struct DevicePreset {
     const char* name;
-    double tflops, link_gbps;
+    double tflops, link_gbps, memory_gbs, vector_tflops;
 };
-// The data sheets' dense BF16 figures and the per-GPU link within a node, one direction;
-// docs/planning.md, "Planning a run", gives the sources.
+// The data sheets' dense BF16 figures, the per-GPU link within a node, one direction, the
+// memory bandwidth and the FP32 (non-tensor) peak; docs/planning.md, "Planning a run", gives
+// the sources.
 inline const DevicePreset DEVICE_PRESETS[] = {
-    {"h100-sxm", 989, 3600},   // NVLink 4: 450 GB/s each way
-    {"h100-pcie", 756, 512},   // PCIe 5 x16: 64 GB/s each way
-    {"a100-sxm", 312, 2400},   // NVLink 3: 300 GB/s each way
+    {"h100-sxm", 989, 3600, 3350, 67},     // NVLink 4: 450 GB/s each way; HBM3 3.35 TB/s
+    {"h100-pcie", 756, 512, 2000, 51},     // PCIe 5 x16: 64 GB/s each way; HBM2e 2 TB/s
+    {"a100-sxm", 312, 2400, 2039, 19.5},   // NVLink 3: 300 GB/s each way; A100 80GB: 2,039 GB/s
 };
 inline std::string device_preset_names() {
     std::string names;
@@ -92,7 +96,7 @@ inline DeviceSpeed device_speed(const std::string& preset, double tflops, double
         for (const DevicePreset& p : DEVICE_PRESETS)
             if (preset == p.name) found = &p;
         if (!found) throw UsageError("--device: unknown device '" + preset + "'; known: " + device_preset_names());
-        d = {found->name, found->tflops, found->link_gbps};
+        d = {found->name, found->tflops, found->link_gbps, found->memory_gbs, found->vector_tflops};
     }
     if (!(tflops >= 0 && tflops < 1e6)) throw UsageError(strf("--device-tflops must be a positive number, not %g", tflops));
     if (!(link_gbps >= 0 && link_gbps < 1e9)) throw UsageError(strf("--link-gbps must be a positive number, not %g", link_gbps));
@@ -241,5 +245,181 @@ std::vector<std::string> zero_table(const ModelConfig& c, const BatchPlan& p, in
                             format_bytes(memory(R, 1)).c_str(), format_bytes(gradient_sync_bytes(c, R)).c_str(),
                             format_bytes(zero_sync_bytes(c, R, weight_bytes)).c_str(),
                             R == p.R ? " <- R of this run" : ""));
+    return rows;
+}
+
+// ---- The GPU trainer's step, kernel by kernel (host/kernel_cost.h has each kernel's count)
+// A kernel's predicted time on a device is max(FLOPs / rate, bytes / bandwidth), at realistic
+// fractions of the data sheet's figures (docs/planning.md, "The step kernel by kernel"):
+//   * products (cuBLAS): 70% of the tensor-core peak, the middle of issue 33's audit for
+//     cuBLAS at GPT-2 124M's shapes (65-82 ms for 48.6 TFLOP per micro-batch: 60-75%);
+//   * the fused attention (mma.sync tensor-core kernels): 30%, docs/attention.md's 25-35%;
+//   * memory-bound kernels: 85% of the memory bandwidth (a streaming copy's usual share)
+//     and 70% of the float32 vector peak for their arithmetic.
+// A GPU run of scripts/bench_gpu.sh prints the measured times beside these.
+constexpr double PRODUCT_FRACTION = 0.70, ATTENTION_FRACTION = 0.30, BANDWIDTH_FRACTION = 0.85,
+                 VECTOR_FRACTION = 0.70;
+enum class KernelKind { product, attention, memory };
+struct StepKernel {
+    std::string layer, name;
+    KernelKind kind;
+    KernelCost cost;  // one launch
+    double count;     // launches per micro-batch, or per step for the optimizer's (per_step)
+    bool per_step = false;
+};
+struct StepOptions {
+    int x = 2;                       // bytes of an activation element: 2 in bf16, 4 in float32
+    bool fused_classifier = true;    // false: the three-pass reference (gpu/crossentropy.cuh)
+    bool epilogues_fused = false;    // true: GELU backward and bias gradients done by cuBLASLt's epilogues
+    bool recompute = false;          // --recompute 1: GELU forward run in the forward and again in the backward
+    bool grad_sync_overlap = false;  // the gradient sync overlapped with the last micro-batch's backward
+};
+
+// The kernels of one micro-batch (forward, loss, backward), then the optimizer's, in launch
+// order within each layer group; the fused attention path.
+inline std::vector<StepKernel> step_kernels(const ModelConfig& c, int B, int T, const StepOptions& o) {
+    const double N = (double)B * T, C = c.C, L = c.L, NH = c.NH, V = c.V, Vp = c.Vp, P = (double)c.num_params();
+    const int x = o.x;
+    const std::string blocks = strf("blocks (x%d)", c.L);
+    const KernelKind prod = KernelKind::product, mem = KernelKind::memory, att = KernelKind::attention;
+    std::vector<StepKernel> k;
+    auto add = [&](const std::string& layer, const std::string& name, KernelKind kind, KernelCost cost, double n) {
+        k.push_back({layer, name, kind, cost, n});
+    };
+    // a linear layer's backward: the two products, and the bias gradient unless an epilogue does it
+    auto linear_backward = [&](const std::string& layer, const std::string& name, double IC, double OC, double n,
+                               bool bias) {
+        add(layer, name + " backward dinp", prod, matmul_backward_dinp_cost(N, IC, OC, x), n);
+        add(layer, name + " backward dw", prod, matmul_backward_dw_cost(N, IC, OC, x), n);
+        if (bias && !o.epilogues_fused) add(layer, name + " bias gradient", mem, bias_grad_cost(N, OC, x), n);
+    };
+    add("embedding", "encoder forward", mem, encoder_forward_cost(N, C, x), 1);
+    add("embedding", "layernorm forward (ln1 of block 0)", mem, layernorm_forward_cost(N, C, x), 1);
+    add(blocks, "qkv forward", prod, matmul_forward_cost(N, C, 3 * C, x), L);
+    add(blocks, "attention forward", att, attention_forward_cost(N, T, C, NH, x), L);
+    add(blocks, "attproj forward", prod, matmul_forward_cost(N, C, C, x), L);
+    add(blocks, "residual + layernorm forward", mem, residual_layernorm_forward_cost(N, C, x), 2 * L);
+    add(blocks, o.recompute ? "fc forward" : "fc forward, GELU epilogue", prod,
+        matmul_forward_cost(N, C, 4 * C, x, !o.recompute), L);
+    if (o.recompute) add(blocks, "gelu forward (and again in backward)", mem, gelu_forward_cost(N * 4 * C, x), 2 * L);
+    add(blocks, "fcproj forward", prod, matmul_forward_cost(N, 4 * C, C, x), L);
+    add("head", "logits forward", prod, matmul_forward_cost(N, C, Vp, x), 1);
+    add("loss", o.fused_classifier ? "cross-entropy, fused" : "cross-entropy, three-pass", mem,
+        crossentropy_cost(N, V, Vp, x, o.fused_classifier), 1);
+    linear_backward("head", "logits", C, Vp, 1, false);
+    add("head", "layernorm backward (lnf)", mem, layernorm_backward_cost(N, C, x, false), 1);
+    linear_backward(blocks, "fcproj", 4 * C, C, L, true);
+    if (!o.epilogues_fused) add(blocks, "gelu backward", mem, gelu_backward_cost(N * 4 * C, x), L);
+    linear_backward(blocks, "fc", C, 4 * C, L, true);
+    add(blocks, "layernorm backward (ln1, ln2)", mem, layernorm_backward_cost(N, C, x, true), 2 * L);
+    linear_backward(blocks, "attproj", C, C, L, true);
+    add(blocks, "attention backward", att, attention_backward_cost(N, T, C, NH, x), L);
+    linear_backward(blocks, "qkv", C, 3 * C, L, true);
+    add("embedding", "encoder backward", mem, encoder_backward_cost(N, T, C, x), 1);
+    for (auto [name, cost] : {std::pair<const char*, KernelCost>{"zero the gradients", zero_grads_cost(P)},
+                              {"gradient norm", global_norm_cost(P)},
+                              {"AdamW update", adamw_cost(P, x)}}) {
+        add("optimizer", name, mem, cost, 1);
+        k.back().per_step = true;
+    }
+    return k;
+}
+
+// One launch's predicted time on d (0 without the device's figures).
+inline double kernel_seconds(const StepKernel& k, const DeviceSpeed& d) {
+    if (d.tflops <= 0 || d.memory_gbs <= 0) return 0;
+    double rate = k.kind == KernelKind::product     ? d.tflops * PRODUCT_FRACTION
+                  : k.kind == KernelKind::attention ? d.tflops * ATTENTION_FRACTION
+                                                    : d.vector_tflops * VECTOR_FRACTION;
+    double compute = rate > 0 ? k.cost.flops / (rate * 1e12) : 0;
+    return std::max(compute, k.cost.bytes / (d.memory_gbs * 1e9 * BANDWIDTH_FRACTION));
+}
+inline bool memory_bound(const StepKernel& k, const DeviceSpeed& d) {
+    return k.cost.bytes / (d.memory_gbs * 1e9 * BANDWIDTH_FRACTION) >= kernel_seconds(k, d);
+}
+
+// The step's predicted time in parts: per micro-batch (products, attention, memory-bound
+// kernels), the optimizer's kernels, and the gradient sync that is not hidden.
+struct StepPrediction {
+    double products = 0, attention = 0, memory = 0;  // per micro-batch
+    double optimizer = 0, sync = 0;                  // per step
+    int A = 1;
+    double micro_batch() const { return products + attention + memory; }
+    double without_attention() const { return products + memory; }
+    double step() const { return A * micro_batch() + optimizer + sync; }
+};
+inline StepPrediction predict_step(const ModelConfig& c, const BatchPlan& p, const DeviceSpeed& d,
+                                   const StepOptions& o) {
+    StepPrediction s;
+    s.A = p.A;
+    double last_backward = 0;  // what an overlapped sync can hide behind: the last micro-batch's backward
+    bool backward = false;
+    for (const StepKernel& k : step_kernels(c, p.B, p.T, o)) {
+        double t = kernel_seconds(k, d) * k.count;
+        if (k.per_step) s.optimizer += t;
+        else if (k.kind == KernelKind::product) s.products += t;
+        else if (k.kind == KernelKind::attention) s.attention += t;
+        else s.memory += t;
+        backward = backward || k.layer == "loss";
+        if (backward && !k.per_step && k.layer != "loss") last_backward += t;
+    }
+    double comm = d.link_gbps > 0 ? plan_run(c, p, 1, d).comm_s : 0;
+    s.sync = o.grad_sync_overlap ? std::max(0.0, comm - last_backward) : comm;
+    return s;
+}
+
+// llm.c's published speed at GPT-2 124M, T=1024, on H100s, for comparison: the llm.c GPT-2
+// (124M) replication trained on 10B tokens in 45 minutes on one 8xH100 node, as
+// modded-nanogpt's README states it (github.com/KellerJordan/modded-nanogpt, the speedrun's
+// baseline): 10e9 / 2700 s / 8 GPUs = 463,000 tokens/s per GPU.
+constexpr double LLMC_H100_TOKENS_PER_S = 10e9 / 2700 / 8;
+
+// The dry run's table: the step kernel by kernel on d, one row per layer group and kernel
+// (its launches per micro-batch, FLOPs and bytes of them all, what bounds it, its time),
+// then the sums.
+inline std::vector<std::string> kernel_table(const ModelConfig& c, const BatchPlan& p, const DeviceSpeed& d,
+                                             const StepOptions& o) {
+    std::vector<std::string> rows;
+    if (d.tflops <= 0 || d.memory_gbs <= 0) return rows;
+    rows.push_back(strf("the step kernel by kernel on %s, predicted (host/kernel_cost.h): each kernel max(FLOPs / "
+                        "rate, bytes / bandwidth), products at %.0f%% of %g TFLOP/s, the fused attention at %.0f%%, "
+                        "memory-bound kernels at %.0f%% of %g GB/s; per micro-batch of %dx%d (%s precision), "
+                        "the optimizer's per step:",
+                        d.name.c_str(), 100 * PRODUCT_FRACTION, d.tflops, 100 * ATTENTION_FRACTION,
+                        100 * BANDWIDTH_FRACTION, d.memory_gbs, p.B, p.T, o.x == 2 ? "bf16" : "float32"));
+    rows.push_back(strf("  %-12s %-38s %6s %11s %11s %7s %9s", "layer", "kernel", "count", "FLOP", "bytes", "bound",
+                        "time"));
+    for (const StepKernel& k : step_kernels(c, p.B, p.T, o))
+        rows.push_back(strf("  %-12s %-38s %6g %11s %11s %7s %9s", k.layer.c_str(), k.name.c_str(), k.count,
+                            format_flops(k.cost.flops * k.count).c_str(),
+                            format_bytes(k.cost.bytes * k.count).c_str(), memory_bound(k, d) ? "memory" : "compute",
+                            format_seconds(kernel_seconds(k, d) * k.count).c_str()));
+    StepPrediction s = predict_step(c, p, d, o);
+    rows.push_back(strf("  per micro-batch: products %s + attention %s + memory-bound %s = %s (without attention %s)",
+                        format_seconds(s.products).c_str(), format_seconds(s.attention).c_str(),
+                        format_seconds(s.memory).c_str(), format_seconds(s.micro_batch()).c_str(),
+                        format_seconds(s.without_attention()).c_str()));
+    double tokens = (double)p.B * p.T * p.A;  // per replica per step
+    rows.push_back(strf("  per step: %d x %s + optimizer %s + gradient sync %s (%s) = %s, %s tokens/s per replica",
+                        p.A, format_seconds(s.micro_batch()).c_str(), format_seconds(s.optimizer).c_str(),
+                        format_seconds(s.sync).c_str(),
+                        o.grad_sync_overlap ? "overlapped with the last backward" : "not overlapped",
+                        format_seconds(s.step()).c_str(), with_commas((long long)(tokens / s.step())).c_str()));
+    StepOptions other = o;
+    other.fused_classifier = !o.fused_classifier;
+    StepPrediction t = predict_step(c, p, d, other);
+    rows.push_back(strf("  the %s classifier instead: %s per micro-batch without attention (%+.2f ms)",
+                        other.fused_classifier ? "fused" : "three-pass (reference)",
+                        format_seconds(t.without_attention()).c_str(),
+                        1e3 * (t.without_attention() - s.without_attention())));
+    bool gpt2_124m = c.L == 12 && c.C == 768 && c.NH == 12 && c.Vp == 50304 && p.T == 1024;
+    if (gpt2_124m && d.name.rfind("h100", 0) == 0)
+        rows.push_back(strf("  llm.c, published: %s tokens/s per H100 at this shape (10B tokens in 45 min on 8 "
+                            "H100s), %s per %s-token micro-batch; predicted here: %s tokens/s, %.2fx llm.c",
+                            with_commas((long long)LLMC_H100_TOKENS_PER_S).c_str(),
+                            format_seconds(p.B * p.T / LLMC_H100_TOKENS_PER_S).c_str(),
+                            with_commas((long long)p.B * p.T).c_str(),
+                            with_commas((long long)(tokens / s.step())).c_str(),
+                            tokens / s.step() / LLMC_H100_TOKENS_PER_S));
     return rows;
 }

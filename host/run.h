@@ -478,6 +478,7 @@ public:
                 return Trainer::memory_use(mc, plan.B, plan.T, R, with).total();
             };
             for (const std::string& line : zero_table(mc, plan, Trainer::GATHERED_WEIGHT_BYTES, memory)) say(line);
+            for (const std::string& line : Trainer::kernel_plan(mc, plan, cfg, device)) say(line);
             return false;
         }
         return true;

@@ -382,3 +382,108 @@ TEST_CASE("the step line and the log: achieved FLOP/s per replica, and MFU again
     }
     run_command("rm -rf " + dir);
 }
+
+// ---- The step kernel by kernel (host/kernel_cost.h, host/cost.h's step_kernels)
+
+TEST_CASE("kernel costs: the bytes each kernel moves equal a count of the tensors it reads and writes") {
+    // N = 4 rows (B=2, T=2), C = 8, V = 12 of Vp = 16, bf16 (2 bytes an element); each count
+    // below lists the tensors of the kernel's signature, in elements, then float32 extras
+    const int x = 2;
+    // matmul forward (4, 8) -> (4, 24): inp 32, w 192, bias 24 read; out 96 written
+    CHECK(matmul_forward_cost(4, 8, 24, x).bytes == 2 * (32 + 192 + 24 + 96));
+    CHECK(matmul_forward_cost(4, 8, 24, x).flops == 2 * 4 * 8 * 24);
+    // with GELU's epilogue pre_gelu is written too: 96 more
+    CHECK(matmul_forward_cost(4, 8, 24, x, true).bytes == 2 * (32 + 192 + 24 + 96 + 96));
+    // backward dinp (4, 8) = dout (4, 24) · w (24, 8): 96 + 192 read, 32 written
+    CHECK(matmul_backward_dinp_cost(4, 8, 24, x).bytes == 2 * (96 + 192 + 32));
+    // backward dw (24, 8) += doutᵀ · inp: 96 + 32 bf16 read; dw 192 float32 read and written
+    CHECK(matmul_backward_dw_cost(4, 8, 24, x).bytes == 2 * (96 + 32) + 4 * 192 * 2);
+    // bias gradient of (4, 24): dout 96 read; one chunk (4 ≤ 128 rows) of 24 float32 partials
+    // written and read; dbias 24 float32 read and written
+    CHECK(bias_grad_cost(4, 24, x).bytes == 2 * 96 + 4 * 24 * 2 + 4 * 24 * 2);
+    // layernorm forward (4, 8): inp 32, w 8, b 8 read, out 32 written; mean, rstd 4 + 4 float32
+    CHECK(layernorm_forward_cost(4, 8, x).bytes == 2 * (32 + 8 + 8 + 32) + 4 * 8);
+    // residual + layernorm: a 32, b 32, w 8, b 8 read; residual 32, out 32 written; mean, rstd
+    CHECK(residual_layernorm_forward_cost(4, 8, x).bytes == 2 * (32 + 32 + 16 + 32 + 32) + 4 * 8);
+    // layernorm backward, accumulating: dout 32, inp 32, dresidual 32 read, dresidual 32
+    // written, w 8; mean, rstd read (8 float32); one chunk's partials of dw and db (2·8
+    // float32) written and read; dw and db (2·8 float32) read and written
+    CHECK(layernorm_backward_cost(4, 8, x, true).bytes == 2 * (32 * 4 + 8) + 4 * 8 + 4 * 16 * 2 + 4 * 16 * 2);
+    CHECK(layernorm_backward_cost(4, 8, x, false).bytes == 2 * (32 * 3 + 8) + 4 * 8 + 4 * 16 * 2 + 4 * 16 * 2);
+    // GELU backward over 128: inp and dout read, dinp written
+    CHECK(gelu_backward_cost(128, x).bytes == 2 * 3 * 128);
+    // the classifier over (4, 16): fused, the logits read once and the gradient written once
+    // (pass 2 from L2); three-pass, read three times; both read 4 targets and write 4 losses,
+    // which add_mean_loss reads again (4-byte each)
+    CHECK(crossentropy_cost(4, 12, 16, x, true).bytes == 2 * (64 + 64) + 4 * 12);
+    CHECK(crossentropy_cost(4, 12, 16, x, false).bytes == 2 * (3 * 64 + 64) + 4 * 12);
+    // AdamW over 100 parameters: p, g, m, v read, p, m, v written (float32), the bf16 copy written
+    CHECK(adamw_cost(100, 2).bytes == 4 * 100 * 7 + 2 * 100);
+    CHECK(adamw_cost(100, 4).bytes == 4 * 100 * 7);  // float32 build: no copy
+    // attention forward (B=1, T=4, C=8, NH=2): qkv 96 read, out 32 written, lse 8 float32
+    CHECK(attention_forward_cost(4, 4, 8, 2, x).bytes == 2 * (96 + 32) + 4 * 8);
+    // causal: query t sees t + 1 keys: 1 + 2 + 3 + 4 = 10 pairs; 2 products of 2·C per pair
+    CHECK(attention_forward_cost(4, 4, 8, 2, x).flops == 10 * 2 * 2 * 8);
+}
+
+TEST_CASE("the step's kernels: products as the 6·P formula counts them, the classifier and epilogue passes") {
+    ModelConfig c = model(2, 4, 32, 64, 300, 320);
+    const int B = 2, T = 64;
+    const double N = B * T;
+    StepOptions o;
+    double products = 0, attention = 0, classifier = 0;
+    int gelu_backward = 0, bias = 0;
+    for (const StepKernel& k : step_kernels(c, B, T, o)) {
+        if (k.kind == KernelKind::product) products += k.cost.flops * k.count;
+        if (k.kind == KernelKind::attention) attention += k.cost.flops * k.count;
+        if (k.layer == "loss") classifier += k.cost.bytes * k.count;
+        gelu_backward += k.name == "gelu backward";
+        bias += k.name.find("bias gradient") != std::string::npos;
+    }
+    // forward 2, dinp 2, dw 2 FLOPs per weight per row: the 6·P term, exactly
+    CHECK(products == doctest::Approx(flops_per_token(c, T).params * N).epsilon(1e-12));
+    // 2·C·(T+1) forward + 7·C·(T+1) backward per row per block: 3/2 of the useful causal count
+    CHECK(attention == doctest::Approx(flops_per_token(c, T).attention * N * 9 / 6).epsilon(1e-12));
+    CHECK(gelu_backward == 1);
+    CHECK(bias == 4);  // qkv, attproj, fc, fcproj
+    CHECK(classifier == 2 * N * c.Vp * 2 + 12 * N);
+    // the lead's switches: epilogues fold the GELU backward and the bias gradients away
+    o.epilogues_fused = true;
+    for (const StepKernel& k : step_kernels(c, B, T, o)) {
+        CHECK(k.name != "gelu backward");
+        CHECK(k.name.find("bias gradient") == std::string::npos);
+    }
+}
+
+TEST_CASE("the step predicted: each kernel max(FLOPs / rate, bytes / bandwidth); the fused classifier saves two passes") {
+    ModelConfig c = model(12, 12, 768, 1024, 50257, 50304);
+    BatchPlan p = plan_batch(64, 1024, 1, 524288);
+    DeviceSpeed d = device_speed("h100-sxm", 0, 0);
+    CHECK(d.memory_gbs == 3350);
+    CHECK(d.vector_tflops == 67);
+    StepOptions fused, three;
+    three.fused_classifier = false;
+    StepPrediction a = predict_step(c, p, d, fused), b = predict_step(c, p, d, three);
+    // the three-pass kernel moves 2·N·Vp·2 bytes more (two reads of the bf16 logits), at 85% of 3.35 TB/s
+    double N = 65536, extra = 2.0 * N * 50304 * 2 / (3350e9 * 0.85);
+    CHECK(b.without_attention() - a.without_attention() == doctest::Approx(extra).epsilon(1e-9));
+    CHECK(a.A == 8);
+    CHECK(a.step() == doctest::Approx(8 * a.micro_batch() + a.optimizer + a.sync));
+    CHECK(a.sync == 0);  // one replica
+    // the products are compute-bound at these shapes: at 70% of 989 TFLOP/s, 6·P·N FLOPs
+    CHECK(a.products == doctest::Approx(flops_per_token(c, 1024).params * N / (0.7 * 989e12)).epsilon(1e-9));
+    // an overlapped sync hides behind the last micro-batch's backward: never more than not overlapped
+    BatchPlan p8 = plan_batch(64, 1024, 8, 524288);
+    DeviceSpeed slow = device_speed("h100-sxm", 0, 10);  // a 10 Gbit/s link: the sync longer than a backward
+    StepOptions overlap;
+    overlap.grad_sync_overlap = true;
+    StepPrediction s = predict_step(c, p8, slow, fused), t = predict_step(c, p8, slow, overlap);
+    CHECK(s.sync == doctest::Approx(plan_run(c, p8, 1, slow).comm_s));
+    CHECK(t.sync < s.sync);
+    CHECK(t.sync > 0);
+    // no bandwidth known (--device-tflops alone): no table
+    CHECK(kernel_table(c, p, device_speed("", 500, 0), fused).empty());
+    std::vector<std::string> rows = kernel_table(c, p, d, fused);
+    REQUIRE(rows.size() > 10);
+    CHECK(rows.back().find("llm.c, published: 462,962 tokens/s") != std::string::npos);
+}
