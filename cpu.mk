@@ -43,6 +43,8 @@ DEFS_bf16 := -DTRAIN_BF16
 DEFS_fp32 :=
 CPU_MIRROR = $(addprefix build/cpu/,$(1))
 WORKBENCHES := layernorm attention_softmax attention_fused crossentropy gelu encoder_backward adamw
+# built on request (make dev/cuda/step_kernels_cpu), not by make test: a timing table, no check
+BENCH_ONLY_WORKBENCHES := step_kernels
 
 # what make test builds and runs
 CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/test_gpu_cpu_fp32 test/test_cpu_cuda test/test_cpu_wmma \
@@ -106,7 +108,7 @@ test/test_cpu_cublas test/test_cpu_nccl: test/%: test/%.cpp test/cpu_cuda_test.h
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ $< $(CPU_CUDA_LIBS)
 
 # (-O1: the checks run small shapes, and six programs compile twice as fast)
-$(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu): dev/cuda/%_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check
+$(foreach w,$(WORKBENCHES) $(BENCH_ONLY_WORKBENCHES),dev/cuda/$(w)_cpu): dev/cuda/%_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) $(DEFS_$(PRECISION)) -O1 -o $@ -x c++ build/cpu/dev/cuda/$*.cu $(CPU_CUDA_LIBS)
 
 dev/cpu_cuda_bench: $(call CPU_MIRROR,dev/cpu_cuda_bench.cu gpu/mma.cuh) $(CPU_CUDA_HEADERS) | cpu_cuda_check

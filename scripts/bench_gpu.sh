@@ -6,7 +6,8 @@
 # peak GPU memory, on each attention path (--attention fused and cublas; auto adds a row
 # showing which path it picked and the trainer's line with both paths' per-layer times); then
 # the time of each kernel, from the dev/cuda workbenches' CUDA events (attention_fused: one
-# layer's attention, forward and backward, on both paths).
+# layer's attention, forward and backward, on both paths; step_kernels: every kernel of the
+# step, measured beside the planner's prediction, host/cost.h).
 #
 #   scripts/bench_gpu.sh [--steps N] [--batch "8 16 32"] [--attention "fused cublas"]
 #                        [--precisions "bf16 fp32"] [--trainer PATH] [--llmc "DIR ..."]
@@ -161,8 +162,10 @@ if [ "$KERNELS" -eq 1 ]; then
         echo "kernels, $precision (dev/cuda workbenches; ms per call from CUDA events):"
         make -s -C dev/cuda PRECISION=$precision >/dev/null 2>&1 || { echo "dev/cuda did not build"; status=1; continue; }
         for w in layernorm attention_softmax attention_fused crossentropy gelu encoder_backward adamw; do
-            ./dev/cuda/$w | grep -E '^(1|2|[A-Za-z].*tolerance|fused / cuBLAS|attention memory|causal attention)' || status=1
+            ./dev/cuda/$w | grep -E '^(1|2|4 reference|[A-Za-z].*tolerance|fused / cuBLAS|attention memory|causal attention)' || status=1
         done
+        # the planner's table (--dry-run --device), each kernel measured beside its prediction
+        ./dev/cuda/step_kernels | sed -n '/step kernel by kernel/,$p' || status=1
     done
 fi
 exit $status

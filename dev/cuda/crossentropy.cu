@@ -1,12 +1,15 @@
 // dev/cuda/crossentropy.cu: softmax + cross-entropy over the padded vocabulary, fused with
 // its backward (the logits overwritten by their gradient), at GPT-2's vocabulary.
 //   0: the kernel before 16-byte accesses: the same passes, one element per access
-//   1: train_gpt's kernel: a block per row; max pass, sum pass (double), gradient pass,
-//      16 bytes per access
+//   1: train_gpt's kernel (gpu::CrossEntropyPath::fused): version 2's online pass with 16-byte
+//      accesses, 1024 threads, then the gradient pass from the row's last chunk to its first,
+//      so that it finds in L2 what the first pass read last
 //   2: a block per row; max and sum in one "online" pass (float), then the gradient pass:
 //      one read of the logits fewer
 //   3: version 2 with cooperative groups: the (max, sum) pairs combine by cg::reduce with a
 //      function of their own, in version 2's order, so with its bits
+//   4: the reference (gpu::CrossEntropyPath::three_pass), train_gpt's kernel before version 1:
+//      a block per row; max pass, sum pass (double), gradient pass, 16 bytes per access
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
 
@@ -147,10 +150,17 @@ int main(int argc, char** argv) {
         double err = checked(v0);
         ok &= table_row("0 before: one element per access", err, tolerance, time_ms(v0), bytes);
         auto v1 = [&] {
-            gpu::crossentropy_forward_backward(d_losses.ptr(), d_logits.ptr(), d_targets.ptr(), dloss, N, V, Vp, true);
+            gpu::crossentropy_forward_backward(d_losses.ptr(), d_logits.ptr(), d_targets.ptr(), dloss, N, V, Vp, true,
+                                               gpu::CrossEntropyPath::fused);
         };
         err = checked(v1);
-        ok &= table_row("1 production: 3 passes, double sum, 16 bytes", err, tolerance, time_ms(v1), bytes);
+        ok &= table_row("1 production: online, reversed gradient pass", err, tolerance, time_ms(v1), bytes);
+        auto v4 = [&] {
+            gpu::crossentropy_forward_backward(d_losses.ptr(), d_logits.ptr(), d_targets.ptr(), dloss, N, V, Vp, true,
+                                               gpu::CrossEntropyPath::three_pass);
+        };
+        err = checked(v4);
+        ok &= table_row("4 reference: 3 passes, double sum, 16 bytes", err, tolerance, time_ms(v4), bytes);
         for (int threads : {256, 1024}) {
             auto v2 = [&] {
                 crossentropy_online<<<N, threads, 0, gpu::ctx.stream>>>(d_losses.ptr(), d_logits.ptr(),
