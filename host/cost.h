@@ -254,8 +254,8 @@ std::vector<std::string> zero_table(const ModelConfig& c, const BatchPlan& p, in
 //   * products (cuBLAS): 70% of the tensor-core peak, the middle of issue 33's audit for
 //     cuBLAS at GPT-2 124M's shapes (65-82 ms for 48.6 TFLOP per micro-batch: 60-75%);
 //   * the fused attention (mma.sync tensor-core kernels): 30%, docs/attention.md's 25-35%;
-//   * memory-bound kernels: 85% of the memory bandwidth (a streaming copy's usual share)
-//     and 70% of the float32 vector peak for their arithmetic.
+//   * memory-bound kernels: 85% of the memory bandwidth and 70% of the float32 vector peak
+//     for their arithmetic: assumptions, which dev/cuda/step_kernels checks on a GPU.
 // A GPU run of scripts/bench_gpu.sh prints the measured times beside these.
 constexpr double PRODUCT_FRACTION = 0.70, ATTENTION_FRACTION = 0.30, BANDWIDTH_FRACTION = 0.85,
                  VECTOR_FRACTION = 0.70;
