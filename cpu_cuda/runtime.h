@@ -813,6 +813,99 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* func) {
 }
 
 // ----------------------------------------------------------------------------
+// Launches with an array of argument pointers: cudaLaunchKernel and cudaLaunchCooperativeKernel.
+// CUDA's functions take the kernel as a void*, which has lost its parameter types; the build's
+// rewrite step (rewrite.cpp) turns a call that names the kernel, cudaLaunchCooperativeKernel(
+// (void*)k, grid, block, args, smem, stream), into cooperative_launch("k", k, grid, ...), which
+// knows them and copies each argument from args[i] as a <<<>>> launch would.
+// A cooperative launch also needs every block resident at once, as the CUDA C++ Programming
+// Guide says: a grid beyond the occupancy calculator's blocks per SM x the SM count is refused
+// (cudaErrorCooperativeLaunchTooLarge) before any thread runs. Here each of its threads also
+// keeps a fiber stack (two memory maps) until the launch ends: a grid whose stacks need more
+// than three quarters of the maps vm.max_map_count leaves free now is refused the same way,
+// with that reason.
+
+namespace cpu_cuda {
+inline long long maps_in_use() {
+    long long n = 0;
+    if (FILE* f = fopen("/proc/self/maps", "r")) {
+        for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
+        fclose(f);
+    }
+    return n;
+}
+inline cudaError_t check_cooperative(const char* name, const void* func, dim3 grid, dim3 block, size_t smem) {
+    const uint64_t blocks = (uint64_t)grid.x * grid.y * grid.z, threads = (uint64_t)block.x * block.y * block.z;
+    int per_sm = 0;
+    if (threads == 0 || threads > (uint64_t)DevicePreset::max_threads_per_block || blocks == 0)
+        return cudaSuccess;  // the launch's own checks answer these
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, (int)threads, smem);
+    const uint64_t resident = (uint64_t)per_sm * preset_sm_count();
+    const uint64_t maps = 2 * blocks * threads + 4 * blocks;  // fiber stacks; each block's OS thread
+    if (blocks <= resident && maps <= (uint64_t)std::max(0LL, max_map_count() - maps_in_use()) / 4 * 3)
+        return cudaSuccess;
+    if (blocks > resident)
+        fprintf(stderr,
+                "cpu_cuda: cudaLaunchCooperativeKernel('%s'): %llu blocks of %llu threads, but the device holds %d "
+                "per SM x %d SMs = %llu at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor x "
+                "cudaDevAttrMultiProcessorCount): cooperative launch too large\n",
+                name, (unsigned long long)blocks, (unsigned long long)threads, per_sm, preset_sm_count(),
+                (unsigned long long)resident);
+    else
+        fprintf(stderr,
+                "cpu_cuda: cudaLaunchCooperativeKernel('%s'): %llu threads in all need %llu memory maps for their "
+                "stacks, more than three quarters of what vm.max_map_count (%lld) leaves free (%lld in use): "
+                "cooperative launch too large on the CPU runtime (fewer blocks, CPU_CUDA_THREADS, or raise the "
+                "sysctl)\n",
+                name, (unsigned long long)(blocks * threads), (unsigned long long)maps, max_map_count(),
+                maps_in_use());
+    return set_error(cudaErrorCooperativeLaunchTooLarge);
+}
+template <class... P, size_t... I>
+cudaError_t launch_from_array(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, void** args,
+                              size_t smem, cudaStream_t stream, bool cooperative, std::index_sequence<I...>) {
+    if (sizeof...(P) && !args) return set_error(cudaErrorInvalidValue);
+    auto config = launch_config(name, kernel, grid, block, smem, stream);
+    config.cooperative = cooperative;
+    return config.launch(*static_cast<std::decay_t<P>*>(args[I])...);
+}
+template <class... P>
+cudaError_t cooperative_launch(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, void** args,
+                               size_t smem = 0, cudaStream_t stream = nullptr) {
+    if (cudaError_t e = check_cooperative(name, (const void*)kernel, grid, block, smem)) return e;
+    return launch_from_array(name, kernel, grid, block, args, smem, stream, true, std::index_sequence_for<P...>{});
+}
+template <class... P>
+cudaError_t kernel_launch(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, void** args,
+                          size_t smem = 0, cudaStream_t stream = nullptr) {
+    return launch_from_array(name, kernel, grid, block, args, smem, stream, false, std::index_sequence_for<P...>{});
+}
+// A kernel the rewrite could not name (a void* variable): its parameter types are gone.
+inline cudaError_t unnamed_launch(const char* call, const char* name) {
+    fprintf(stderr,
+            "cpu_cuda: %s(%s, ...): the CPU runtime needs the kernel itself at the call (a function name, or a "
+            "cast of one), to know its parameters; a void* variable has lost them\n",
+            call, name);
+    return set_error(cudaErrorInvalidDeviceFunction);
+}
+inline cudaError_t cooperative_launch(const char* name, const void*, dim3, dim3, void**, size_t = 0,
+                                      cudaStream_t = nullptr) {
+    return unnamed_launch("cudaLaunchCooperativeKernel", name);
+}
+inline cudaError_t kernel_launch(const char* name, const void*, dim3, dim3, void**, size_t = 0,
+                                 cudaStream_t = nullptr) {
+    return unnamed_launch("cudaLaunchKernel", name);
+}
+}  // namespace cpu_cuda
+// Calls the rewrite did not see (code built without it) land here.
+inline cudaError_t cudaLaunchCooperativeKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
+    return cpu_cuda::unnamed_launch("cudaLaunchCooperativeKernel", "?");
+}
+inline cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
+    return cpu_cuda::unnamed_launch("cudaLaunchKernel", "?");
+}
+
+// ----------------------------------------------------------------------------
 // The stream-ordered allocator: streams here run their work in order, at once, so an
 // allocation on a stream is an allocation now, and a free on a stream waits for what the
 // stream has queued. Pools keep their attributes (a release threshold, ...) for the program

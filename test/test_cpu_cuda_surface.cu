@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -715,4 +716,106 @@ TEST_CASE("cuBLAS: cublasDgemm and cublasSgemmBatched") {
     // first: A = [1 3; 2 4] times I; second: [5 7; 6 8] times [2 1; 1 2]
     CHECK(fc.host() == std::vector<float>{1, 2, 3, 4, 17, 20, 19, 22});
     cublasDestroy(h);
+}
+
+// ----------------------------------------------------------------------------
+// grid_group with cudaLaunchCooperativeKernel (CUDA C++ Programming Guide, "Grid
+// Synchronization"): every block resident at once, grid.sync() a barrier across the grid, a
+// grid beyond the occupancy calculator's blocks per SM x the SM count refused with
+// cudaErrorCooperativeLaunchTooLarge.
+
+// Phase 1: each block sums its strided share of in[0..n) into partial[block]. grid.sync().
+// Phase 2: every block adds up all the partials (they are only complete after the barrier) and
+// writes the total; a second grid.sync() then lets block 0 clear the partials, which no block
+// may still be reading. ranks[grid rank] = the rank and sizes[] = grid.size() check the numbering.
+__global__ void grid_sum(const float* in, int n, float* partial, float* total, unsigned long long* ranks,
+                         unsigned long long* sizes, int* valid) {
+    cg::grid_group grid = cg::this_grid();
+    cg::thread_block block = cg::this_thread_block();
+    __shared__ float s[128];
+    float v = 0;
+    for (unsigned long long i = grid.thread_rank(); i < (unsigned long long)n; i += grid.size()) v += in[i];
+    s[threadIdx.x] = v;
+    block.sync();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) s[threadIdx.x] += s[threadIdx.x + half];
+        block.sync();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+    grid.sync();
+    float sum = 0;
+    for (unsigned b = 0; b < gridDim.x; b++) sum += partial[b];
+    if (threadIdx.x == 0) total[blockIdx.x] = sum;
+    grid.sync();
+    if (blockIdx.x == 0 && threadIdx.x < gridDim.x) partial[threadIdx.x] = -1;
+    ranks[grid.thread_rank()] = grid.thread_rank();
+    sizes[grid.thread_rank()] = grid.size();
+    valid[grid.thread_rank()] = grid.is_valid();
+}
+__global__ void grid_sync_uncooperative(float* out) {
+    cg::this_grid().sync();  // NOT COOPERATIVE
+    out[threadIdx.x] = 1;
+}
+
+// The grid a sample would choose: the most blocks the device holds at once.
+static int max_cooperative_blocks(int threads) {
+    int per_sm = 0, sms = 0;
+    REQUIRE(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grid_sum, threads, 0) == cudaSuccess);
+    REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
+    return per_sm * sms;
+}
+
+TEST_CASE("cooperative groups: grid.sync() in a cooperative launch, a reduction in two phases") {
+    CHECK(attr(cudaDevAttrCooperativeLaunch) == 1);
+    // (at most 16 blocks: each of the grid's threads holds a fiber stack, two memory maps, and
+    // the grid a many-core machine holds would need more than vm.max_map_count's default)
+    const int threads = 128, blocks = std::min(max_cooperative_blocks(threads), 16), n = 100003;
+    REQUIRE(blocks >= 2);
+    std::vector<float> h(n);
+    double expect = 0;
+    for (int i = 0; i < n; i++) h[i] = (float)(i % 7), expect += i % 7;  // small integers: every sum exact
+    const unsigned long long size = (unsigned long long)blocks * threads;
+    Dev<float> in(h), partial(blocks), total(blocks);
+    Dev<unsigned long long> ranks(size), sizes(size);
+    Dev<int> valid(size);
+    total.fill_nan(), ranks.fill_nan();
+    float* in_p = in.p;
+    int n_arg = n;
+    void* args[] = {&in_p, &n_arg, &partial.p, &total.p, &ranks.p, &sizes.p, &valid.p};
+    REQUIRE(cudaLaunchCooperativeKernel((void*)grid_sum, blocks, threads, args, 0, nullptr) == cudaSuccess);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> t = total.host(), p = partial.host();
+    for (int b = 0; b < blocks; b++) CHECK(t[b] == (float)expect);  // every block saw every partial
+    for (int b = 0; b < blocks; b++) CHECK(p[b] == -1.0f);          // cleared after the second barrier
+    std::vector<unsigned long long> r = ranks.host(), z = sizes.host();
+    std::vector<int> v = valid.host();
+    for (unsigned long long i = 0; i < size; i++) {
+        CHECK(r[i] == i);  // each rank exactly once
+        CHECK(z[i] == size);
+        CHECK(v[i] == 1);
+    }
+}
+
+TEST_CASE("cooperative groups: a grid too large to be resident, grid.sync() outside a cooperative launch") {
+    const int threads = 128, blocks = max_cooperative_blocks(threads) + 1;
+    Dev<float> in(std::vector<float>(16, 1.0f)), partial(blocks), total(blocks);
+    Dev<unsigned long long> ranks(blocks * threads), sizes(blocks * threads);
+    Dev<int> valid(blocks * threads);
+    total.fill_nan();
+    int n_arg = 16;
+    void* args[] = {&in.p, &n_arg, &partial.p, &total.p, &ranks.p, &sizes.p, &valid.p};
+    std::string err = capture_stderr([&] {
+        CHECK(cudaLaunchCooperativeKernel((void*)grid_sum, blocks, threads, args, 0, nullptr) ==
+              cudaErrorCooperativeLaunchTooLarge);
+    });
+    CHECK(cudaGetLastError() == cudaErrorCooperativeLaunchTooLarge);
+    CHECK(contains(err, "blocks of 128 threads, but the device holds"));  // the occupancy's reason
+    CHECK(contains(err, "cooperative launch too large"));
+    CHECK(std::isnan(total.host()[0]));  // no thread ran
+    Dev<float> out(32);
+    err = capture_stderr([&] { grid_sync_uncooperative<<<2, 32>>>(out.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "grid.sync() at " + std::string(__FILE__) + ":" +
+                            std::to_string(line_of("// NOT COOPERATIVE")) +
+                            " in a kernel not launched with cudaLaunchCooperativeKernel"));
 }
