@@ -9,6 +9,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -703,6 +704,46 @@ cudaError_t cudaGetSymbolSize(size_t* size, const T&) {
 
 inline cudaError_t cudaProfilerStart() { return cudaSuccess; }  // (no profiler to start: nothing to record)
 inline cudaError_t cudaProfilerStop() { return cudaSuccess; }
+
+// Device limits (cudaDeviceSetLimit / GetLimit) and stream attributes (an L2 access-policy
+// window, ...): recorded and answered back, with the CUDA Runtime API's defaults; nothing here
+// uses them (stacks are CPU_CUDA_STACK_KB's, printf has no FIFO, the host has no L2 to reserve).
+namespace cpu_cuda {
+inline size_t* device_limit(cudaLimit limit) {
+    static size_t values[] = {1024, 1 << 20, 8 << 20, 2, 2048, 64, 0};  // in cudaLimit's order
+    static_assert(cudaLimitStackSize == 0 && cudaLimitPersistingL2CacheSize == 6, "cudaLimit's order");
+    return (unsigned)limit <= (unsigned)cudaLimitPersistingL2CacheSize ? &values[limit] : nullptr;
+}
+inline std::map<std::pair<cudaStream_t, int>, cudaStreamAttrValue>& stream_attributes() {
+    static std::map<std::pair<cudaStream_t, int>, cudaStreamAttrValue> m;
+    return m;
+}
+}  // namespace cpu_cuda
+inline cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
+    size_t* v = cpu_cuda::device_limit(limit);
+    if (!v) return cpu_cuda::set_error(cudaErrorUnsupportedLimit);
+    *v = value;
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
+    size_t* v = cpu_cuda::device_limit(limit);
+    if (!v) return cpu_cuda::set_error(cudaErrorUnsupportedLimit);
+    if (!value) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    *value = *v;
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamSetAttribute(cudaStream_t stream, cudaStreamAttrID attr, const cudaStreamAttrValue* value) {
+    if (!value) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    cpu_cuda::stream_attributes()[{stream, (int)attr}] = *value;
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamGetAttribute(cudaStream_t stream, cudaStreamAttrID attr, cudaStreamAttrValue* value) {
+    if (!value) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    auto it = cpu_cuda::stream_attributes().find({stream, (int)attr});
+    if (it != cpu_cuda::stream_attributes().end()) *value = it->second;
+    else memset((void*)value, 0, sizeof *value);  // (never set: an empty window, the defaults)
+    return cudaSuccess;
+}
 
 namespace cpu_cuda {
 inline unsigned& device_flags() {

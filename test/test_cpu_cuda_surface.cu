@@ -819,3 +819,29 @@ TEST_CASE("cooperative groups: a grid too large to be resident, grid.sync() outs
                             std::to_string(line_of("// NOT COOPERATIVE")) +
                             " in a kernel not launched with cudaLaunchCooperativeKernel"));
 }
+
+// ----------------------------------------------------------------------------
+// Device limits and stream attributes: what a program sets it reads back (CUDA Runtime API,
+// cudaDeviceSetLimit / cudaStreamSetAttribute); a limit CUDA does not define is refused.
+
+TEST_CASE("cudaDeviceSetLimit, cudaDeviceGetLimit, cudaStreamSetAttribute") {
+    size_t v = 0;
+    CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 3 << 20) == cudaSuccess);
+    CHECK(cudaDeviceGetLimit(&v, cudaLimitPersistingL2CacheSize) == cudaSuccess);
+    CHECK(v == (size_t)3 << 20);
+    CHECK(cudaDeviceSetLimit(cudaLimitMallocHeapSize, 12345) == cudaSuccess);
+    CHECK(cudaDeviceGetLimit(&v, cudaLimitMallocHeapSize) == cudaSuccess);
+    CHECK(v == 12345);
+    CHECK(cudaDeviceGetLimit(&v, (cudaLimit)99) == cudaErrorUnsupportedLimit);
+    CHECK(cudaGetLastError() == cudaErrorUnsupportedLimit);
+    cudaStream_t s;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    cudaStreamAttrValue set{}, got{};
+    set.accessPolicyWindow.num_bytes = 4096;
+    set.accessPolicyWindow.hitRatio = 0.5f;
+    CHECK(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &set) == cudaSuccess);
+    CHECK(cudaStreamGetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &got) == cudaSuccess);
+    CHECK(got.accessPolicyWindow.num_bytes == 4096);
+    CHECK(got.accessPolicyWindow.hitRatio == 0.5f);
+    CHECK(cudaStreamDestroy(s) == cudaSuccess);
+}
