@@ -845,3 +845,28 @@ TEST_CASE("cudaDeviceSetLimit, cudaDeviceGetLimit, cudaStreamSetAttribute") {
     CHECK(got.accessPolicyWindow.hitRatio == 0.5f);
     CHECK(cudaStreamDestroy(s) == cudaSuccess);
 }
+
+// ----------------------------------------------------------------------------
+// Scoped atomics (CUDA C++ Programming Guide, "Atomic Functions": the _block and _system forms
+// of each atomic): the same operations, counted here against plain arithmetic.
+
+__global__ void scoped_atomics(int* sum, float* fsum, unsigned* mx, int* cas_wins, unsigned* wrap) {
+    atomicAdd_system(sum, (int)threadIdx.x);
+    atomicAdd_block(fsum, 0.5f);
+    atomicMax_system(mx, threadIdx.x * 3u);
+    if (atomicCAS_block(cas_wins + 1, 0, 1) == 0) atomicAdd(cas_wins, 1);  // exactly one thread wins
+    atomicInc_system(wrap, 9u);
+}
+
+TEST_CASE("atomics: the _block and _system scopes") {
+    Dev<int> sum(std::vector<int>{0}), wins(std::vector<int>{0, 0});
+    Dev<float> fsum(std::vector<float>{0});
+    Dev<unsigned> mx(std::vector<unsigned>{0}), wrap(std::vector<unsigned>{0});
+    scoped_atomics<<<1, 64>>>(sum.p, fsum.p, mx.p, wins.p, wrap.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    CHECK(sum.host()[0] == 63 * 64 / 2);
+    CHECK(fsum.host()[0] == 32.0f);  // 64 halves: exact in float
+    CHECK(mx.host()[0] == 189u);
+    CHECK(wins.host()[0] == 1);
+    CHECK(wrap.host()[0] == 64u % 10u);  // counts 0..9 and wraps: 64 increments end at 4
+}
