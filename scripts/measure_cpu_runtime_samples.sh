@@ -80,7 +80,9 @@ measure simpleAtomicIntrinsics "$WORK/$S/Samples/0_Introduction/simpleAtomicIntr
 measure template "$WORK/$S/Samples/0_Introduction/template" template.cu template_cpu.cpp "$C"
 measure reductionMultiBlockCG "$WORK/$S/Samples/2_Concepts_and_Techniques/reductionMultiBlockCG" \
     reductionMultiBlockCG.cu "" "$C" -n=100000  # (2^25 elements by default: minutes here)
-for n in shfl_scan threadFenceReduction interval inlinePTX streamOrderedAllocation; do
+I="$WORK/$S/Samples/2_Concepts_and_Techniques/interval"
+measure interval "$I" interval.cu "" "$C -I$I"  # (<boost/numeric/interval.hpp> from its own folder)
+for n in shfl_scan threadFenceReduction inlinePTX streamOrderedAllocation; do
     measure $n "$WORK/$S/Samples/2_Concepts_and_Techniques/$n" $n.cu "" "$C"
 done
 measure scalarProd "$WORK/$S/Samples/2_Concepts_and_Techniques/scalarProd" scalarProd.cu scalarProd_cpu.cpp "$C"
