@@ -129,6 +129,7 @@ bench_cpu_cuda: dev/cpu_cuda_bench dev/cpu_cuda_gemm_bench
 # test/byok_multi/ is an example that make test builds. Headers in
 # other folders (a samples collection's Common/) are found through INCLUDES="-I/path" (not rewritten).
 # (Targets with rules of their own above take precedence.)
+CPU_CUDA_ARCH ?= 900  # __CUDA_ARCH__ in these programs (cuda_cpu.h)
 BYOK_REWRITTEN = build/cpu/any$(abspath $<)
 BYOK_DIR = build/cpu/any$(abspath $(dir $<))
 BYOK_BESIDE = $(wildcard $(dir $(1))*.cuh $(dir $(1))*.h $(dir $(1))*.hpp) $(addprefix $(dir $(1)),$(SOURCES))
@@ -137,7 +138,7 @@ BYOK_BESIDE = $(wildcard $(dir $(1))*.cuh $(dir $(1))*.h $(dir $(1))*.hpp) $(add
 	@mkdir -p $(BYOK_DIR)
 	@for f in $(call BYOK_BESIDE,$<); do $(REWRITE) $$f $(BYOK_DIR)/$$(basename $$f) || exit 1; done
 	@$(REWRITE) $< $(BYOK_REWRITTEN)
-	$(CXX) $(CPU_CUDA_FLAGS) -iquote $(BYOK_DIR) -iquote $(dir $<) $(INCLUDES) -o $@ -x c++ $(BYOK_REWRITTEN) \
+	$(CXX) $(CPU_CUDA_FLAGS) -iquote $(BYOK_DIR) -iquote $(dir $<) $(INCLUDES) -DCPU_CUDA_ARCH=$(CPU_CUDA_ARCH) -o $@ -x c++ $(BYOK_REWRITTEN) \
 	    $(addprefix $(BYOK_DIR)/,$(notdir $(SOURCES))) $(CPU_CUDA_LIBS)
 
 # the multi-file example: main.cu with kernels in a header beside it, and a second .cu
