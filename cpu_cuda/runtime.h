@@ -419,9 +419,47 @@ inline cudaError_t cudaMalloc(void** p, size_t bytes) {
     *p = cpu_cuda::memory().allocate(bytes, true);
     return *p ? cudaSuccess : cpu_cuda::set_error(cudaErrorMemoryAllocation);
 }
+// Managed (unified) memory: host and device share one address space here, so an allocation
+// that both may use is pinned host memory (kernels accept it; CPU_CUDA_PROTECT leaves it
+// readable), remembered so that cudaFree releases it. Prefetches and advice (CUDA 13's forms,
+// with a cudaMemLocation) have nothing to move: they check the range and succeed.
+namespace cpu_cuda {
+inline std::set<void*>& managed_allocations() {
+    static std::set<void*> s;
+    return s;
+}
+inline std::mutex& managed_mutex() {
+    static std::mutex m;
+    return m;
+}
+inline cudaError_t managed_range(const void* p, size_t count) {
+    const Allocation* a = memory().find(p);
+    if (!a || (const char*)p + count > a->end()) return set_error(cudaErrorInvalidValue);
+    return cudaSuccess;
+}
+}  // namespace cpu_cuda
+inline cudaError_t cudaMallocManaged(void** p, size_t bytes, unsigned int flags) {
+    if (!p || bytes == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
+        return cpu_cuda::set_error(cudaErrorInvalidValue);
+    *p = cpu_cuda::memory().allocate(bytes, false);
+    if (!*p) return cpu_cuda::set_error(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> lock(cpu_cuda::managed_mutex());
+    cpu_cuda::managed_allocations().insert(*p);
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemPrefetchAsync(const void* p, size_t count, cudaMemLocation, unsigned int, cudaStream_t) {
+    return cpu_cuda::managed_range(p, count);
+}
+inline cudaError_t cudaMemAdvise(const void* p, size_t count, cudaMemoryAdvise, cudaMemLocation) {
+    return cpu_cuda::managed_range(p, count);
+}
 inline cudaError_t cudaFree(void* p) {
     if (!p) return cudaSuccess;
     cpu_cuda::settle();  // as CUDA's cudaFree: queued work may still use it
+    {
+        std::lock_guard<std::mutex> lock(cpu_cuda::managed_mutex());
+        if (cpu_cuda::managed_allocations().erase(p)) return cpu_cuda::memory().release(p, false) ? cudaSuccess : cpu_cuda::set_error(cudaErrorInvalidValue);
+    }
     if (cpu_cuda::memory().release(p, true)) return cudaSuccess;
     fprintf(stderr, "cpu_cuda: cudaFree(%p): not the start of a live device allocation (%s)\n", p,
             cpu_cuda::memory().describe(p).c_str());
@@ -732,6 +770,7 @@ inline cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
     *value = *v;
     return cudaSuccess;
 }
+inline cudaError_t cudaCtxResetPersistingL2Cache() { return cudaSuccess; }  // (no lines persist here)
 inline cudaError_t cudaStreamSetAttribute(cudaStream_t stream, cudaStreamAttrID attr, const cudaStreamAttrValue* value) {
     if (!value) return cpu_cuda::set_error(cudaErrorInvalidValue);
     cpu_cuda::stream_attributes()[{stream, (int)attr}] = *value;

@@ -844,6 +844,7 @@ TEST_CASE("cudaDeviceSetLimit, cudaDeviceGetLimit, cudaStreamSetAttribute") {
     CHECK(got.accessPolicyWindow.num_bytes == 4096);
     CHECK(got.accessPolicyWindow.hitRatio == 0.5f);
     CHECK(cudaStreamDestroy(s) == cudaSuccess);
+    CHECK(cudaCtxResetPersistingL2Cache() == cudaSuccess);
 }
 
 // ----------------------------------------------------------------------------
@@ -869,4 +870,27 @@ TEST_CASE("atomics: the _block and _system scopes") {
     CHECK(mx.host()[0] == 189u);
     CHECK(wins.host()[0] == 1);
     CHECK(wrap.host()[0] == 64u % 10u);  // counts 0..9 and wraps: 64 increments end at 4
+}
+
+// ----------------------------------------------------------------------------
+// Managed memory (CUDA C++ Programming Guide, "Unified Memory"): one pointer that host code and
+// kernels both use, no copies; prefetches and advice accept a range inside the allocation.
+
+TEST_CASE("cudaMallocManaged: host writes, a kernel adds, the host reads; prefetch and advice") {
+    float* m = nullptr;
+    REQUIRE(cudaMallocManaged(&m, 64 * sizeof(float)) == cudaSuccess);  // the toolkit's template and default
+    for (int i = 0; i < 64; i++) m[i] = (float)i;
+    cudaMemLocation where{};
+    where.type = cudaMemLocationTypeDevice, where.id = 0;
+    CHECK(cudaMemPrefetchAsync(m, 64 * sizeof(float), where, 0, nullptr) == cudaSuccess);
+    CHECK(cudaMemAdvise(m, 64 * sizeof(float), cudaMemAdviseSetReadMostly, where) == cudaSuccess);
+    add_one<<<2, 32>>>(m, 64);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    for (int i = 0; i < 64; i++) CHECK(m[i] == (float)i + 1.0f);
+    CHECK(cudaMemPrefetchAsync(m, 65 * sizeof(float), where, 0, nullptr) == cudaErrorInvalidValue);  // past its end
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+    CHECK(cudaFree(m) == cudaSuccess);
+    void* z = nullptr;
+    CHECK(cudaMallocManaged(&z, 0, cudaMemAttachGlobal) == cudaErrorInvalidValue);
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
 }
