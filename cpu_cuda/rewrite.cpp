@@ -407,9 +407,25 @@ class Rewriter {
                 out_ += type + "(*" + names[0] + ")" + rows + " = (" + type + "(*)" + rows +
                         ")::cpu_cuda::dynamic_shared();";
         } else {
-            std::vector<std::string> names = declarator_names(decl, nullptr);
-            out_ += preceded_by("static") ? "thread_local" : "static thread_local";
-            for (char c : decl)
+            // "__shared__ alignas(16) float t[N]": alignas may only lead the declaration, so it
+            // goes before "static thread_local"
+            std::string lead, body = decl;
+            size_t k = body.find_first_not_of(" \t\n");
+            if (!preceded_by("static") && k != std::string::npos && body.compare(k, 7, "alignas") == 0 &&
+                (k + 7 == body.size() || !ident_char(body[k + 7]))) {
+                size_t e = body.find('(', k);
+                for (int depth = 0; e != std::string::npos && e < body.size(); e++)
+                    if (body[e] == '(') depth++;
+                    else if (body[e] == ')' && --depth == 0) break;
+                if (e == std::string::npos || e >= body.size()) die(path_, line_, "cannot read this alignas(...)");
+                lead = body.substr(k, e + 1 - k) + " ";
+                for (char& c : lead)
+                    if (c == '\n') c = ' ';
+                body = body.substr(e + 1);
+            }
+            std::vector<std::string> names = declarator_names(body, nullptr);
+            out_ += lead + (preceded_by("static") ? "thread_local" : "static thread_local");
+            for (char c : body)
                 if (c != '\n') out_ += c;
             out_ += ";";
             for (const std::string& n : names) out_ += " ::cpu_cuda::shared_touch(&" + n + ", sizeof " + n + ");";

@@ -894,3 +894,22 @@ TEST_CASE("cudaMallocManaged: host writes, a kernel adds, the host reads; prefet
     CHECK(cudaMallocManaged(&z, 0, cudaMemAttachGlobal) == cudaErrorInvalidValue);
     CHECK(cudaGetLastError() == cudaErrorInvalidValue);
 }
+
+// ----------------------------------------------------------------------------
+// The rewrite: "__shared__ alignas(N) T t[...]" (the order NVIDIA's samples write) compiles,
+// and the array is N-aligned and shared by the block.
+
+__global__ void shared_alignas_after(float* out) {
+    __shared__ alignas(alignof(float4)) float t[2][16];
+    t[threadIdx.x / 16][threadIdx.x % 16] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = t[1 - threadIdx.x / 16][threadIdx.x % 16] + ((uintptr_t)&t[0][0] % 16 ? 1000.0f : 0.0f);
+}
+
+TEST_CASE("rewrite: __shared__ alignas(N) T t[...]") {
+    Dev<float> out(32);
+    shared_alignas_after<<<1, 32>>>(out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> h = out.host();
+    for (int i = 0; i < 32; i++) CHECK(h[i] == (float)(i < 16 ? i + 16 : i - 16));  // the other row; aligned
+}
