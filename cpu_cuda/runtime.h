@@ -453,6 +453,10 @@ inline cudaError_t cudaMemPrefetchAsync(const void* p, size_t count, cudaMemLoca
 inline cudaError_t cudaMemAdvise(const void* p, size_t count, cudaMemoryAdvise, cudaMemLocation) {
     return cpu_cuda::managed_range(p, count);
 }
+// (count 0: the whole allocation, as CUDA's default)
+inline cudaError_t cudaStreamAttachMemAsync(cudaStream_t, void* p, size_t count, unsigned int) {
+    return cpu_cuda::managed_range(p, count);
+}
 inline cudaError_t cudaFree(void* p) {
     if (!p) return cudaSuccess;
     cpu_cuda::settle();  // as CUDA's cudaFree: queued work may still use it

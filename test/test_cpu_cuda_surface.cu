@@ -884,6 +884,7 @@ TEST_CASE("cudaMallocManaged: host writes, a kernel adds, the host reads; prefet
     where.type = cudaMemLocationTypeDevice, where.id = 0;
     CHECK(cudaMemPrefetchAsync(m, 64 * sizeof(float), where, 0, nullptr) == cudaSuccess);
     CHECK(cudaMemAdvise(m, 64 * sizeof(float), cudaMemAdviseSetReadMostly, where) == cudaSuccess);
+    CHECK(cudaStreamAttachMemAsync(nullptr, m) == cudaSuccess);  // the toolkit's defaults: whole, single stream
     add_one<<<2, 32>>>(m, 64);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     for (int i = 0; i < 64; i++) CHECK(m[i] == (float)i + 1.0f);
