@@ -46,7 +46,7 @@ measure() {
     [ -z "${KEEP:-}" ] && rm -f "$target"  # KEEP=1: the same program again, with other arguments
     if ! make -j1 -C "$PROJECT" "$target" SOURCES="$sources" INCLUDES="$includes" >"$log.build" 2>&1; then
         local why
-        why=$(grep -m1 -E "error|Error|undefined reference" "$log.build" | sed "s|$WORK/||g; s|$PROJECT/||g" | cut -c1-160)
+        why=$(grep -m1 -E " error|Error:|undefined reference" "$log.build" | sed "s|$WORK/||g; s|$PROJECT/||g" | cut -c1-160)
         printf '%-34s build-failed  -        %s\n' "$name" "$why"
         return
     fi
