@@ -125,10 +125,13 @@ bench_cpu_cuda: dev/cpu_cuda_bench dev/cpu_cuda_gemm_bench
 # (a path outside the project works too: make -C PROJECT /abs/path/NAME_cpu). Every header beside
 # it (*.cuh, *.h, *.hpp) is rewritten too, into the same folder under build/cpu/any/, so kernels,
 # launches and __shared__ declarations in those headers work; a program of several .cu files names
-# the others in SOURCES (relative to NAME.cu's folder: make DIR/NAME_cpu SOURCES="b.cu c.cu"), and
-# they are compiled with NAME.cu as one translation unit (the runtime lives in headers), so their
-# file-scope names must not clash. test/byok_multi/ is an example that make test builds.
+# the others in SOURCES (relative to NAME.cu's folder: make DIR/NAME_cpu SOURCES="b.cu c.cu"), each
+# compiled as a translation unit of its own, as nvcc does, and linked with NAME.cu (the runtime's
+# definitions are inline, so each file may include it; a macro one file defines stays in that file).
+# test/byok_multi/ is an example that make test builds. Headers in
+# other folders (a samples collection's Common/) are found through INCLUDES="-I/path" (not rewritten).
 # (Targets with rules of their own above take precedence.)
+CPU_CUDA_ARCH ?= 900  # __CUDA_ARCH__ in these programs (cuda_cpu.h)
 BYOK_REWRITTEN = build/cpu/any$(abspath $<)
 BYOK_DIR = build/cpu/any$(abspath $(dir $<))
 BYOK_BESIDE = $(wildcard $(dir $(1))*.cuh $(dir $(1))*.h $(dir $(1))*.hpp) $(addprefix $(dir $(1)),$(SOURCES))
@@ -137,9 +140,8 @@ BYOK_BESIDE = $(wildcard $(dir $(1))*.cuh $(dir $(1))*.h $(dir $(1))*.hpp) $(add
 	@mkdir -p $(BYOK_DIR)
 	@for f in $(call BYOK_BESIDE,$<); do $(REWRITE) $$f $(BYOK_DIR)/$$(basename $$f) || exit 1; done
 	@$(REWRITE) $< $(BYOK_REWRITTEN)
-	@printf '#include "%s"\n' $(notdir $< $(SOURCES)) > $(BYOK_DIR)/$(notdir $*).program.cu
-	$(CXX) $(CPU_CUDA_FLAGS) -iquote $(BYOK_DIR) -iquote $(dir $<) -o $@ -x c++ $(BYOK_DIR)/$(notdir $*).program.cu \
-	    $(CPU_CUDA_LIBS)
+	$(CXX) $(CPU_CUDA_FLAGS) -iquote $(BYOK_DIR) -iquote $(dir $<) $(INCLUDES) -DCPU_CUDA_ARCH=$(CPU_CUDA_ARCH) -o $@ -x c++ $(BYOK_REWRITTEN) \
+	    $(addprefix $(BYOK_DIR)/,$(notdir $(SOURCES))) $(CPU_CUDA_LIBS)
 
 # the multi-file example: main.cu with kernels in a header beside it, and a second .cu
 test/byok_multi/main_cpu: SOURCES = scale.cu

@@ -20,8 +20,9 @@
 // one and gives rank 0 a value-initialised T (0).
 // Every thread of a tile must take part in its collectives: a tile whose lanes have exited
 // (or do not exist: a block that is not a multiple of N) fails the launch naming the call,
-// as the runtime's shuffles do. Not here: grid_group (this_grid, which needs a cooperative
-// launch), labeled_partition, cg::memcpy_async, reduce_update_async: a program using them does
+// as the runtime's shuffles do. grid_group (this_grid()): sync (with cudaLaunchCooperativeKernel),
+// size / num_threads, thread_rank, num_blocks, block_rank, block_index, dim_blocks, is_valid.
+// Not here: labeled_partition, cg::memcpy_async, reduce_update_async: a program using them does
 // not compile. Here as well: coalesced_threads() / coalesced_group (sync, thread_rank, size,
 // shfl, shfl_up, shfl_down, ballot, any, all) and tiles of 64 to 1024 threads (sync, shfl*,
 // any, all, reduce, scans; their sync is a barrier of the tile's own).
@@ -139,6 +140,34 @@ class thread_block {
     dim3 dim_threads() const { return cpu_cuda_blockDim; }
 };
 inline thread_block this_thread_block() { return {}; }
+
+// The whole grid. sync() is a barrier across every thread of every block; it needs a launch by
+// cudaLaunchCooperativeKernel (elsewhere the launch fails naming the line), whose blocks exec.h
+// keeps alive together. Ranks count blocks in x, then y, then z, and threads within a block
+// as thread_block does, as CUDA's do.
+class grid_group {
+  public:
+    void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+        ::cpu_cuda::current_block->grid_sync(file, line);
+    }
+    bool is_valid() const { return ::cpu_cuda::current_block->launch->cooperative; }
+    unsigned long long num_blocks() const {
+        return (unsigned long long)cpu_cuda_gridDim.x * cpu_cuda_gridDim.y * cpu_cuda_gridDim.z;
+    }
+    unsigned long long block_rank() const {
+        return cpu_cuda_blockIdx.x + (unsigned long long)cpu_cuda_gridDim.x *
+                                         (cpu_cuda_blockIdx.y + (unsigned long long)cpu_cuda_gridDim.y * cpu_cuda_blockIdx.z);
+    }
+    unsigned long long size() const { return num_blocks() * ::cpu_cuda::cg_detail::block_size(); }
+    unsigned long long num_threads() const { return size(); }
+    unsigned long long thread_rank() const {
+        return block_rank() * ::cpu_cuda::cg_detail::block_size() + ::cpu_cuda::cg_detail::block_rank();
+    }
+    dim3 group_dim() const { return cpu_cuda_blockDim; }
+    dim3 dim_blocks() const { return cpu_cuda_gridDim; }
+    dim3 block_index() const { return dim3(cpu_cuda_blockIdx.x, cpu_cuda_blockIdx.y, cpu_cuda_blockIdx.z); }
+};
+inline grid_group this_grid() { return {}; }
 
 // A tile of N threads (the ranks [k·N, k·N + N) of its block).
 template <unsigned N, class Parent = void>

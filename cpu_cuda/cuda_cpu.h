@@ -44,6 +44,15 @@
 #include "nccl_cpu.h"
 #endif
 
+// ---- __CUDA_ARCH__ for a program's own code: many samples compile their kernels' bodies only
+// under `#if __CUDA_ARCH__ >= 700`. cpu.mk's bring-your-own-kernel rule sets CPU_CUDA_ARCH (900,
+// an H100's 9.0, unless the make command says otherwise); defined here, after the toolkit's
+// headers, whose device branches are inline PTX. The runtime compiles host and device code as
+// one, so host code sees it too. The project's own builds leave it undefined.
+#if defined(CPU_CUDA_ARCH) && !defined(__CUDA_ARCH__)
+#define __CUDA_ARCH__ CPU_CUDA_ARCH
+#endif
+
 // ---- the built-in variables: the runtime's copies for the thread and block running on this
 // OS thread (exec.h). Names, not expressions: host code may declare `dim3 gridDim(4)` and a
 // parameter may be named dim3, as nvcc allows. (The toolkit's header declares the originals.)

@@ -228,6 +228,26 @@ inline __half2 atomicAdd(__half2* a, __half2 v) {
     __half lo = atomicAdd(h, v.x), hi = atomicAdd(h + 1, v.y);
     return __half2(lo, hi);
 }
+// The scoped forms (compute capability 6.0 on): atomicAdd_block, atomicAdd_system, ... for every
+// atomic above. Each here is sequentially consistent across the whole process, which is at
+// least what either scope promises.
+#define CPU_CUDA_SCOPED_ATOMIC(NAME)                                                                          \
+    template <class... A>                                                                                     \
+    inline auto NAME##_block(A... a) -> decltype(NAME(a...)) { return NAME(a...); }                           \
+    template <class... A>                                                                                     \
+    inline auto NAME##_system(A... a) -> decltype(NAME(a...)) { return NAME(a...); }
+CPU_CUDA_SCOPED_ATOMIC(atomicAdd)
+CPU_CUDA_SCOPED_ATOMIC(atomicSub)
+CPU_CUDA_SCOPED_ATOMIC(atomicExch)
+CPU_CUDA_SCOPED_ATOMIC(atomicAnd)
+CPU_CUDA_SCOPED_ATOMIC(atomicOr)
+CPU_CUDA_SCOPED_ATOMIC(atomicXor)
+CPU_CUDA_SCOPED_ATOMIC(atomicMax)
+CPU_CUDA_SCOPED_ATOMIC(atomicMin)
+CPU_CUDA_SCOPED_ATOMIC(atomicCAS)
+CPU_CUDA_SCOPED_ATOMIC(atomicInc)
+CPU_CUDA_SCOPED_ATOMIC(atomicDec)
+#undef CPU_CUDA_SCOPED_ATOMIC
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline long long clock64() { return (long long)__builtin_ia32_rdtsc(); }

@@ -23,12 +23,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -59,10 +61,12 @@ struct Launch {
     size_t dynamic_smem;
     void (*invoke)(const void* bound);   // runs the kernel body for the current thread
     const void* bound;
+    bool cooperative = false;            // cudaLaunchCooperativeKernel: grid.sync() allowed
 };
 
 enum class LaneState : uint8_t { unstarted, running, ready, at_barrier, in_collective, exited,
-                                 sleeping };  // sleeping: on an object until wake(it) (libcu++ barriers)
+                                 sleeping,    // sleeping: on an object until wake(it) (libcu++ barriers)
+                                 at_grid_barrier };  // in grid.sync(): until every block arrives
 enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp, activemask,
                                wmma_fill, wmma_load, wmma_store, wmma_mma,  // wmma_*: votes, as ballot (wmma.h)
                                ptx_mma, ptx_ldmatrix, ptx_ldmatrix_trans };  // ptx_*: the same (mma.h)
@@ -173,7 +177,7 @@ class Block {
         make_order();
         live_.assign(warps_, ~0u);
         if (n_ % 32) live_[warps_ - 1] = (1u << (n_ % 32)) - 1;  // a partial last warp
-        next_unstarted_ = 0, exited_ = 0, at_barrier_ = 0;
+        next_unstarted_ = 0, exited_ = 0, at_barrier_ = 0, at_grid_ = 0, parked_ = false;
         ready_.clear();
         if (groups_.size() < warps_) groups_.resize(warps_), converging_.resize(warps_);
         for (unsigned w = 0; w < warps_; w++) groups_[w].clear(), converging_[w].clear();
@@ -190,6 +194,38 @@ class Block {
         current_block = nullptr, current_lane = nullptr;
         cpu_cuda_blockDim = cpu_cuda_gridDim = dim3(0, 0, 0);  // host code sees no launch shape
         return error.empty();
+    }
+
+    // A cooperative launch's block stops ("parks") once each of its threads waits in
+    // grid.sync() or has exited: run() or resume() returns with parked() true. When every block
+    // of the grid has parked or finished, resume() lets its threads past the barrier and runs
+    // the block on to its next park or its end; false if it failed.
+    bool parked() const { return parked_; }
+    bool resume() {
+        parked_ = false;
+        cpu_cuda_blockIdx = block_idx, cpu_cuda_blockDim = launch->block, cpu_cuda_gridDim = launch->grid;
+        for (unsigned id : order_)
+            if (lanes_[id].state == LaneState::at_grid_barrier) lanes_[id].state = LaneState::ready, ready_.push_back((int)id);
+        at_grid_ = 0;
+        current_block = this;
+        running_ = choose();
+        switch_context(main_, fibers_[running_]->ctx);
+        current_block = nullptr, current_lane = nullptr;
+        cpu_cuda_blockDim = cpu_cuda_gridDim = dim3(0, 0, 0);
+        return error.empty();
+    }
+    // grid.sync(): a barrier across the grid, allowed only in a cooperative launch (on a GPU,
+    // elsewhere it may hang or pass unsynchronised: here the launch fails naming the line).
+    void grid_sync(const char* file, int line) {
+        Lane& me = *current_lane;
+        if (!launch->cooperative)
+            fail(strf_("grid.sync() at %s:%d in a kernel not launched with cudaLaunchCooperativeKernel: a "
+                       "grid-wide barrier needs every block of the grid resident at once",
+                       file, line));
+        me.state = LaneState::at_grid_barrier, me.file = file, me.line = line;
+        at_grid_++;
+        check_converged(me.id / 32);
+        transfer(me.fiber);
     }
 
     // ---- called from device code
@@ -344,6 +380,7 @@ class Block {
     struct Fiber {
         Context ctx;
         Stack stack;
+        ~Fiber() { stack.unmap(); }  // (a cooperative launch's threads end with their blocks)
     };
     std::vector<std::unique_ptr<Fiber>> fibers_;
     std::vector<int> free_fibers_, idle_runners_;  // freed in this block; runners with nothing to start
@@ -360,6 +397,8 @@ class Block {
     std::vector<unsigned> warp_order_;  // the lanes of warp w in that order, at [32w, 32w + 32)
     std::vector<unsigned> live_;   // per warp, the lanes that exist and have not exited
     unsigned next_unstarted_ = 0, exited_ = 0, at_barrier_ = 0;
+    unsigned at_grid_ = 0;  // threads in grid.sync()
+    bool parked_ = false;
     // Lanes that may continue, in the order they will: a queue that never holds a lane twice.
     struct Queue {
         std::vector<int> slots;
@@ -468,10 +507,20 @@ class Block {
     // (A thread that waits is never the last one alive, so "nothing can run" is a deadlock.)
     void transfer(int from) {
         int to = choose();
+        if (to < 0 && grid_barrier_reached()) return park(from);
         if (to < 0) fail("deadlock: " + describe_waiting());
         if (to == from) return;  // released at once: carry on
         running_ = to;
         switch_context(fibers_[from]->ctx, fibers_[to]->ctx);
+    }
+
+    // Every thread of the block waits in grid.sync() or has exited.
+    bool grid_barrier_reached() const { return at_grid_ > 0 && at_grid_ + exited_ == n_; }
+    // Back to run() or resume(), from fiber `from`, which resume() (or a thread it lets run)
+    // switches back to.
+    void park(int from) {
+        parked_ = true, running_ = from;
+        switch_context(fibers_[from]->ctx, main_);
     }
 
     int new_runner() {
@@ -512,7 +561,8 @@ class Block {
         // Nothing left to start. Choose before this fiber is freed: we are still on its stack.
         int to = choose();
         free_fibers_.push_back(f);
-        if (to < 0 && exited_ < n_) fail("deadlock: " + describe_waiting());
+        if (to < 0 && grid_barrier_reached()) parked_ = true;  // (this runner is never resumed)
+        else if (to < 0 && exited_ < n_) fail("deadlock: " + describe_waiting());
         running_ = to;
         switch_context(fibers_[f]->ctx, to < 0 ? main_ : fibers_[to]->ctx);  // -1: the block is done
         __builtin_unreachable();  // a finished runner is never resumed
@@ -626,6 +676,8 @@ class Block {
                 where[strf_("at __syncthreads (%s:%d)", l.file, l.line)].push_back(l.id);
             else if (l.state == LaneState::sleeping)
                 where[strf_("in %s (%s:%d)", l.sleep_what, l.file, l.line)].push_back(l.id);
+            else if (l.state == LaneState::at_grid_barrier)
+                where[strf_("in grid.sync() (%s:%d)", l.file, l.line)].push_back(l.id);
             else if (l.state == LaneState::in_collective)
                 where[strf_("in %s (%s:%d) with mask 0x%08x", op_label(l.op, l.label), l.file, l.line, l.mask)]
                     .push_back(l.id);
@@ -918,6 +970,64 @@ inline void note_symbol(void* p, size_t bytes) {
     known_symbols().push_back(Allocation{(char*)p, bytes, (char*)p, bytes, true});
 }
 
+// A cooperative launch: every block alive at once, so that grid.sync() can hold them all.
+// Each block runs on an OS thread of its own (its __shared__ variables are thread_local), and
+// the blocks take turns in the schedule's block order: a block runs until its threads all
+// wait in grid.sync() (it parks) or have exited, then hands the turn to the next block that
+// has not finished. A turn that comes round again finds every unfinished block parked, which
+// is the barrier's release. One block runs at a time, so a run is as deterministic as a
+// normal launch on one OS thread; memory: a fiber stack per thread of the grid, which
+// cudaLaunchCooperativeKernel bounds (runtime.h).
+inline std::string run_cooperative(const Launch& l, const Schedule& s) {
+    const uint64_t blocks = (uint64_t)l.grid.x * l.grid.y * l.grid.z;
+    std::mutex m;
+    std::vector<std::condition_variable> wake(blocks);
+    std::vector<bool> done(blocks, false);
+    uint64_t turn = 0;
+    bool stop = false;
+    std::string first_error;
+    cudaError_t first_code = cudaErrorLaunchFailure;
+    AtomicTargets* targets = float_atomic_targets;  // the race detector's, if it runs
+    auto next_turn = [&](uint64_t i) {  // (m held) the next unfinished block after i, cyclically
+        for (uint64_t k = 1; k <= blocks; k++)
+            if (!done[(i + k) % blocks]) return wake[turn = (i + k) % blocks].notify_one();
+        stop = true;
+    };
+    auto block = [&](uint64_t i) {
+        float_atomic_targets = targets;
+        ensure_signal_stack();
+        const uint3 idx = block_index(l.grid, s.blocks_reversed ? blocks - 1 - i : i);
+        Block& b = this_block_executor();
+        for (bool started = false;; started = true) {
+            std::unique_lock<std::mutex> lock(m);
+            wake[i].wait(lock, [&] { return stop || turn == i; });
+            if (stop) return;
+            lock.unlock();
+            bool ok = started ? b.resume() : b.run(l, idx, s);
+            lock.lock();
+            if (!ok) {
+                first_error = strf_block(l.kernel, idx) + b.error, first_code = b.error_code, stop = true;
+                for (auto& w : wake) w.notify_one();
+                return;
+            }
+            done[i] = !b.parked();
+            next_turn(i);
+            if (stop)
+                for (auto& w : wake) w.notify_one();
+            if (done[i]) return;
+        }
+    };
+    std::vector<std::thread> threads;
+    threads.reserve(blocks);
+    for (uint64_t i = 0; i < blocks; i++) threads.emplace_back(block, i);
+    for (std::thread& t : threads) t.join();
+    failed_launch_code = first_code;
+    return first_error;
+}
+inline std::string run_grid(const Launch& l, const Schedule& s, bool on_this_thread) {
+    return l.cooperative ? run_cooperative(l, s) : run_blocks(l, s, on_this_thread);
+}
+
 // Runs l under every race schedule, restoring the memory its pointer arguments reach before
 // each; reports the first element that differs between two schedules (differences only in
 // float atomicAdd targets: atomic_rounding).
@@ -940,7 +1050,7 @@ inline std::string race_check(const Launch& l, const std::vector<const void*>& p
     std::vector<Schedule> schedules = race_schedules(launches++);
     for (size_t s = 0; s < schedules.size(); s++) {
         for (size_t i = 0; i < touched.size() && s > 0; i++) memcpy(touched[i].ptr, before[i].data(), before[i].size());
-        std::string err = run_blocks(l, schedules[s], true);
+        std::string err = run_grid(l, schedules[s], true);
         if (!err.empty()) return err + " (schedule " + schedule_name(schedules[s]) + ")";
         for (size_t i = 0; i < touched.size(); i++) {
             if (s == 0) {
@@ -982,19 +1092,17 @@ inline std::string race_check(const Launch& l, const std::vector<const void*>& p
 }
 
 // Validates and runs a launch; the error a GPU would give goes to cudaGetLastError.
-inline void execute(const Launch& l, const void* kernel, const std::vector<const void*>& pointers) {
+inline cudaError_t execute(const Launch& l, const void* kernel, const std::vector<const void*>& pointers) {
     DeviceAccess access;
     install_fault_handler();
     cudaError_t e = check_launch(l, kernel);
-    if (e != cudaSuccess) {
-        set_error(e);
-        return;
-    }
-    std::string err = settings().racecheck ? race_check(l, pointers) : run_blocks(l, settings().schedule, false);
+    if (e != cudaSuccess) return set_error(e);
+    std::string err = settings().racecheck ? race_check(l, pointers) : run_grid(l, settings().schedule, false);
     if (!err.empty()) {
         fprintf(stderr, "cpu_cuda: %s\n", err.c_str());
-        set_error(failed_launch_code);
+        return set_error(failed_launch_code);
     }
+    return cudaSuccess;
 }
 
 // ----------------------------------------------------------------------------
@@ -1152,9 +1260,14 @@ struct LaunchConfig {
     Thunk thunk;
     dim3 grid, block;
     size_t smem;
+    bool cooperative = false;
 
     template <class... A>
     void operator()(A&&... args) const {
+        launch(std::forward<A>(args)...);
+    }
+    template <class... A>
+    cudaError_t launch(A&&... args) const {
         if (current_block)  // a launch inside a kernel
             current_block->fail(std::string("kernel '") + kernel +
                                 "' launched from device code: dynamic parallelism is not supported on the CPU runtime");
@@ -1167,12 +1280,9 @@ struct LaunchConfig {
                 (collect_pointer(a, i++, kernel, pointers, ok), ...);
             },
             bound.args);
-        if (!ok) {
-            set_error(cudaErrorIllegalAddress);  // where a GPU would fault
-            return;
-        }
-        Launch l{kernel, grid, block, smem, &Bound<Thunk, std::decay_t<A>...>::invoke, &bound};
-        execute(l, address, pointers);
+        if (!ok) return set_error(cudaErrorIllegalAddress);  // where a GPU would fault
+        Launch l{kernel, grid, block, smem, &Bound<Thunk, std::decay_t<A>...>::invoke, &bound, cooperative};
+        return execute(l, address, pointers);
     }
 };
 template <class Thunk>

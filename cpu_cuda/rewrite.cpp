@@ -15,6 +15,10 @@
 //       -> T* buf = (T*)::cpu_cuda::dynamic_shared();
 //   extern __shared__ T tile[][33];
 //       -> T(*tile)[33] = (T(*)[33])::cpu_cuda::dynamic_shared();
+//   cudaLaunchCooperativeKernel((void*)k, grid, block, args, smem, stream)   (in a function)
+//       -> ::cpu_cuda::cooperative_launch("k", k, grid, block, args, smem, stream)
+//       and cudaLaunchKernel(...) -> ::cpu_cuda::kernel_launch("k", k, ...): the kernel's own
+//       type, which a cast to void* has lost, tells the runtime its parameters (runtime.h)
 //   #pragma unroll N  -> #pragma GCC unroll N   (g++ warns about CUDA's spelling)
 //   __global__ void __launch_bounds__(256) k(float* x) { ...
 //       -> __global__ void  k(float* x) { ::cpu_cuda::kernel_entry("k", __FILE__, __LINE__, 256); ...
@@ -28,6 +32,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -103,6 +108,9 @@ class Rewriter {
                     launch_bounds(end);
                     continue;
                 }
+                if ((word == "cudaLaunchCooperativeKernel" || word == "cudaLaunchKernel") && depth_ > 0 &&
+                    array_launch(word, end))
+                    continue;
                 if (kernel_.pending && !kernel_.seen_params && kernel_.angles == 0 && word != "__global__")
                     kernel_.name = word;  // the last name before the parameters
                 out_ += word;
@@ -248,6 +256,43 @@ class Rewriter {
         return j;
     }
 
+    // cudaLaunchCooperativeKernel(FIRST, rest) / cudaLaunchKernel(FIRST, rest): FIRST without a
+    // cast to void* (or const void*) and without &, named and passed as itself. False (nothing
+    // done) when the word is not followed by a call with arguments.
+    bool array_launch(const std::string& word, size_t word_end) {
+        size_t open = word_end;
+        while (open < s_.size() && (s_[open] == ' ' || s_[open] == '\t')) open++;
+        if (open >= s_.size() || s_[open] != '(') return false;
+        size_t comma = open + 1;
+        for (int depth = 0; comma < s_.size(); comma++) {
+            char c = s_[comma];
+            if (c == '(' || c == '[' || c == '{') depth++;
+            else if (c == ')' || c == ']' || c == '}') {
+                if (depth-- == 0) return false;
+            } else if (c == ',' && depth == 0) break;
+        }
+        if (comma >= s_.size()) return false;
+        std::string first = s_.substr(open + 1, comma - open - 1), newlines;
+        for (char& c : first)
+            if (c == '\n') newlines += '\n', c = ' ';
+        static const std::regex c_cast(R"(^\s*\(\s*(const\s+)?void\s*\*\s*\)\s*&?\s*(.*?)\s*$)");
+        static const std::regex cpp_cast(R"(^\s*(reinterpret|static)_cast\s*<\s*(const\s+)?void\s*\*\s*>\s*\(\s*&?\s*(.*?)\s*\)\s*$)");
+        static const std::regex plain(R"(^\s*&?\s*(.*?)\s*$)");
+        std::smatch m;
+        std::string name = std::regex_match(first, m, c_cast)     ? m[2].str()
+                         : std::regex_match(first, m, cpp_cast) ? m[3].str()
+                         : std::regex_match(first, m, plain)    ? m[1].str()
+                                                                : first;
+        if (out_.size() >= 2 && out_.compare(out_.size() - 2, 2, "::") == 0) out_.resize(out_.size() - 2);
+        std::string quoted;
+        for (char c : name) quoted += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+        out_ += std::string("::cpu_cuda::") + (word == "cudaLaunchKernel" ? "kernel_launch" : "cooperative_launch") +
+                "(\"" + quoted + "\", " + name + newlines;
+        line_ += (int)newlines.size();
+        i_ = comma;
+        return true;
+    }
+
     void launch() {
         int start_line = line_;
         size_t close = find_top_level(i_ + 3, ">>>");
@@ -362,9 +407,25 @@ class Rewriter {
                 out_ += type + "(*" + names[0] + ")" + rows + " = (" + type + "(*)" + rows +
                         ")::cpu_cuda::dynamic_shared();";
         } else {
-            std::vector<std::string> names = declarator_names(decl, nullptr);
-            out_ += preceded_by("static") ? "thread_local" : "static thread_local";
-            for (char c : decl)
+            // "__shared__ alignas(16) float t[N]": alignas may only lead the declaration, so it
+            // goes before "static thread_local"
+            std::string lead, body = decl;
+            size_t k = body.find_first_not_of(" \t\n");
+            if (!preceded_by("static") && k != std::string::npos && body.compare(k, 7, "alignas") == 0 &&
+                (k + 7 == body.size() || !ident_char(body[k + 7]))) {
+                size_t e = body.find('(', k);
+                for (int depth = 0; e != std::string::npos && e < body.size(); e++)
+                    if (body[e] == '(') depth++;
+                    else if (body[e] == ')' && --depth == 0) break;
+                if (e == std::string::npos || e >= body.size()) die(path_, line_, "cannot read this alignas(...)");
+                lead = body.substr(k, e + 1 - k) + " ";
+                for (char& c : lead)
+                    if (c == '\n') c = ' ';
+                body = body.substr(e + 1);
+            }
+            std::vector<std::string> names = declarator_names(body, nullptr);
+            out_ += lead + (preceded_by("static") ? "thread_local" : "static thread_local");
+            for (char c : body)
                 if (c != '\n') out_ += c;
             out_ += ";";
             for (const std::string& n : names) out_ += " ::cpu_cuda::shared_touch(&" + n + ", sizeof " + n + ");";

@@ -9,6 +9,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -418,9 +419,51 @@ inline cudaError_t cudaMalloc(void** p, size_t bytes) {
     *p = cpu_cuda::memory().allocate(bytes, true);
     return *p ? cudaSuccess : cpu_cuda::set_error(cudaErrorMemoryAllocation);
 }
+// Managed (unified) memory: host and device share one address space here, so an allocation
+// that both may use is pinned host memory (kernels accept it; CPU_CUDA_PROTECT leaves it
+// readable), remembered so that cudaFree releases it. Prefetches and advice (CUDA 13's forms,
+// with a cudaMemLocation) have nothing to move: they check the range and succeed.
+namespace cpu_cuda {
+inline std::set<void*>& managed_allocations() {
+    static std::set<void*> s;
+    return s;
+}
+inline std::mutex& managed_mutex() {
+    static std::mutex m;
+    return m;
+}
+inline cudaError_t managed_range(const void* p, size_t count) {
+    const Allocation* a = memory().find(p);
+    if (!a || (const char*)p + count > a->end()) return set_error(cudaErrorInvalidValue);
+    return cudaSuccess;
+}
+}  // namespace cpu_cuda
+inline cudaError_t cudaMallocManaged(void** p, size_t bytes, unsigned int flags) {
+    if (!p || bytes == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
+        return cpu_cuda::set_error(cudaErrorInvalidValue);
+    *p = cpu_cuda::memory().allocate(bytes, false);
+    if (!*p) return cpu_cuda::set_error(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> lock(cpu_cuda::managed_mutex());
+    cpu_cuda::managed_allocations().insert(*p);
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemPrefetchAsync(const void* p, size_t count, cudaMemLocation, unsigned int, cudaStream_t) {
+    return cpu_cuda::managed_range(p, count);
+}
+inline cudaError_t cudaMemAdvise(const void* p, size_t count, cudaMemoryAdvise, cudaMemLocation) {
+    return cpu_cuda::managed_range(p, count);
+}
+// (count 0: the whole allocation, as CUDA's default)
+inline cudaError_t cudaStreamAttachMemAsync(cudaStream_t, void* p, size_t count, unsigned int) {
+    return cpu_cuda::managed_range(p, count);
+}
 inline cudaError_t cudaFree(void* p) {
     if (!p) return cudaSuccess;
     cpu_cuda::settle();  // as CUDA's cudaFree: queued work may still use it
+    {
+        std::lock_guard<std::mutex> lock(cpu_cuda::managed_mutex());
+        if (cpu_cuda::managed_allocations().erase(p)) return cpu_cuda::memory().release(p, false) ? cudaSuccess : cpu_cuda::set_error(cudaErrorInvalidValue);
+    }
     if (cpu_cuda::memory().release(p, true)) return cudaSuccess;
     fprintf(stderr, "cpu_cuda: cudaFree(%p): not the start of a live device allocation (%s)\n", p,
             cpu_cuda::memory().describe(p).c_str());
@@ -704,6 +747,47 @@ cudaError_t cudaGetSymbolSize(size_t* size, const T&) {
 inline cudaError_t cudaProfilerStart() { return cudaSuccess; }  // (no profiler to start: nothing to record)
 inline cudaError_t cudaProfilerStop() { return cudaSuccess; }
 
+// Device limits (cudaDeviceSetLimit / GetLimit) and stream attributes (an L2 access-policy
+// window, ...): recorded and answered back, with the CUDA Runtime API's defaults; nothing here
+// uses them (stacks are CPU_CUDA_STACK_KB's, printf has no FIFO, the host has no L2 to reserve).
+namespace cpu_cuda {
+inline size_t* device_limit(cudaLimit limit) {
+    static size_t values[] = {1024, 1 << 20, 8 << 20, 2, 2048, 64, 0};  // in cudaLimit's order
+    static_assert(cudaLimitStackSize == 0 && cudaLimitPersistingL2CacheSize == 6, "cudaLimit's order");
+    return (unsigned)limit <= (unsigned)cudaLimitPersistingL2CacheSize ? &values[limit] : nullptr;
+}
+inline std::map<std::pair<cudaStream_t, int>, cudaStreamAttrValue>& stream_attributes() {
+    static std::map<std::pair<cudaStream_t, int>, cudaStreamAttrValue> m;
+    return m;
+}
+}  // namespace cpu_cuda
+inline cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
+    size_t* v = cpu_cuda::device_limit(limit);
+    if (!v) return cpu_cuda::set_error(cudaErrorUnsupportedLimit);
+    *v = value;
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
+    size_t* v = cpu_cuda::device_limit(limit);
+    if (!v) return cpu_cuda::set_error(cudaErrorUnsupportedLimit);
+    if (!value) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    *value = *v;
+    return cudaSuccess;
+}
+inline cudaError_t cudaCtxResetPersistingL2Cache() { return cudaSuccess; }  // (no lines persist here)
+inline cudaError_t cudaStreamSetAttribute(cudaStream_t stream, cudaStreamAttrID attr, const cudaStreamAttrValue* value) {
+    if (!value) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    cpu_cuda::stream_attributes()[{stream, (int)attr}] = *value;
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamGetAttribute(cudaStream_t stream, cudaStreamAttrID attr, cudaStreamAttrValue* value) {
+    if (!value) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    auto it = cpu_cuda::stream_attributes().find({stream, (int)attr});
+    if (it != cpu_cuda::stream_attributes().end()) *value = it->second;
+    else memset((void*)value, 0, sizeof *value);  // (never set: an empty window, the defaults)
+    return cudaSuccess;
+}
+
 namespace cpu_cuda {
 inline unsigned& device_flags() {
     static unsigned flags = cudaDeviceScheduleAuto;
@@ -810,6 +894,99 @@ inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* f
 template <class T>
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* func) {
     return cudaFuncGetAttributes(attr, (const void*)func);
+}
+
+// ----------------------------------------------------------------------------
+// Launches with an array of argument pointers: cudaLaunchKernel and cudaLaunchCooperativeKernel.
+// CUDA's functions take the kernel as a void*, which has lost its parameter types; the build's
+// rewrite step (rewrite.cpp) turns a call that names the kernel, cudaLaunchCooperativeKernel(
+// (void*)k, grid, block, args, smem, stream), into cooperative_launch("k", k, grid, ...), which
+// knows them and copies each argument from args[i] as a <<<>>> launch would.
+// A cooperative launch also needs every block resident at once, as the CUDA C++ Programming
+// Guide says: a grid beyond the occupancy calculator's blocks per SM x the SM count is refused
+// (cudaErrorCooperativeLaunchTooLarge) before any thread runs. Here each of its threads also
+// keeps a fiber stack (two memory maps) until the launch ends: a grid whose stacks need more
+// than three quarters of the maps vm.max_map_count leaves free now is refused the same way,
+// with that reason.
+
+namespace cpu_cuda {
+inline long long maps_in_use() {
+    long long n = 0;
+    if (FILE* f = fopen("/proc/self/maps", "r")) {
+        for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
+        fclose(f);
+    }
+    return n;
+}
+inline cudaError_t check_cooperative(const char* name, const void* func, dim3 grid, dim3 block, size_t smem) {
+    const uint64_t blocks = (uint64_t)grid.x * grid.y * grid.z, threads = (uint64_t)block.x * block.y * block.z;
+    int per_sm = 0;
+    if (threads == 0 || threads > (uint64_t)DevicePreset::max_threads_per_block || blocks == 0)
+        return cudaSuccess;  // the launch's own checks answer these
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, (int)threads, smem);
+    const uint64_t resident = (uint64_t)per_sm * preset_sm_count();
+    const uint64_t maps = 2 * blocks * threads + 4 * blocks;  // fiber stacks; each block's OS thread
+    if (blocks <= resident && maps <= (uint64_t)std::max(0LL, max_map_count() - maps_in_use()) / 4 * 3)
+        return cudaSuccess;
+    if (blocks > resident)
+        fprintf(stderr,
+                "cpu_cuda: cudaLaunchCooperativeKernel('%s'): %llu blocks of %llu threads, but the device holds %d "
+                "per SM x %d SMs = %llu at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor x "
+                "cudaDevAttrMultiProcessorCount): cooperative launch too large\n",
+                name, (unsigned long long)blocks, (unsigned long long)threads, per_sm, preset_sm_count(),
+                (unsigned long long)resident);
+    else
+        fprintf(stderr,
+                "cpu_cuda: cudaLaunchCooperativeKernel('%s'): %llu threads in all need %llu memory maps for their "
+                "stacks, more than three quarters of what vm.max_map_count (%lld) leaves free (%lld in use): "
+                "cooperative launch too large on the CPU runtime (fewer blocks, CPU_CUDA_THREADS, or raise the "
+                "sysctl)\n",
+                name, (unsigned long long)(blocks * threads), (unsigned long long)maps, max_map_count(),
+                maps_in_use());
+    return set_error(cudaErrorCooperativeLaunchTooLarge);
+}
+template <class... P, size_t... I>
+cudaError_t launch_from_array(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, void** args,
+                              size_t smem, cudaStream_t stream, bool cooperative, std::index_sequence<I...>) {
+    if (sizeof...(P) && !args) return set_error(cudaErrorInvalidValue);
+    auto config = launch_config(name, kernel, grid, block, smem, stream);
+    config.cooperative = cooperative;
+    return config.launch(*static_cast<std::decay_t<P>*>(args[I])...);
+}
+template <class... P>
+cudaError_t cooperative_launch(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, void** args,
+                               size_t smem = 0, cudaStream_t stream = nullptr) {
+    if (cudaError_t e = check_cooperative(name, (const void*)kernel, grid, block, smem)) return e;
+    return launch_from_array(name, kernel, grid, block, args, smem, stream, true, std::index_sequence_for<P...>{});
+}
+template <class... P>
+cudaError_t kernel_launch(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, void** args,
+                          size_t smem = 0, cudaStream_t stream = nullptr) {
+    return launch_from_array(name, kernel, grid, block, args, smem, stream, false, std::index_sequence_for<P...>{});
+}
+// A kernel the rewrite could not name (a void* variable): its parameter types are gone.
+inline cudaError_t unnamed_launch(const char* call, const char* name) {
+    fprintf(stderr,
+            "cpu_cuda: %s(%s, ...): the CPU runtime needs the kernel itself at the call (a function name, or a "
+            "cast of one), to know its parameters; a void* variable has lost them\n",
+            call, name);
+    return set_error(cudaErrorInvalidDeviceFunction);
+}
+inline cudaError_t cooperative_launch(const char* name, const void*, dim3, dim3, void**, size_t = 0,
+                                      cudaStream_t = nullptr) {
+    return unnamed_launch("cudaLaunchCooperativeKernel", name);
+}
+inline cudaError_t kernel_launch(const char* name, const void*, dim3, dim3, void**, size_t = 0,
+                                 cudaStream_t = nullptr) {
+    return unnamed_launch("cudaLaunchKernel", name);
+}
+}  // namespace cpu_cuda
+// Calls the rewrite did not see (code built without it) land here.
+inline cudaError_t cudaLaunchCooperativeKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
+    return cpu_cuda::unnamed_launch("cudaLaunchCooperativeKernel", "?");
+}
+inline cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
+    return cpu_cuda::unnamed_launch("cudaLaunchKernel", "?");
 }
 
 // ----------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -715,4 +716,201 @@ TEST_CASE("cuBLAS: cublasDgemm and cublasSgemmBatched") {
     // first: A = [1 3; 2 4] times I; second: [5 7; 6 8] times [2 1; 1 2]
     CHECK(fc.host() == std::vector<float>{1, 2, 3, 4, 17, 20, 19, 22});
     cublasDestroy(h);
+}
+
+// ----------------------------------------------------------------------------
+// grid_group with cudaLaunchCooperativeKernel (CUDA C++ Programming Guide, "Grid
+// Synchronization"): every block resident at once, grid.sync() a barrier across the grid, a
+// grid beyond the occupancy calculator's blocks per SM x the SM count refused with
+// cudaErrorCooperativeLaunchTooLarge.
+
+// Phase 1: each block sums its strided share of in[0..n) into partial[block]. grid.sync().
+// Phase 2: every block adds up all the partials (they are only complete after the barrier) and
+// writes the total; a second grid.sync() then lets block 0 clear the partials, which no block
+// may still be reading. ranks[grid rank] = the rank and sizes[] = grid.size() check the numbering.
+__global__ void grid_sum(const float* in, int n, float* partial, float* total, unsigned long long* ranks,
+                         unsigned long long* sizes, int* valid) {
+    cg::grid_group grid = cg::this_grid();
+    cg::thread_block block = cg::this_thread_block();
+    __shared__ float s[128];
+    float v = 0;
+    for (unsigned long long i = grid.thread_rank(); i < (unsigned long long)n; i += grid.size()) v += in[i];
+    s[threadIdx.x] = v;
+    block.sync();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) s[threadIdx.x] += s[threadIdx.x + half];
+        block.sync();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+    grid.sync();
+    float sum = 0;
+    for (unsigned b = 0; b < gridDim.x; b++) sum += partial[b];
+    if (threadIdx.x == 0) total[blockIdx.x] = sum;
+    grid.sync();
+    if (blockIdx.x == 0 && threadIdx.x < gridDim.x) partial[threadIdx.x] = -1;
+    ranks[grid.thread_rank()] = grid.thread_rank();
+    sizes[grid.thread_rank()] = grid.size();
+    valid[grid.thread_rank()] = grid.is_valid();
+}
+__global__ void grid_sync_uncooperative(float* out) {
+    cg::this_grid().sync();  // NOT COOPERATIVE
+    out[threadIdx.x] = 1;
+}
+
+// The grid a sample would choose: the most blocks the device holds at once.
+static int max_cooperative_blocks(int threads) {
+    int per_sm = 0, sms = 0;
+    REQUIRE(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grid_sum, threads, 0) == cudaSuccess);
+    REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
+    return per_sm * sms;
+}
+
+TEST_CASE("cooperative groups: grid.sync() in a cooperative launch, a reduction in two phases") {
+    CHECK(attr(cudaDevAttrCooperativeLaunch) == 1);
+    // (at most 16 blocks: each of the grid's threads holds a fiber stack, two memory maps, and
+    // the grid a many-core machine holds would need more than vm.max_map_count's default)
+    const int threads = 128, blocks = std::min(max_cooperative_blocks(threads), 16), n = 100003;
+    REQUIRE(blocks >= 2);
+    std::vector<float> h(n);
+    double expect = 0;
+    for (int i = 0; i < n; i++) h[i] = (float)(i % 7), expect += i % 7;  // small integers: every sum exact
+    const unsigned long long size = (unsigned long long)blocks * threads;
+    Dev<float> in(h), partial(blocks), total(blocks);
+    Dev<unsigned long long> ranks(size), sizes(size);
+    Dev<int> valid(size);
+    total.fill_nan(), ranks.fill_nan();
+    float* in_p = in.p;
+    int n_arg = n;
+    void* args[] = {&in_p, &n_arg, &partial.p, &total.p, &ranks.p, &sizes.p, &valid.p};
+    REQUIRE(cudaLaunchCooperativeKernel((void*)grid_sum, blocks, threads, args, 0, nullptr) == cudaSuccess);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> t = total.host(), p = partial.host();
+    for (int b = 0; b < blocks; b++) CHECK(t[b] == (float)expect);  // every block saw every partial
+    for (int b = 0; b < blocks; b++) CHECK(p[b] == -1.0f);          // cleared after the second barrier
+    std::vector<unsigned long long> r = ranks.host(), z = sizes.host();
+    std::vector<int> v = valid.host();
+    for (unsigned long long i = 0; i < size; i++) {
+        CHECK(r[i] == i);  // each rank exactly once
+        CHECK(z[i] == size);
+        CHECK(v[i] == 1);
+    }
+}
+
+TEST_CASE("cooperative groups: a grid too large to be resident, grid.sync() outside a cooperative launch") {
+    const int threads = 128, blocks = max_cooperative_blocks(threads) + 1;
+    Dev<float> in(std::vector<float>(16, 1.0f)), partial(blocks), total(blocks);
+    Dev<unsigned long long> ranks(blocks * threads), sizes(blocks * threads);
+    Dev<int> valid(blocks * threads);
+    total.fill_nan();
+    int n_arg = 16;
+    void* args[] = {&in.p, &n_arg, &partial.p, &total.p, &ranks.p, &sizes.p, &valid.p};
+    std::string err = capture_stderr([&] {
+        CHECK(cudaLaunchCooperativeKernel((void*)grid_sum, blocks, threads, args, 0, nullptr) ==
+              cudaErrorCooperativeLaunchTooLarge);
+    });
+    CHECK(cudaGetLastError() == cudaErrorCooperativeLaunchTooLarge);
+    CHECK(contains(err, "blocks of 128 threads, but the device holds"));  // the occupancy's reason
+    CHECK(contains(err, "cooperative launch too large"));
+    CHECK(std::isnan(total.host()[0]));  // no thread ran
+    Dev<float> out(32);
+    err = capture_stderr([&] { grid_sync_uncooperative<<<2, 32>>>(out.p); });
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(contains(err, "grid.sync() at " + std::string(__FILE__) + ":" +
+                            std::to_string(line_of("// NOT COOPERATIVE")) +
+                            " in a kernel not launched with cudaLaunchCooperativeKernel"));
+}
+
+// ----------------------------------------------------------------------------
+// Device limits and stream attributes: what a program sets it reads back (CUDA Runtime API,
+// cudaDeviceSetLimit / cudaStreamSetAttribute); a limit CUDA does not define is refused.
+
+TEST_CASE("cudaDeviceSetLimit, cudaDeviceGetLimit, cudaStreamSetAttribute") {
+    size_t v = 0;
+    CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 3 << 20) == cudaSuccess);
+    CHECK(cudaDeviceGetLimit(&v, cudaLimitPersistingL2CacheSize) == cudaSuccess);
+    CHECK(v == (size_t)3 << 20);
+    CHECK(cudaDeviceSetLimit(cudaLimitMallocHeapSize, 12345) == cudaSuccess);
+    CHECK(cudaDeviceGetLimit(&v, cudaLimitMallocHeapSize) == cudaSuccess);
+    CHECK(v == 12345);
+    CHECK(cudaDeviceGetLimit(&v, (cudaLimit)99) == cudaErrorUnsupportedLimit);
+    CHECK(cudaGetLastError() == cudaErrorUnsupportedLimit);
+    cudaStream_t s;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    cudaStreamAttrValue set{}, got{};
+    set.accessPolicyWindow.num_bytes = 4096;
+    set.accessPolicyWindow.hitRatio = 0.5f;
+    CHECK(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &set) == cudaSuccess);
+    CHECK(cudaStreamGetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &got) == cudaSuccess);
+    CHECK(got.accessPolicyWindow.num_bytes == 4096);
+    CHECK(got.accessPolicyWindow.hitRatio == 0.5f);
+    CHECK(cudaStreamDestroy(s) == cudaSuccess);
+    CHECK(cudaCtxResetPersistingL2Cache() == cudaSuccess);
+}
+
+// ----------------------------------------------------------------------------
+// Scoped atomics (CUDA C++ Programming Guide, "Atomic Functions": the _block and _system forms
+// of each atomic): the same operations, counted here against plain arithmetic.
+
+__global__ void scoped_atomics(int* sum, float* fsum, unsigned* mx, int* cas_wins, unsigned* wrap) {
+    atomicAdd_system(sum, (int)threadIdx.x);
+    atomicAdd_block(fsum, 0.5f);
+    atomicMax_system(mx, threadIdx.x * 3u);
+    if (atomicCAS_block(cas_wins + 1, 0, 1) == 0) atomicAdd(cas_wins, 1);  // exactly one thread wins
+    atomicInc_system(wrap, 9u);
+}
+
+TEST_CASE("atomics: the _block and _system scopes") {
+    Dev<int> sum(std::vector<int>{0}), wins(std::vector<int>{0, 0});
+    Dev<float> fsum(std::vector<float>{0});
+    Dev<unsigned> mx(std::vector<unsigned>{0}), wrap(std::vector<unsigned>{0});
+    scoped_atomics<<<1, 64>>>(sum.p, fsum.p, mx.p, wins.p, wrap.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    CHECK(sum.host()[0] == 63 * 64 / 2);
+    CHECK(fsum.host()[0] == 32.0f);  // 64 halves: exact in float
+    CHECK(mx.host()[0] == 189u);
+    CHECK(wins.host()[0] == 1);
+    CHECK(wrap.host()[0] == 64u % 10u);  // counts 0..9 and wraps: 64 increments end at 4
+}
+
+// ----------------------------------------------------------------------------
+// Managed memory (CUDA C++ Programming Guide, "Unified Memory"): one pointer that host code and
+// kernels both use, no copies; prefetches and advice accept a range inside the allocation.
+
+TEST_CASE("cudaMallocManaged: host writes, a kernel adds, the host reads; prefetch and advice") {
+    float* m = nullptr;
+    REQUIRE(cudaMallocManaged(&m, 64 * sizeof(float)) == cudaSuccess);  // the toolkit's template and default
+    for (int i = 0; i < 64; i++) m[i] = (float)i;
+    cudaMemLocation where{};
+    where.type = cudaMemLocationTypeDevice, where.id = 0;
+    CHECK(cudaMemPrefetchAsync(m, 64 * sizeof(float), where, 0, nullptr) == cudaSuccess);
+    CHECK(cudaMemAdvise(m, 64 * sizeof(float), cudaMemAdviseSetReadMostly, where) == cudaSuccess);
+    CHECK(cudaStreamAttachMemAsync(nullptr, m) == cudaSuccess);  // the toolkit's defaults: whole, single stream
+    add_one<<<2, 32>>>(m, 64);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    for (int i = 0; i < 64; i++) CHECK(m[i] == (float)i + 1.0f);
+    CHECK(cudaMemPrefetchAsync(m, 65 * sizeof(float), where, 0, nullptr) == cudaErrorInvalidValue);  // past its end
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+    CHECK(cudaFree(m) == cudaSuccess);
+    void* z = nullptr;
+    CHECK(cudaMallocManaged(&z, 0, cudaMemAttachGlobal) == cudaErrorInvalidValue);
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+}
+
+// ----------------------------------------------------------------------------
+// The rewrite: "__shared__ alignas(N) T t[...]" (the order NVIDIA's samples write) compiles,
+// and the array is N-aligned and shared by the block.
+
+__global__ void shared_alignas_after(float* out) {
+    __shared__ alignas(alignof(float4)) float t[2][16];
+    t[threadIdx.x / 16][threadIdx.x % 16] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = t[1 - threadIdx.x / 16][threadIdx.x % 16] + ((uintptr_t)&t[0][0] % 16 ? 1000.0f : 0.0f);
+}
+
+TEST_CASE("rewrite: __shared__ alignas(N) T t[...]") {
+    Dev<float> out(32);
+    shared_alignas_after<<<1, 32>>>(out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> h = out.host();
+    for (int i = 0; i < 32; i++) CHECK(h[i] == (float)(i < 16 ? i + 16 : i - 16));  // the other row; aligned
 }

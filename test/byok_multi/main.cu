@@ -6,6 +6,16 @@
 
 #include "kernels.cuh"
 
+// CUDA defines __CUDA_ARCH__ as the compute capability times 10 (xy0) in device code; many
+// samples compile a kernel's body only under it. The CPU build's default is 900 (an H100).
+__global__ void arch_of(int* out) {
+#if __CUDA_ARCH__ >= 700
+    *out = __CUDA_ARCH__;
+#else
+    *out = -1;
+#endif
+}
+
 int main() {
     const int blocks = 6, n = blocks * 128;
     std::vector<float> h(n);
@@ -30,7 +40,14 @@ int main() {
             printf("FAIL block %d: %g, expected %g\n", b, got[b], want);
         }
     }
-    cudaFree(x), cudaFree(sums);
+    int* arch = nullptr;
+    int arch_host = 0;
+    cudaMalloc(&arch, sizeof(int));
+    arch_of<<<1, 1>>>(arch);
+    cudaMemcpy(&arch_host, arch, sizeof(int), cudaMemcpyDeviceToHost);
+    arch_host == 900 ? passed++ : failed++;
+    if (arch_host != 900) printf("FAIL __CUDA_ARCH__ in a kernel: %d, expected 900\n", arch_host);
+    cudaFree(x), cudaFree(sums), cudaFree(arch);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
