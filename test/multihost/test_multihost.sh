@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Many hosts without a cluster: ./train over MPI across network namespaces on one machine
+# (test/multihost/cluster.sh: each host its own network, host name and disk; TCP over veth
+# links to a bridge, no shared memory, so the gradients really cross a link).
+#
+#   test/multihost/test_multihost.sh --can-run   says why not (exit 1) where namespaces cannot be made
+#   test/multihost/test_multihost.sh             the cases; closing line "N passed, M failed"
+#
+# The invariance across hosts is test_replicas.sh's, with its method and tolerance
+# (compare_runs.py: losses, norms and weights within 1e-5 relative): the same global batch of
+# 8 sequences as one process, (B,A,R) = (8,1,1), split over 2 and 4 hosts × 1 rank and
+# 2 hosts × 2 ranks, must train the same model. The faults (a host's link down, its rank
+# killed, its rank frozen) must end the job within --comm-timeout 3 s and a few seconds,
+# with a line naming the rank, leave nothing running on any host, and (link down) leave a
+# checkpoint that the remaining hosts resume exactly.
+set -u
+cd "$(dirname "$0")/../.."
+source test/multihost/cluster.sh
+if [ "${1:-}" = --can-run ]; then cluster_can_run; exit; fi
+why=$(cluster_can_run) || { echo "SKIP many hosts: $why"; echo "0 passed, 0 failed"; exit 0; }
+
+T=16 STEPS=30
+TINY="./train --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 * T)) --val-every 10
+      --val-tokens 2048 --sample-every 0 --threads 1 --warmup 5 -l 3e-3 --shuffle 1 -n $STEPS"
+passed=0 failed=0
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+compare() { python3 test/compare_runs.py "$@"; }
+
+cluster_up 4 || { echo "FAIL could not make the cluster"; echo "0 passed, 1 failed"; exit 1; }
+disk=$CLUSTER_DIR/disk  # the same path on every host; host hN's files are in $CLUSTER_DIR/hN/disk
+ref=$CLUSTER_DIR/ref    # one process, outside the cluster
+$TINY -b 8 -o "$ref" >"$ref.out" 2>&1 || { cat "$ref.out"; fail "reference run (8,1,1)"; }
+
+# hosts HOSTS B NAME [ARGS...]: ./train on the hosts (--host syntax, e.g. h1:2,h2:2), output $NAME.out
+hosts() {
+    local hostlist=$1 B=$2 name=$3 np
+    shift 3
+    np=$(tr ',' '\n' <<<"$hostlist" | awk -F: '{ n += ($2 == "" ? 1 : $2) } END { print n }')
+    timeout 120 "$CLUSTER_DIR/mpirun" --host "$hostlist" -np "$np" $TINY -b "$B" -o "$disk/$name" "$@" \
+        >"$CLUSTER_DIR/$name.out" 2>&1
+}
+# place RUN STEP NAME HOSTS...: RUN's checkpoint at STEP (on h1's disk) copied to NAME on each
+# host's disk. Every rank reads the checkpoint it resumes from: without a shared file system,
+# it must be on every host (rank 0 alone writes it).
+place() {
+    local from=$CLUSTER_DIR/h1/disk/$1 step=$2 name=$3 h
+    shift 3
+    for h in "$@"; do
+        mkdir -p "$CLUSTER_DIR/$h/disk/$name"
+        cp "$from/model_$step.bin" "$from/state_$step.bin" "$CLUSTER_DIR/$h/disk/$name/" || return 1
+    done
+}
+# nothing_left: no process of the job on any host
+nothing_left() {
+    local h left=""
+    for h in $(seq "$CLUSTER_N"); do left+=$(cluster_pids "h$h" | xargs -r ps -o pid=,comm= -p); done
+    [ -z "$left" ] || { echo "   left running: $left"; return 1; }
+}
+
+# ---- the invariance across hosts, and where the files land
+for run in "h1,h2 4 2 2x1" "h1,h2,h3,h4 2 4 4x1" "h1:2,h2:2 2 4 2x2"; do
+    set -- $run
+    name="$4 hosts×ranks: (B,A,R)=($2,1,$3) equals one process (8,1,1), over TCP between hosts"
+    out=$CLUSTER_DIR/$4.out
+    if hosts "$1" "$2" "$4" --ckpt-every 10 &&
+       grep -q "× 1 accumulation × $3 replicas" "$out" && grep -q "^rank 1 on h$([ "$4" = 2x2 ] && echo 1 || echo 2), " "$out" &&
+       grep -q "^rank $(($3 - 1)) on h${4%%x*}, " "$out" && compare "$ref" "$CLUSTER_DIR/h1/disk/$4" $STEPS; then
+        pass "$name"
+    else tail -5 "$out"; fail "$name"; fi
+    name="$4: checkpoints and log written by rank 0 on h1's disk only"
+    if [ -f "$CLUSTER_DIR/h1/disk/$4/model_00000010.bin" ] && [ -f "$CLUSTER_DIR/h1/disk/$4/log.jsonl" ] &&
+       [ ! -e "$CLUSTER_DIR/h2/disk/$4" ]; then pass "$name"
+    else ls -R "$CLUSTER_DIR"/h*/disk | head; fail "$name"; fi
+done
+
+# ---- resume on another host count: 2 hosts × 2 ranks to step 10, then 4 hosts × 1 to the end
+place 2x2 00000010 r4 h1 h2 h3 h4
+name="resume at step 10 of 2 hosts × 2 ranks on 4 hosts × 1 continues the same trajectory"
+if hosts h1,h2,h3,h4 2 r4 --resume 1 && compare "$CLUSTER_DIR/h1/disk/2x2" "$CLUSTER_DIR/h1/disk/r4" $STEPS 11; then
+    pass "$name"
+else tail -5 "$CLUSTER_DIR/r4.out"; fail "$name"; fi
+
+# ---- faults. Each run is slowed by a link of 4 Mbit/s (~0.4 s a step) so that the fault
+# falls mid-run; FAULT runs once the step-5 checkpoint exists. The job must end within
+# --comm-timeout 3 s + the roll call's 2 s + the teardown (for a dead link, Open MPI waits
+# for its daemon until TCP gives up: ~3 s with the hosts' tcp_retries2=3; cluster.sh): 25 s
+# leaves room for a slow machine. Sets $took, $rc and $pid (the faulty rank's).
+# fault HOSTS B NAME RANK 'FAULT' (a command line, run with $pid set)
+fault() {
+    local hostlist=$1 B=$2 name=$3 rank=$4
+    cluster_limit 4mbit
+    hosts "$hostlist" "$B" "$name" --ckpt-every 5 --comm-timeout 3 &
+    local job=$! i
+    for i in $(seq 600); do [ -f "$CLUSTER_DIR/h1/disk/$name/model_00000005.bin" ] && break; sleep 0.05; done
+    pid=$(sed -n "s/^rank $rank on .*, pid \([0-9]*\)$/\1/p" "$CLUSTER_DIR/$name.out")
+    eval "$5"
+    local t0=$SECONDS
+    wait $job; rc=$? took=$((SECONDS - t0))
+    cluster_unlimit
+}
+# ended_naming NAME RANK HOST [PATTERN]: the job failed in time, with a line naming the rank
+# (the watchdog's, or PATTERN: Open MPI's own), and at most one line of the trainer
+ended_naming() {
+    local out=$CLUSTER_DIR/$1.out named="rank $2 \\($3, pid $pid\\) did not arrive at the all-reduce"
+    [ -n "$pid" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 25 ] &&
+        grep -qE "$named${4:+|$4}" "$out" &&
+        [ "$(grep -c '^train:' "$out")" -le 1 ] || { tail -8 "$out"; return 1; }
+}
+
+# a host's link goes down mid-run; the remaining two hosts resume from the last checkpoint
+fault h1,h2,h3,h4 2 down 3 'cluster_link h4 down'
+name="h4's link down: the job ends naming rank 3 (${took} s), nothing left running on any host"
+if ended_naming down 3 h4 && sleep 1 && nothing_left; then pass "$name"; else fail "$name (exit $rc)"; fi
+cluster_link h4 up
+sleep 2
+name="h4's link back up after the job ended: no stray process on any host"
+if nothing_left; then pass "$name"; else fail "$name"; fi
+last=$(ls "$CLUSTER_DIR/h1/disk/down" | sed -n 's/^model_\([0-9]*\)\.bin$/\1/p' | sort | tail -1)
+place down "$last" rest h1 h2
+name="resume of the last checkpoint (step $((10#${last:-0}))) on the 2 remaining hosts (B=2, A=2) continues exactly"
+if [ -n "$last" ] && [ $((10#$last)) -lt $STEPS ] && hosts h1,h2 2 rest --resume 1 &&
+   grep -q "2 accumulation × 2 replicas" "$CLUSTER_DIR/rest.out" &&
+   compare "$ref" "$CLUSTER_DIR/h1/disk/rest" $STEPS $((10#$last + 1)); then pass "$name"
+else tail -5 "$CLUSTER_DIR/rest.out"; fail "$name"; fi
+
+# a host's rank killed: Open MPI's daemon on that host sees it die and ends the job
+fault h1,h2 4 killed 1 'kill -KILL $pid'
+name="h2's rank killed (kill -9): the job ends naming rank 1 (${took} s), nothing left running"
+if ended_naming killed 1 h2 "rank 1 with PID $pid on node h2 exited on signal 9" && sleep 1 && nothing_left; then pass "$name"
+else fail "$name (exit $rc)"; fi
+
+# a host's rank frozen: the watchdog's roll call names it
+fault h1,h2 4 frozen 1 'kill -STOP $pid'
+name="h2's rank frozen (SIGSTOP): the job ends naming rank 1 (${took} s), nothing left running"
+if ended_naming frozen 1 h2 && sleep 1 && nothing_left; then pass "$name"; else fail "$name (exit $rc)"; fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
