@@ -210,6 +210,11 @@ struct Comm {
         bool agreed = false;                                // some replica was asked, as of the last step
     };
     std::shared_ptr<StopRequest> stop = std::make_shared<StopRequest>();
+    // Milliseconds spent in the step's gradient sync (and ZeRO's all-gather of the weights)
+    // since the training loop last set it to 0: the log's sync_ms, to set beside the planner's
+    // communication time (host/cost.h). Wall time of the calls; on the GPU that includes
+    // waiting for the backward's kernels still queued before the sync.
+    std::shared_ptr<double> sync_ms = std::make_shared<double>(0);
 
     // A single process, or MPI when built with it and launched by mpirun / srun with PMI.
     static Comm init(int* argc, char*** argv);
@@ -226,19 +231,20 @@ struct Comm {
     // once per optimizer step: each replica's gradient is already scaled by 1/(B·T·A·R),
     // so the sum is the mean over the global batch.
     void allreduce_sum(float* data, size_t n) const {
-        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->allreduce_sum(data, n);
+        if (Collectives* c = buffers ? buffers.get() : backend.get()) timed([&] { c->allreduce_sum(data, n); });
     }
     // ZeRO stage 1's gradient sync, once per optimizer step, where the trainer keeps the
     // buffer: the same sum as allreduce_sum, but each replica receives only its shard,
     // data[rank·n/world, (rank+1)·n/world); n must be a multiple of world (zero_padded()).
     void reduce_scatter_sum(float* data, size_t n) const {
-        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->reduce_scatter_sum(data, n);
+        if (Collectives* c = buffers ? buffers.get() : backend.get()) timed([&] { c->reduce_scatter_sum(data, n); });
     }
     // The reverse, after each replica has updated its shard: every replica's shard of the
     // n values at data (float32 weights, or the GPU's bf16 ones) copied to every replica, in place.
     template <class T>
     void allgather(T* data, size_t n) const {
-        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->allgather_shards(data, n * sizeof(T));
+        if (Collectives* c = buffers ? buffers.get() : backend.get())
+            timed([&] { c->allgather_shards(data, n * sizeof(T)); });
     }
     // Sum of one number over all replicas (loss sums, counts), in host memory.
     double allreduce_sum(double x) const {
@@ -323,6 +329,13 @@ struct Comm {
     }
 
 private:
+    // Runs the sync call f, adding its wall time to *sync_ms.
+    template <class F>
+    void timed(F&& f) const {
+        auto t0 = std::chrono::steady_clock::now();
+        f();
+        *sync_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
     // Reads "<length>:<value>" at pos and moves past it; empty at the end or on damage.
     static std::string next_value(const std::string& s, size_t& pos) {
         size_t colon = s.find(':', pos);

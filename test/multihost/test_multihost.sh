@@ -74,6 +74,15 @@ for run in "h1,h2 4 2 2x1" "h1,h2,h3,h4 2 4 4x1" "h1:2,h2:2 2 4 2x2"; do
     else ls -R "$CLUSTER_DIR"/h*/disk | head; fail "$name"; fi
 done
 
+# ---- the log's sync_ms: the time of the gradient sync, inside the step's time
+name="2x1: every step logs a sync_ms in (0, ms]: the all-reduce over the link takes time, and less than the step"
+if python3 -c "import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+t = [x for x in r if x['type'] == 'train']
+bad = [x for x in t if not 0 < x['sync_ms'] <= x['ms']]
+print('   steps', len(t), 'outside (0, ms]:', [(x['step'], x['sync_ms'], x['ms']) for x in bad][:3])
+sys.exit(len(t) != $STEPS or bool(bad))" "$CLUSTER_DIR/h1/disk/2x1/log.jsonl"; then pass "$name"; else fail "$name"; fi
+
 # ---- resume on another host count: 2 hosts × 2 ranks to step 10, then 4 hosts × 1 to the end
 place 2x2 00000010 r4 h1 h2 h3 h4
 name="resume at step 10 of 2 hosts × 2 ranks on 4 hosts × 1 continues the same trajectory"
