@@ -17,7 +17,7 @@
 #
 #   cluster_can_run           prints why not and fails when namespaces cannot be made here
 #   cluster_up N              creates h1..hN (and a trap that removes them on exit, INT, TERM)
-#   cluster_exec H CMD...     runs CMD on host H
+#   cluster_exec H CMD...     runs CMD on host H (CLUSTER_SAME_NAME=1: under the machine's host name)
 #   cluster_mpirun ARGS...    ($CLUSTER_DIR/mpirun, for timeout) mpirun on h1 with the options above (ARGS: --host h1:2,h2:2 ...)
 #   cluster_link H up|down    the host's link
 #   cluster_limit RATE        every host's outgoing traffic limited to RATE (tc tbf, e.g. 1gbit)
@@ -83,11 +83,12 @@ exec bash "$CLUSTER_DIR/on" "\$host" sh -c "\$*"
 EOF
     cat >"$CLUSTER_DIR/on" <<EOF
 #!/usr/bin/env bash
-# on HOST CMD...: CMD in HOST's network namespace, with its host name and its disk
+# on HOST CMD...: CMD in HOST's network namespace, with its host name (the machine's with
+# CLUSTER_SAME_NAME=1) and its disk
 host=\$1; shift
 case "\$host" in h[0-9]*) ;; *) echo "no host \$host in this cluster" >&2; exit 255;; esac
 exec ip netns exec "mh${CLUSTER_ID}\$host" unshare --uts --mount --propagation private \\
-    sh -c 'hostname "\$0" && mount --bind "$CLUSTER_DIR/\$0/disk" "$CLUSTER_DIR/disk" && exec "\$@"' "\$host" "\$@"
+    sh -c '{ [ -n "\$CLUSTER_SAME_NAME" ] || hostname "\$0"; } && mount --bind "$CLUSTER_DIR/\$0/disk" "$CLUSTER_DIR/disk" && exec "\$@"' "\$host" "\$@"
 EOF
     cat >"$CLUSTER_DIR/mpirun" <<EOF
 #!/usr/bin/env bash

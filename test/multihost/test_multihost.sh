@@ -144,5 +144,65 @@ fault h1,h2 4 frozen 1 'kill -STOP $pid'
 name="h2's rank frozen (SIGSTOP): the job ends naming rank 1 (${took} s), nothing left running"
 if ended_naming frozen 1 h2 && sleep 1 && nothing_left; then pass "$name"; else fail "$name (exit $rc)"; fi
 
+# ---- the GPU trainer without MPI, as srun starts it on two hosts: Slurm's variables give the
+# ranks and NCCL's id travels through --nccl-init-file, a file both hosts see ($CLUSTER_DIR/
+# shared; their disks are their own). The CPU runtime's NCCL moves the data through shared
+# memory and connects the ranks of one machine only, by host name: across hosts of their own
+# names it must refuse with a line naming both; under the machine's one name (the memory
+# really is shared) the hosts train as one process does, and a frozen rank on h2 ends rank 0
+# on h1 at --comm-timeout. What crosses the link is nothing: the rendezvous and the watchdog
+# are what is tested (docs/replicas.md).
+GPU_TINY="./train_gpt_cpu --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 * T)) --val-every 3
+          --val-tokens 512 --sample-every 0 --warmup 5 -l 3e-3 --shuffle 1"
+# slurm_on HOST RANK R NAME ARGS...: rank RANK of R on HOST, in the background; its pid in $pid.
+# SLURM_LOCALID is the rank: under one host name the CPU runtime sees one machine, whose
+# "GPUs" the ranks must not share.
+slurm_on() {
+    local host=$1 r=$2 R=$3 name=$4
+    shift 4
+    mkdir -p "$CLUSTER_DIR/shared"
+    cluster_exec "$host" env -u OMPI_COMM_WORLD_SIZE OMP_WAIT_POLICY=passive CPU_CUDA_THREADS=1 SLURM_PROCID=$r \
+        SLURM_NTASKS=$R SLURM_LOCALID=$r SLURM_JOB_ID=$$ SLURM_STEP_ID=0 $GPU_TINY -o "$disk/$name" \
+        --nccl-init-file "$CLUSTER_DIR/shared/$name.ncclid" "$@" >"$CLUSTER_DIR/$name.$r.out" 2>&1 &
+    pid=$!
+}
+# ended PID SECONDS: waits at most SECONDS for PID to end; false if it still runs (then killed)
+ended() {
+    local _
+    for _ in $(seq $(($2 * 10))); do kill -0 "$1" 2>/dev/null || { wait "$1"; return 0; }; sleep 0.1; done
+    kill -KILL "$1" 2>/dev/null; return 1
+}
+if [ ! -x ./train_gpt_cpu ]; then
+    echo "SKIP train_gpt_cpu across hosts: ./train_gpt_cpu is not built (make train_gpt_cpu)"
+else
+    slurm_on h1 0 2 named -b 4 -n 6 --comm-timeout 3; p0=$pid
+    slurm_on h2 1 2 named -b 4 -n 6 --comm-timeout 3; p1=$pid
+    name="train_gpt_cpu on h1 and h2 under their own names: rank 1 read h1's NCCL id and refuses, naming both hosts"
+    if ended $p1 60 && ended $p0 60 &&
+       grep -q "the id was made on host 'h1' and this is 'h2'" "$CLUSTER_DIR/named.1.out"; then pass "$name"
+    else tail -n 2 "$CLUSTER_DIR"/named.*.out; fail "$name"; fi
+    export CLUSTER_SAME_NAME=1
+    env OMP_WAIT_POLICY=passive CPU_CUDA_THREADS=1 $GPU_TINY -b 8 -n 6 -o "$CLUSTER_DIR/gref" >"$CLUSTER_DIR/gref.out" 2>&1
+    slurm_on h1 0 2 gpu -b 4 -n 6; p0=$pid
+    slurm_on h2 1 2 gpu -b 4 -n 6; p1=$pid
+    name="train_gpt_cpu, Slurm-style on h1 and h2, NCCL's id in a shared file: (4,1,2) equals (8,1,1)"
+    if ended $p0 300 && ended $p1 60 && grep -q "× 1 accumulation × 2 replicas" "$CLUSTER_DIR/gpu.0.out" &&
+       compare "$CLUSTER_DIR/gref" "$CLUSTER_DIR/h1/disk/gpu" 6; then pass "$name"
+    else tail -n 3 "$CLUSTER_DIR"/gpu.*.out; fail "$name"; fi
+    # without MPI no roll call: the line names the collective and the timeout (test_gpu_replicas.sh)
+    slurm_on h1 0 2 gfrozen -b 4 -n 100000 --comm-timeout 3; p0=$pid
+    slurm_on h2 1 2 gfrozen -b 4 -n 100000 --comm-timeout 3
+    for _ in $(seq 600); do grep -q "^step     2/" "$CLUSTER_DIR/gfrozen.0.out" 2>/dev/null && break; sleep 0.1; done
+    victim=$(cluster_pids h2 | xargs -r ps -o pid=,comm= -p | awk '/train_gpt/ { print $1 }' | head -1)
+    [ -n "$victim" ] && kill -STOP $victim
+    t0=$SECONDS
+    ended $p0 60; took=$((SECONDS - t0))
+    [ -n "$victim" ] && kill -KILL $victim 2>/dev/null
+    name="train_gpt_cpu: h2's rank frozen, rank 0 on h1 ends at --comm-timeout 3 s (${took} s)"
+    if [ -n "$victim" ] && [ $took -le 15 ] && grep -q "did not complete within --comm-timeout 3 s" "$CLUSTER_DIR/gfrozen.0.out"
+    then pass "$name"; else tail -3 "$CLUSTER_DIR/gfrozen.0.out"; fail "$name"; fi
+    unset CLUSTER_SAME_NAME
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
