@@ -33,6 +33,29 @@ s = [r['sync_ms'] for r in map(json.loads, open(sys.argv[1])) if r['type'] == 't
 print('%.1f %.1f' % (statistics.median(s), min(s)))" "$1"
 }
 
+# one TCP stream of the gradient buffer's 13,162,496 bytes from h1 to h2, in ms: what the link
+# itself gives (python sockets; no MPI, no sum)
+tcp_stream_ms() {
+    cat >"$CLUSTER_DIR/stream.py" <<'EOF'
+import socket, sys, time
+n = 13162496
+if sys.argv[1] == "receive":
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 5001)); s.listen(1)
+    c, _ = s.accept(); got = 0
+    while got < n: got += len(c.recv(1 << 20))
+    c.sendall(b"k")
+else:
+    for _ in range(50):
+        try: s = socket.create_connection((sys.argv[2], 5001)); break
+        except OSError: time.sleep(0.1)
+    t = time.time(); s.sendall(b"x" * n); s.recv(1)
+    print("%.1f" % ((time.time() - t) * 1e3))
+EOF
+    cluster_exec h2 python3 "$CLUSTER_DIR/stream.py" receive &
+    cluster_exec h1 python3 "$CLUSTER_DIR/stream.py" send "10.213.$CLUSTER_ID.12"
+    wait
+}
+
 echo "| link | hosts R | bytes each way per replica | planner (--dry-run --link-gbps) | measured sync_ms, median (least) | measured / planner |"
 echo "|---|---|---|---|---|---|"
 for gbps in $RATES; do
@@ -51,6 +74,8 @@ for gbps in $RATES; do
         pred=nan
         [ "$gbps" != none ] && pred=$(predicted_ms "$R" "$gbps")
         read -r median least < <(measured_ms "$CLUSTER_DIR/h1/disk/g${gbps}r$R/log.jsonl")
+        [ "$R" = 2 ] && echo "| $gbps Gbit/s | TCP stream h1 to h2 | 12.6 MiB | | $(tcp_stream_ms) ms | |" |
+            sed 's/| none Gbit\/s |/| no limit |/'
         echo "| $gbps Gbit/s | $R | $bytes | $pred ms | $median ms ($least) | $(python3 -c "print('%.2f' % ($median / float('$pred')))") |" |
             sed 's/| none Gbit\/s |/| no limit |/; s/| nan ms |/| (no rate) |/; s/| nan |$/| |/'
 
