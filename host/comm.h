@@ -501,8 +501,8 @@ struct MpiCollectives : Collectives {
 // ranks, a binomial tree: a reduce to rank 0, then a broadcast, each moving the whole buffer
 // ceil(log2 R) times over rank 0's link, 2·ceil(log2 R)·n in all, where a ring moves
 // 2·(R−1)/R·n (the planner's formula, host/cost.h). Over TCP links of 200 Mbit/s the ring cut
-// the gradient sync of 12.6 MiB from 1.27 s to 0.85 s (2 hosts) and from 2.9 s to 2.0 s (4
-// hosts; docs/replicas.md, "Across hosts"). A setting given to mpirun (-mca or
+// the gradient sync of 12.6 MiB from 1.13 s to 0.75 s (2 hosts) and from 2.92 s to 2.14 s (4
+// hosts; make bench_comm, docs/replicas.md, "Across hosts"). A setting given to mpirun (-mca or
 // OMPI_MCA_coll_libnbc_iallreduce_algorithm) wins. Other MPIs ignore the variable.
 inline void prefer_ring_allreduce() { setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0); }
 
