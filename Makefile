@@ -7,6 +7,7 @@
 #   make check-docs  reruns every command whose output README.md and docs/ quote and compares (~10 min on 2 cores)
 #   make train_gpt   GPU trainer (needs nvcc; CUDA_ARCH=90 to choose the GPU; see gpu.mk)
 #   make test_gpu    GPU tests (build here, run where there is a GPU)
+#   make bench_comm  the planner's gradient-sync time against one measured between network-namespace hosts (root)
 #   make bench_gpu   GPU speed: GPT-2 124M shape at T=1024
 #   make sass        what the compiled GPU code says (needs nvcc, not a GPU): registers, spills, blocks per SM, attention's hottest loops
 
@@ -100,6 +101,13 @@ check-docs: train $(if $(CPU_CUDA_OK),train_gpt_cpu)
 
 bench: train
 	@bash scripts/bench_cpu.sh
+
+# The gradient sync timed over links of 1 Gbit/s and 200 Mbit/s between 2 and 4 hosts made of
+# network namespaces (test/multihost/cluster.sh; needs root and Open MPI), beside the planner's
+# --dry-run --link-gbps prediction: the table in docs/replicas.md, "Across hosts".
+.PHONY: bench_comm
+bench_comm: train
+	@bash scripts/bench_comm.sh
 
 # What the compiled GPU code says, per kernel: registers, spills, shared memory, blocks per SM, and
 # the instruction mix and FLOP per instruction of the attention kernels' hottest loops

@@ -210,6 +210,11 @@ struct Comm {
         bool agreed = false;                                // some replica was asked, as of the last step
     };
     std::shared_ptr<StopRequest> stop = std::make_shared<StopRequest>();
+    // Milliseconds spent in the step's gradient sync (and ZeRO's all-gather of the weights)
+    // since the training loop last set it to 0: the log's sync_ms, to set beside the planner's
+    // communication time (host/cost.h). Wall time of the calls; on the GPU that includes
+    // waiting for the backward's kernels still queued before the sync.
+    std::shared_ptr<double> sync_ms = std::make_shared<double>(0);
 
     // A single process, or MPI when built with it and launched by mpirun / srun with PMI.
     static Comm init(int* argc, char*** argv);
@@ -226,19 +231,20 @@ struct Comm {
     // once per optimizer step: each replica's gradient is already scaled by 1/(B·T·A·R),
     // so the sum is the mean over the global batch.
     void allreduce_sum(float* data, size_t n) const {
-        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->allreduce_sum(data, n);
+        if (Collectives* c = buffers ? buffers.get() : backend.get()) timed([&] { c->allreduce_sum(data, n); });
     }
     // ZeRO stage 1's gradient sync, once per optimizer step, where the trainer keeps the
     // buffer: the same sum as allreduce_sum, but each replica receives only its shard,
     // data[rank·n/world, (rank+1)·n/world); n must be a multiple of world (zero_padded()).
     void reduce_scatter_sum(float* data, size_t n) const {
-        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->reduce_scatter_sum(data, n);
+        if (Collectives* c = buffers ? buffers.get() : backend.get()) timed([&] { c->reduce_scatter_sum(data, n); });
     }
     // The reverse, after each replica has updated its shard: every replica's shard of the
     // n values at data (float32 weights, or the GPU's bf16 ones) copied to every replica, in place.
     template <class T>
     void allgather(T* data, size_t n) const {
-        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->allgather_shards(data, n * sizeof(T));
+        if (Collectives* c = buffers ? buffers.get() : backend.get())
+            timed([&] { c->allgather_shards(data, n * sizeof(T)); });
     }
     // Sum of one number over all replicas (loss sums, counts), in host memory.
     double allreduce_sum(double x) const {
@@ -323,6 +329,13 @@ struct Comm {
     }
 
 private:
+    // Runs the sync call f, adding its wall time to *sync_ms.
+    template <class F>
+    void timed(F&& f) const {
+        auto t0 = std::chrono::steady_clock::now();
+        f();
+        *sync_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
     // Reads "<length>:<value>" at pos and moves past it; empty at the end or on damage.
     static std::string next_value(const std::string& s, size_t& pos) {
         size_t colon = s.find(':', pos);
@@ -484,12 +497,22 @@ struct MpiCollectives : Collectives {
     void set_watchdog(const WatchdogSettings& s) override { watchdog.settings = s; }
 };
 
+// Open MPI's non-blocking all-reduce (libnbc) picks, for an in-place call or fewer than 4
+// ranks, a binomial tree: a reduce to rank 0, then a broadcast, each moving the whole buffer
+// ceil(log2 R) times over rank 0's link, 2·ceil(log2 R)·n in all, where a ring moves
+// 2·(R−1)/R·n (the planner's formula, host/cost.h). Over TCP links of 200 Mbit/s the ring cut
+// the gradient sync of 12.6 MiB from 1.13 s to 0.75 s (2 hosts) and from 2.92 s to 2.14 s (4
+// hosts; make bench_comm, docs/replicas.md, "Across hosts"). A setting given to mpirun (-mca or
+// OMPI_MCA_coll_libnbc_iallreduce_algorithm) wins. Other MPIs ignore the variable.
+inline void prefer_ring_allreduce() { setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0); }
+
 inline Comm Comm::init(int* argc, char*** argv) {
     Comm c;
     c.host = host_name();
     // Launchers announce themselves in the environment; without one, stay a single
     // process rather than let MPI try to start a runtime of its own.
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK")) {
+        prefer_ring_allreduce();
         MPI_Init(argc, argv);
         MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
         MPI_Comm_size(MPI_COMM_WORLD, &c.world);

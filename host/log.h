@@ -66,14 +66,15 @@ public:
         fprintf(f_, "%s\n", json_object.c_str());
         fflush(f_);  // a crash loses at most the line being written
     }
-    // flops_per_s: model FLOPs per second of one replica (host/cost.h); mfu: their fraction of
-    // the device's peak, < 0 when no peak was given (then it is left out); extra: more fields,
-    // each after a comma (the noise scale's, host/noise.h)
-    void train(int step, int steps, long long tokens, double loss, float lr, float norm, double ms, double tps,
-               double flops_per_s, double mfu, const std::string& extra = "") {
+    // sync_ms: the part of ms spent in the gradient sync (host/comm.h); flops_per_s: model
+    // FLOPs per second of one replica (host/cost.h); mfu: their fraction of the device's peak,
+    // < 0 when no peak was given (then it is left out); extra: more fields, each after a comma
+    // (the noise scale's, host/noise.h)
+    void train(int step, int steps, long long tokens, double loss, float lr, float norm, double ms, double sync_ms,
+               double tps, double flops_per_s, double mfu, const std::string& extra = "") {
         write(strf("{\"type\":\"train\",\"step\":%d,\"steps\":%d,\"tokens\":%lld,\"loss\":%.6f,\"lr\":%.6e,"
-                   "\"grad_norm\":%.6f,\"ms\":%.3f,\"tokens_per_s\":%.1f,\"flops_per_s\":%.4e%s%s}",
-                   step, steps, tokens, loss, lr, norm, ms, tps, flops_per_s,
+                   "\"grad_norm\":%.6f,\"ms\":%.3f,\"sync_ms\":%.3f,\"tokens_per_s\":%.1f,\"flops_per_s\":%.4e%s%s}",
+                   step, steps, tokens, loss, lr, norm, ms, sync_ms, tps, flops_per_s,
                    mfu >= 0 ? strf(",\"mfu\":%.5f", mfu).c_str() : "", extra.c_str()));
     }
     void val(int step, long long tokens, double val_loss) {

@@ -879,6 +879,7 @@ private:
         auto t0 = std::chrono::steady_clock::now();
         float lr = schedule.at(step - 1);
         StepResult r;
+        *comm.sync_ms = 0;  // the step's gradient sync adds its time (host/comm.h)
         try {
             r = m->train_step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step);
             check_finite_step(r.loss, r.grad_norm, step);  // for a trainer that did not check before its update
@@ -895,8 +896,8 @@ private:
                  format_duration((cfg.steps - step) * ema_ms / 1000.0).c_str()));
         noise.add(r.grad_norm_small, r.grad_norm);
         if (writes)
-            log.train(step, cfg.steps, (long long)step * plan.global_tokens(), r.loss, lr, r.grad_norm, ms, tps,
-                      flops_per_s, mfu(flops_per_s), noise.json_fields());
+            log.train(step, cfg.steps, (long long)step * plan.global_tokens(), r.loss, lr, r.grad_norm, ms,
+                      *comm.sync_ms, tps, flops_per_s, mfu(flops_per_s), noise.json_fields());
     }
 };
 

@@ -57,6 +57,11 @@ suite "PyTorch reference (golden file)" ./test/check_reference test/golden/model
 if command -v mpirun >/dev/null && ldd ./train | grep -q libmpi; then
     suite "replicas (MPI)" bash test/test_replicas.sh
     suite "ZeRO stage 1 in the CPU trainer (MPI)" bash test/test_zero.sh
+    # hosts as network namespaces on this machine (needs root and ip); CI runs as root
+    if why=$(bash test/multihost/test_multihost.sh --can-run); then
+        suite "many hosts: ./train over TCP between network namespaces (invariance, resume, faults)" \
+            bash test/multihost/test_multihost.sh
+    else missing "many hosts (network namespaces)" "$why"; fi
 else
     missing "replicas (MPI)" "./train was built without MPI or mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)"
 fi

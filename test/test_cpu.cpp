@@ -755,7 +755,7 @@ TEST_CASE("the default run trains: loss falls and the log has every field") {
         size_t p = line.find("\"" + key + "\":");
         return p == std::string::npos ? NAN : atof(line.c_str() + p + key.size() + 3);
     };
-    for (const char* key : {"step", "loss", "lr", "grad_norm", "ms", "tokens_per_s", "tokens"})
+    for (const char* key : {"step", "loss", "lr", "grad_norm", "ms", "sync_ms", "tokens_per_s", "tokens"})
         CHECK(std::isfinite(field(train.back(), key)));
     // how far 30 steps get (the bands and how they were chosen: test_util.h)
     const double reached[3] = {field(train.front(), "loss"), field(val[1], "val_loss"), field(val[2], "val_loss")};

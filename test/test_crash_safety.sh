@@ -124,7 +124,7 @@ trajectory() {  # the log's records without their timings, one per line
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if r['type'] != 'config':
-        print({k: v for k, v in r.items() if k not in ('ms', 'tokens_per_s', 'flops_per_s', 'mfu')})" "$1/log.jsonl"
+        print({k: v for k, v in r.items() if k not in ('ms', 'sync_ms', 'tokens_per_s', 'flops_per_s', 'mfu')})" "$1/log.jsonl"
 }
 # Starters: KIND DIR ARGS... starts the run in the background; sets pids (to wait for), out
 # (rank 0's output) and victim (the process the signal goes to, rank 1 where there are two).
