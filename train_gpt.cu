@@ -83,7 +83,7 @@ struct ActivationGrads {
     floatX *dln;        // (B, T, C)
     floatX *datty;      // (B, T, C)
     floatX *dqkv;       // (B, T, 3C)
-    floatX *dfch;       // (B, T, 4C) of GELU's output, then (in place) of its input
+    floatX *dfch;       // (B, T, 4C) of GELU's input (fcproj's backward applies gelu')
 };
 // Working memory of single layers.
 struct Scratch {
@@ -173,6 +173,7 @@ struct GpuTrainer {
     int slots;       // micro-batches whose tokens can be in flight at once: one step's A
     bool recompute;  // --recompute 1
     bool fused_attention;  // --attention: gpu/flash_attention.cuh, else gpu/attention.cuh (cuBLAS)
+    gpu::Epilogues epilogues;  // --epilogues: the backward's GELU and bias gradients (gpu/matmul.cuh)
     bool measure_noise;  // the first micro-batch's gradient norm, for the noise scale (host/noise.h)
     int rank;
     const Comm* replicas;  // with --zero 1, download() gathers the shards from the replicas
@@ -217,6 +218,7 @@ struct GpuTrainer {
     GpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& config, const Comm& comm)
         : cfg(mc), maxB(plan.B), maxT(plan.T), slots(plan.A), recompute(config.recompute),
           fused_attention(uses_fused_attention(config, mc)),
+          epilogues(config.epilogues == "separate" ? gpu::Epilogues::separate : gpu::Epilogues::fused),
           measure_noise(noise_scale_measured(config.noise_ema, plan)), rank(comm.rank), replicas(&comm),
           shard(shard_of(mc, comm.rank, comm.world, config)) {
         if (fused_attention && !gpu::flash_attention_supports(mc.C / mc.NH))
@@ -282,9 +284,11 @@ struct GpuTrainer {
         return config.attention == "fused" ||
                (config.attention == "auto" && gpu::flash_attention_supports(mc.C / mc.NH));
     }
-    // The option whose `auto` this trainer resolves at run time; what it resolved to is written
-    // into every state file, and a resumed run keeps it (host/run.h, adopt_recorded_choices).
-    static std::vector<std::string> run_time_choices() { return {"attention"}; }
+    // The options that choose kernels, and so the rounding of what a step computes: written
+    // into every state file; a resumed run keeps what `auto` resolved to, and says so when an
+    // option given anew changes the arithmetic (host/run.h, adopt_recorded_choices).
+    // --epilogues changes the bits (gpu/matmul.cuh, matmul_backward), so it is recorded too.
+    static std::vector<std::string> run_time_choices() { return {"attention", "epilogues"}; }
     // Resolves --attention auto once memory is planned, with rank 0's choice on every replica.
     // The candidates are the paths whose memory fits at the planned micro-batch (the plan was
     // made with the smaller, fused one); of two, rank 0 times one layer of each at the planned
@@ -419,11 +423,11 @@ struct GpuTrainer {
                                   PRECISION_NAME, PRECISION_NAME));
     }
     // The dry run's table: this step kernel by kernel, predicted for the device (host/cost.h).
-    // The fused classifier, the GELU and bias passes separate, the sync not overlapped.
+    // The fused classifier, the backward's epilogues per --epilogues, the sync not overlapped.
     static std::vector<std::string> kernel_plan(const ModelConfig& mc, const BatchPlan& plan, const Config& config,
                                                 const DeviceSpeed& device) {
         StepOptions o;
-        o.x = sizeof(floatX), o.recompute = config.recompute;
+        o.x = sizeof(floatX), o.recompute = config.recompute, o.epilogues_fused = config.epilogues == "fused";
         std::vector<std::string> rows = kernel_table(mc, plan, device, o);
         if (!rows.empty() && config.attention == "cublas")
             rows.push_back("  (the table counts the fused attention path; --attention cublas runs another)");
@@ -583,7 +587,7 @@ struct GpuTrainer {
         const size_t BT = (size_t)B * T;
         float* work = s.partials;  // column-sum scratch of the bias and LayerNorm gradients
         const floatX* dlogits = a.logits;
-        gpu::matmul_backward(d.dln, g.wte, nullptr, work, dlogits, a.lnf, p.wte, BT, C, Vp);
+        gpu::matmul_backward(d.dln, g.wte, nullptr, work, dlogits, a.lnf, p.wte, BT, C, Vp, nullptr, epilogues);
         const floatX* last = a.residual3 + (cfg.L - 1) * BT * C;  // the output of the last block
         gpu::layernorm_backward_fused(d.dresidual, g.lnfw, g.lnfb, work, d.dln, last, p.lnfw, a.lnf_mean, a.lnf_rstd,
                                       BT, C, false);
@@ -598,22 +602,22 @@ struct GpuTrainer {
             const float* ln2_rstd = a.ln2_rstd + l * BT;   const floatX* fch = a.fch + l * BT * 4 * C;
             floatX* fch_gelu = a.fch_gelu + (recompute ? 0 : l) * BT * 4 * C;
             if (recompute) gpu::gelu_forward(fch_gelu, fch, BT * 4 * C);  // as the forward did: the same bits
-            // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+            // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))); d.dfch is
+            // the gradient of GELU's input fch (fcproj's backward applies gelu'(fch))
             gpu::matmul_backward(d.dfch, g.fcprojw + (size_t)l * C * 4 * C, g.fcprojb + l * C, work, d.dresidual,
-                                 fch_gelu, p.fcprojw + (size_t)l * C * 4 * C, BT, 4 * C, C);
-            gpu::gelu_backward(d.dfch, fch, d.dfch, BT * 4 * C);
+                                 fch_gelu, p.fcprojw + (size_t)l * C * 4 * C, BT, 4 * C, C, fch, epilogues);
             gpu::matmul_backward(d.dln, g.fcw + (size_t)l * 4 * C * C, g.fcb + l * 4 * C, work, d.dfch, ln2,
-                                 p.fcw + (size_t)l * 4 * C * C, BT, C, 4 * C);
+                                 p.fcw + (size_t)l * 4 * C * C, BT, C, 4 * C, nullptr, epilogues);
             // residual2 fed both the skip path and ln2: its gradient is the sum of the two, which
             // the LayerNorm backward adds as it writes (accumulate)
             gpu::layernorm_backward_fused(d.dresidual, g.ln2w + l * C, g.ln2b + l * C, work, d.dln, residual2,
                                           p.ln2w + l * C, ln2_mean, ln2_rstd, BT, C, true);
             // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
             gpu::matmul_backward(d.datty, g.attprojw + (size_t)l * C * C, g.attprojb + l * C, work, d.dresidual, atty,
-                                 p.attprojw + (size_t)l * C * C, BT, C, C);
+                                 p.attprojw + (size_t)l * C * C, BT, C, C, nullptr, epilogues);
             attention_backward(d.dqkv, d.datty, atty, qkv, att_stats, B, T);
             gpu::matmul_backward(d.dln, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + l * 3 * C, work, d.dqkv, ln1,
-                                 p.qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C);
+                                 p.qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C, nullptr, epilogues);
             // the same for the block's input, which fed the skip path and ln1
             gpu::layernorm_backward_fused(d.dresidual, g.ln1w + l * C, g.ln1b + l * C, work, d.dln, residual,
                                           p.ln1w + l * C, ln1_mean, ln1_rstd, BT, C, true);

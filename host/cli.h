@@ -73,6 +73,7 @@ struct Config {
     int tf32 = 0;
     int recompute = 0;           // recompute GELU's output in backward instead of keeping it per layer
     std::string attention = "auto";  // cublas, fused or auto: the GPU trainer resolves auto after planning (host/run.h)
+    std::string epilogues = "fused";  // fused or separate: the backward's GELU and bias gradients (gpu/matmul.cuh)
     std::string nccl_init_file;  // rendezvous file for jobs started without MPI (srun)
 };
 
@@ -147,6 +148,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"tf32", 0, "bool", &c.tf32, "GPU only: TF32 tensor-core matmuls"},
         {"recompute", 0, "bool", &c.recompute, "GPU only: recompute GELU in backward (less memory)"},
         {"attention", 0, "str", &c.attention, "GPU only: cublas, fused or auto (times both, keeps the faster)"},
+        {"epilogues", 0, "str", &c.epilogues, "GPU only: fused (cuBLASLt epilogues in backward) or separate"},
         {"nccl-init-file", 0, "str", &c.nccl_init_file, "GPU only, no MPI: shared file for the NCCL id"},
     };
 }
@@ -269,6 +271,8 @@ inline void validate_config(const Config& c) {
             "--lr-schedule must be 'cosine' or 'constant', got '" + c.lr_schedule + "'");
     require(c.attention == "cublas" || c.attention == "fused" || c.attention == "auto",
             "--attention must be 'cublas', 'fused' or 'auto', got '" + c.attention + "'");
+    require(c.epilogues == "fused" || c.epilogues == "separate",
+            "--epilogues must be 'fused' or 'separate', got '" + c.epilogues + "'");
     require(c.lr >= 0 && c.weight_decay >= 0 && c.grad_clip >= 0, "--lr, --weight-decay and --grad-clip must be >= 0");
     require(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1, "--beta1 and --beta2 must be in [0, 1)");
     require(c.eps > 0, "--eps must be positive");

@@ -2,7 +2,8 @@
 # Do the tests catch real bugs? Puts known bugs into a copy of this working tree, one at a
 # time, rebuilds what the bug touches, runs the cheapest suites that must catch it, and prints
 # a caught/survived table. The twelve of issue 25's audit, the clipping bug in the GPU
-# trainer, a barrier of the fused LayerNorm backward, three in the tensor-core attention and one in the fused classifier. Not part of make test (each bug
+# trainer, a barrier of the fused LayerNorm backward, three in the tensor-core attention, one in
+# the fused classifier and two in the backward's cuBLASLt epilogues. Not part of make test (each bug
 # is a rebuild: some 15 to 20 minutes in all).
 #
 #   test/mutations.sh [NAME...]      all of them, or those whose name contains a NAME
@@ -45,6 +46,8 @@ mutations=(
 "flash forward (tensor cores): the diagonal tile shows row t key t+1|gpu/flash_attention_mma.cuh|s#if (acc_col(n, e) > warp_row + acc_row(e)) s\[n\]\[e\] = -INFINITY;#if (acc_col(n, e) > warp_row + acc_row(e) + 1) s[n][e] = -INFINITY;#|test/test_flash_attention_cpu|./test/test_flash_attention_cpu -tc=*causal*"
 "flash dk/dv (tensor cores): key t+1 counted for query t|gpu/flash_attention_mma.cuh|s#return key > query #return key > query + 1 #|test/test_flash_attention_cpu|./test/test_flash_attention_cpu -tc=*causal*"
 "fused classifier: the running sum not rescaled when the row maximum grows|gpu/crossentropy.cuh|s#(m == -INFINITY ? 0.0f : s \* expf(m - mm))#(m == -INFINITY ? 0.0f : s)#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=*classifier*"
+"fused backward: the DGELU epilogue dropped (no gelu' on fcproj's input gradient)|gpu/matmul.cuh|s#if (gelu_in) di.epilogue = CUBLASLT_EPILOGUE_DGELU, di.aux#if (gelu_in) di.aux#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=matmul*"
+"fused backward: BGRADB's bias gradient overwrites instead of adding|gpu/matmul.cuh|s#if (dbias) sum_partials_add(dbias, scratch, 1, OC);#if (dbias) CUDA_CHECK(cudaMemcpyAsync(dbias, scratch, OC * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=matmul*"
 )
 
 # selected NAME: is the bug NAME among those asked for (all when none named)?

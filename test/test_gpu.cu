@@ -243,17 +243,22 @@ TEST_CASE("matmul forward (bias and GELU fused) and backward match the CPU; TF32
         matmul_backward(dinp.data(), cpu_dw.data(), with_bias ? cpu_dbias.data() : nullptr, dout.data(), inp.data(),
                         w.data(), N, IC, OC);
         DevArray<floatX> d_inp = dev_x(inp), d_w = dev_x(w), d_bias = dev_x(bias), d_dout = dev_x(dout);
-        DevArray<float> d_dw(dw), d_dbias(dbias), scratch((size_t)gpu::row_chunks(N) * OC);
-        DevArray<floatX> d_out(out.size()), d_dinp(dinp.size());
+        DevArray<float> scratch((size_t)gpu::row_chunks(N) * OC);
+        DevArray<floatX> d_out(out.size());
         gpu::matmul_forward(d_out.ptr(), d_inp.ptr(), d_w.ptr(), with_bias ? d_bias.ptr() : nullptr, N, IC, OC);
-        gpu::matmul_backward(d_dinp.ptr(), d_dw.ptr(), with_bias ? d_dbias.ptr() : nullptr, scratch.ptr(), d_dout.ptr(),
-                             d_inp.ptr(), d_w.ptr(), N, IC, OC);
-        // fp32: sums of 72..304 terms in another order. bf16: out and dinp rounded once (3e-3);
-        // the weight and bias gradients are float32 sums of exact bf16 products (1e-5)
+        // fp32: sums of 72..304 terms in another order. bf16: out rounded once (3e-3)
         CHECK(norm_error(d_out.host(), out) <= tol(1e-5, 3e-3));
-        CHECK(norm_error(d_dinp.host(), dinp) <= tol(1e-5, 3e-3));
-        CHECK(norm_error(d_dw.host(), cpu_dw) <= 1e-5);
-        CHECK(norm_error(d_dbias.host(), cpu_dbias) <= 1e-5);
+        for (gpu::Epilogues path : {gpu::Epilogues::fused, gpu::Epilogues::separate}) {
+            CAPTURE(path == gpu::Epilogues::fused);
+            DevArray<floatX> d_dinp(dinp.size());
+            DevArray<float> d_dw(dw), d_dbias(dbias);
+            gpu::matmul_backward(d_dinp.ptr(), d_dw.ptr(), with_bias ? d_dbias.ptr() : nullptr, scratch.ptr(),
+                                 d_dout.ptr(), d_inp.ptr(), d_w.ptr(), N, IC, OC, nullptr, path);
+            // as out; the weight and bias gradients are float32 sums of exact bf16 products (1e-5)
+            CHECK(norm_error(d_dinp.host(), dinp) <= tol(1e-5, 3e-3));
+            CHECK(norm_error(d_dw.host(), cpu_dw) <= 1e-5);
+            CHECK(norm_error(d_dbias.host(), cpu_dbias) <= 1e-5);
+        }
     }
     // GELU applied as the product is written; its input kept for the backward
     Floats pre((size_t)N * OC), act(pre.size());
@@ -301,28 +306,89 @@ TEST_CASE("matmul: products split into row chunks below 2^31 elements equal the 
     struct Result {
         Floats out, pre, dinp, dw, dbias;
     };
-    auto products = [&](size_t max_elements) {
+    auto products = [&](size_t max_elements, gpu::Epilogues path) {
         size_t saved = gpu::ctx.max_matrix_elements;
         gpu::ctx.max_matrix_elements = max_elements;
         DevArray<floatX> out((size_t)N * OC), pre((size_t)N * OC), dinp((size_t)N * IC);
         DevArray<float> d_dw(dw), d_dbias(dbias), scratch((size_t)gpu::row_chunks(N) * OC);
         gpu::matmul_forward(out.ptr(), d_inp.ptr(), d_w.ptr(), d_bias.ptr(), N, IC, OC, pre.ptr());
         gpu::matmul_backward(dinp.ptr(), d_dw.ptr(), d_dbias.ptr(), scratch.ptr(), d_dout.ptr(), d_inp.ptr(),
-                             d_w.ptr(), N, IC, OC);
+                             d_w.ptr(), N, IC, OC, d_inp.ptr(), path);  // inp standing for GELU's input
         Result r{to_float(out.host()), to_float(pre.host()), to_float(dinp.host()), d_dw.host(), d_dbias.host()};
         gpu::ctx.max_matrix_elements = saved;
         return r;
     };
     REQUIRE(gpu::product_rows(N, IC, OC) == N);
-    Result whole = products(limit), split = products(40 * OC);  // chunks of 40, 40, 40 and 30 rows
-    // Other shapes may get other cuBLAS kernels, which sum in another order: fp32 1e-6 (a few
-    // ulps); bf16 outputs are rounded once after the sum, where an ulp of float32 can flip the
-    // rounding of an element (2^-8 of it): 4e-3. dw sums its chunks in float32: 1e-6
-    CHECK(norm_error(split.out, whole.out) <= tol(1e-6, 4e-3));
-    CHECK(norm_error(split.pre, whole.pre) <= tol(1e-6, 4e-3));
-    CHECK(norm_error(split.dinp, whole.dinp) <= tol(1e-6, 4e-3));
-    CHECK(norm_error(split.dw, whole.dw) <= 1e-6);
-    CHECK(split.dbias == whole.dbias);  // the bias gradient is not a cuBLAS product: not split
+    for (gpu::Epilogues path : {gpu::Epilogues::fused, gpu::Epilogues::separate}) {
+        const bool fused = path == gpu::Epilogues::fused;
+        CAPTURE(fused);
+        // chunks of 40, 40, 40 and 30 rows; the backward applies GELU's gradient (DGELU when fused)
+        Result whole = products(limit, path), split = products(40 * OC, path);
+        // Other shapes may get other cuBLAS kernels, which sum in another order: fp32 1e-6 (a few
+        // ulps); bf16 outputs are rounded once after the sum, where an ulp of float32 can flip the
+        // rounding of an element (2^-8 of it): 4e-3. dw sums its chunks in float32: 1e-6
+        CHECK(norm_error(split.out, whole.out) <= tol(1e-6, 4e-3));
+        CHECK(norm_error(split.pre, whole.pre) <= tol(1e-6, 4e-3));
+        CHECK(norm_error(split.dinp, whole.dinp) <= tol(1e-6, 4e-3));
+        CHECK(norm_error(split.dw, whole.dw) <= 1e-6);
+        if (fused)  // the BGRADB epilogue sums each chunk, then the chunks are added: float32, 1e-6
+            CHECK(norm_error(split.dbias, whole.dbias) <= 1e-6);
+        else  // the bias kernel reads all N rows at once whatever the chunks: not split
+            CHECK(split.dbias == whole.dbias);
+    }
+}
+
+// --epilogues fused against separate, and both against the CPU layers (train.cpp), on the
+// MLP's fcproj: dinp = (dout·w) ⊙ gelu'(pre), the GELU's input pre as the forward keeps it, and
+// dw, dbias accumulated (+=) over two micro-batches, the second split into row chunks, so
+// that the bias gradient the epilogue overwrites is seen to add to what was there.
+TEST_CASE("matmul backward: cuBLASLt's DGELU and BGRADB epilogues equal the separate kernels") {
+    const int N = 150, IC = 96, OC = 40;  // IC: the GELU's width, a multiple of 8 (the aux's ld)
+    Rng rng(12);
+    Floats pre = rounded(random_floats((size_t)N * IC, rng, 3.0)), inp((size_t)N * IC);
+    gelu_forward(inp.data(), pre.data(), inp.size());
+    inp = rounded(inp);  // fcproj's input: GELU's output, as the forward stored it
+    Floats w = rounded(random_floats((size_t)OC * IC, rng, 0.1)), dout = rounded(random_floats((size_t)N * OC, rng));
+    Floats dw = random_floats(w.size(), rng), dbias = random_floats(OC, rng);
+    // the CPU layers: train.cpp's matmul_backward, then its gelu_backward; twice for the gradients
+    Floats dgelu((size_t)N * IC), dinp((size_t)N * IC), cpu_dw = dw, cpu_dbias = dbias;
+    for (int micro = 0; micro < 2; micro++)
+        matmul_backward(dgelu.data(), cpu_dw.data(), cpu_dbias.data(), dout.data(), inp.data(), w.data(), N, IC, OC);
+    gelu_backward(dinp.data(), pre.data(), dgelu.data(), dinp.size());
+    DevArray<floatX> d_pre = dev_x(pre), d_inp = dev_x(inp), d_w = dev_x(w), d_dout = dev_x(dout);
+    DevArray<float> scratch((size_t)gpu::row_chunks(N) * OC);
+    struct Result {
+        Floats dinp, dw, dbias;
+    };
+    auto backward = [&](gpu::Epilogues path) {
+        DevArray<floatX> d_dinp((size_t)N * IC);
+        DevArray<float> d_dw(dw), d_dbias(dbias);
+        gpu::matmul_backward(d_dinp.ptr(), d_dw.ptr(), d_dbias.ptr(), scratch.ptr(), d_dout.ptr(), d_inp.ptr(),
+                             d_w.ptr(), N, IC, OC, d_pre.ptr(), path);
+        size_t saved = gpu::ctx.max_matrix_elements;
+        gpu::ctx.max_matrix_elements = 64 * IC;  // chunks of 64, 64 and 22 rows
+        gpu::matmul_backward(d_dinp.ptr(), d_dw.ptr(), d_dbias.ptr(), scratch.ptr(), d_dout.ptr(), d_inp.ptr(),
+                             d_w.ptr(), N, IC, OC, d_pre.ptr(), path);
+        gpu::ctx.max_matrix_elements = saved;
+        return Result{to_float(d_dinp.host()), d_dw.host(), d_dbias.host()};
+    };
+    Result fused = backward(gpu::Epilogues::fused), separate = backward(gpu::Epilogues::separate);
+    // Against the CPU: fp32, sums of 40..300 terms in another order and tanhf's last ulp (1e-5).
+    // bf16: dinp rounded once by the epilogue, twice by the separate path (product, then
+    // gradient): 3e-3 and 5e-3; dw and dbias are float32 sums of exact products (1e-5)
+    CHECK(norm_error(fused.dinp, dinp) <= tol(1e-5, 3e-3));
+    CHECK(norm_error(separate.dinp, dinp) <= tol(1e-5, 5e-3));
+    for (const Result* r : {&fused, &separate}) {
+        CHECK(norm_error(r->dw, cpu_dw) <= 1e-5);
+        CHECK(norm_error(r->dbias, cpu_dbias) <= 1e-5);
+    }
+    // Fused against separate: fp32, the same float32 operations up to summation order (1e-6);
+    // bf16, the separate path's extra rounding of the product (2^-9 relative rms: 5e-3).
+    // The weight gradient is the same product on both paths; the bias gradient sums the same
+    // floatX values in another order (1e-6)
+    CHECK(norm_error(fused.dinp, separate.dinp) <= tol(1e-6, 5e-3));
+    CHECK(norm_error(fused.dw, separate.dw) <= 1e-6);
+    CHECK(norm_error(fused.dbias, separate.dbias) <= 1e-6);
 }
 
 TEST_CASE("attention forward and backward match the CPU; the backward recomputes the forward's probabilities") {
@@ -632,7 +698,9 @@ TEST_CASE("whole model: logits, loss, gradients and 10 AdamW steps match PyTorch
     Config config;  // both attention paths, each against the golden file
     SUBCASE("fused attention") { config.attention = "fused"; }
     SUBCASE("cuBLAS attention") { config.attention = "cublas"; }
+    SUBCASE("separate epilogues") { config.epilogues = "separate"; }  // the backward's kernels, not cuBLASLt's
     CAPTURE(config.attention);
+    CAPTURE(config.epilogues);
     GpuTrainer m(mc, plan, config, single);
     load_model_params("test/golden/model_tiny.bin", mc, m.params());
     m.upload();
@@ -778,10 +846,12 @@ TEST_CASE("10 optimizer steps agree with the CPU trainer: losses, norms, paramet
 TEST_CASE("off 256-byte boundaries (C=40, B·T odd), with and without --recompute, steps agree with the CPU") {
     ModelConfig c = tiny_config();
     c.C = 40;  // 80 bytes a row in bf16, 160 in fp32
-    for (int recompute : {0, 1}) {
+    // the backward's products on cuBLASLt (default) with and without --recompute, and on cublasGemmEx
+    for (auto [recompute, epilogues] : {std::pair{0, "fused"}, {1, "fused"}, {0, "separate"}}) {
         CAPTURE(recompute);
+        CAPTURE(epilogues);
         Config config;
-        config.recompute = recompute;
+        config.recompute = recompute, config.epilogues = epilogues;
         Outcome gpu = run_steps<GpuTrainer>(1, 8, 2, 0.5f, c, 7, config), cpu = run_steps<CpuTrainer>(1, 8, 2, 0.5f, c, 7, config);
         CHECK(norm_error(gpu.losses, cpu.losses) <= tol(1e-5, GOLDEN_BF16.loss));
         CHECK(norm_error(gpu.norms, cpu.norms) <= tol(1e-5, GOLDEN_BF16.grads));
@@ -1091,27 +1161,28 @@ TEST_CASE("train_gpt: a resume keeps the attention path auto chose, though a new
         std::string a = temp_dir(), b = temp_dir(), c = temp_dir(), out;
         REQUIRE(run_command(pick(first) + TRAIN_GPT + " " + args + "-o " + a, &out) == 0);
         const std::string chosen = recorded(a + "/state_00000004.bin");
+        const std::string path = chosen.substr(10, chosen.find(';') - 10);  // "attention=PATH;epilogues=..."
         CHECK(recorded(a + "/state_00000008.bin") == chosen);
         if (CPU_RUNTIME) {
             CHECK(out.find(strf("per layer (forward and backward, B=4 T=16)")) != std::string::npos);  // it timed
-            CHECK(chosen == std::string("attention=") + first);
+            CHECK(chosen == std::string("attention=") + first + ";epilogues=fused");  // --epilogues' default
         }
         // the resumed run would pick the other path: it keeps the recorded one, and says so
         REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + b) == 0);
         REQUIRE(run_command(pick(other) + TRAIN_GPT + " " + args + "--resume 1 -o " + b, &out) == 0);
-        CHECK(out.find("--attention auto: " + chosen.substr(10) + ", as recorded in '" + b + "/state_00000004.bin'") !=
+        CHECK(out.find("--attention auto: " + path + ", as recorded in '" + b + "/state_00000004.bin'") !=
               std::string::npos);
         CHECK(out.find("per layer (forward and backward") == std::string::npos);  // nothing timed
         CHECK(read_bytes(a + "/model_00000008.bin") == read_bytes(b + "/model_00000008.bin"));
         CHECK(read_bytes(a + "/state_00000008.bin") == read_bytes(b + "/state_00000008.bin"));
         // the other path, named by the user, is taken: a note, and other bits (so the equality
         // above is the recorded choice at work, not two paths that happen to agree)
-        const std::string named = chosen == "attention=fused" ? "cublas" : "fused";
+        const std::string named = path == "fused" ? "cublas" : "fused";
         REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + c) == 0);
         REQUIRE(run_command(TRAIN_GPT + " " + args + "--resume 1 --attention " + named + " -o " + c, &out) == 0);
         CHECK(out.find("--attention " + named + " changes the arithmetic from there") != std::string::npos);
         CHECK(read_bytes(a + "/model_00000008.bin") != read_bytes(c + "/model_00000008.bin"));
-        CHECK(recorded(c + "/state_00000008.bin") == "attention=" + named);
+        CHECK(recorded(c + "/state_00000008.bin") == "attention=" + named + ";epilogues=fused");
         run_command("rm -rf " + a + " " + b + " " + c);
     }
 }
@@ -1257,6 +1328,31 @@ TEST_CASE("train_gpt: --attention takes cublas, fused or auto; fused refuses a h
     CHECK(run_command(TRAIN_GPT + " " + hs10 + "-n 2 --attention auto", &out) == 0);
     CHECK(out.find("attention: cublas (the fused path supports head sizes that are multiples of 16 up to 128, "
                    "the model's is 10)") != std::string::npos);
+}
+
+// --epilogues changes the rounding of the backward (gpu/matmul.cuh), so it is part of the
+// run's state: recorded, and a resume given the other path says so and computes other bits.
+TEST_CASE("train_gpt: --epilogues takes fused or separate; it is recorded, and a resume on the other says so") {
+    std::string out;
+    CHECK(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 1 -o '' --epilogues gemm", &out) == 2);
+    CHECK(out.find("--epilogues must be 'fused' or 'separate', got 'gemm'") != std::string::npos);
+    CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+    const std::string args = TINY_ARGS + "-n 4 --ckpt-every 2 --attention fused ";
+    std::string a = temp_dir(), b = temp_dir();
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "--epilogues separate -o " + a, &out) == 0);
+    std::vector<char> state = read_bytes(a + "/state_00000002.bin");
+    REQUIRE(state.size() > 4 * 160);
+    int length;
+    memcpy(&length, state.data() + 4 * 24, 4);
+    REQUIRE(length >= 0);
+    REQUIRE(length <= 512);
+    CHECK(std::string(state.data() + 4 * 32, length) == "attention=fused;epilogues=separate");
+    REQUIRE(run_command("cp " + a + "/model_00000002.bin " + a + "/state_00000002.bin " + b) == 0);
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "--resume 1 -o " + b, &out) == 0);  // the default: fused
+    CHECK(out.find("computed with --epilogues separate until step 2; --epilogues fused changes the arithmetic") !=
+          std::string::npos);
+    CHECK(read_bytes(a + "/model_00000004.bin") != read_bytes(b + "/model_00000004.bin"));
+    run_command("rm -rf " + a + " " + b);
 }
 
 TEST_CASE("train_gpt: a small run trains, and bad input gives one clear error line") {
