@@ -57,6 +57,7 @@ suite "PyTorch reference (golden file)" ./test/check_reference test/golden/model
 if command -v mpirun >/dev/null && ldd ./train | grep -q libmpi; then
     suite "replicas (MPI)" bash test/test_replicas.sh
     suite "ZeRO stage 1 in the CPU trainer (MPI)" bash test/test_zero.sh
+    suite "gradient sync overlapped with the backward vs at the end (MPI; CPU runtime's NCCL)" bash test/test_grad_sync.sh
 else
     missing "replicas (MPI)" "./train was built without MPI or mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)"
 fi
