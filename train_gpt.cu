@@ -44,6 +44,7 @@
 #include "gpu/matmul.cuh"
 #include "gpu/replicas.cuh"
 #include "gpu/residual.cuh"
+#include "host/gradsync.h"
 #include "host/run.h"
 
 namespace gpu {
@@ -179,6 +180,7 @@ struct GpuTrainer {
     // --zero 1: the parameters this replica updates; the buffers of every parameter are padded to
     // shard.padded, those of the shard hold shard.size (without ZeRO, both are num_params)
     Shard shard;
+    GradSync grad_sync;  // --grad-sync: the communication helper the step hands the last backward
     // host copies of every parameter: where run.h initialises, loads and saves
     std::vector<float> host_params, host_m, host_v;
     // device buffers, each one allocation
@@ -218,7 +220,8 @@ struct GpuTrainer {
         : cfg(mc), maxB(plan.B), maxT(plan.T), slots(plan.A), recompute(config.recompute),
           fused_attention(uses_fused_attention(config, mc)),
           measure_noise(noise_scale_measured(config.noise_ema, plan)), rank(comm.rank), replicas(&comm),
-          shard(shard_of(mc, comm.rank, comm.world, config)) {
+          shard(shard_of(mc, comm.rank, comm.world, config)),
+          grad_sync(mc, config.grad_sync == "overlap", config.grad_sync_dtype == "bf16", config.grad_bucket, shard) {
         if (fused_attention && !gpu::flash_attention_supports(mc.C / mc.NH))
             throw Error(strf("--attention fused does not support the head size %d (C/NH)", mc.C / mc.NH));
         if (mc.C % gpu::pack_size<floatX>() != 0)
@@ -566,8 +569,9 @@ struct GpuTrainer {
     }
 
     // Backward from the logits' gradient (written by cross_entropy) to the parameter
-    // gradients (+=).
-    void backward(int B, int T) {
+    // gradients (+=). With `sync` (the last micro-batch of a step with --grad-sync overlap) it
+    // is told when each block's gradients are final.
+    void backward(int B, int T, GradSync* sync = nullptr) {
         const int C = cfg.C, NH = cfg.NH, Vp = cfg.Vp;
         const size_t BT = (size_t)B * T;
         float* work = s.partials;  // column-sum scratch of the bias and LayerNorm gradients
@@ -606,14 +610,17 @@ struct GpuTrainer {
             // the same for the block's input, which fed the skip path and ln1
             gpu::layernorm_backward_fused(d.dresidual, g.ln1w + l * C, g.ln1b + l * C, work, d.dln, residual,
                                           p.ln1w + l * C, ln1_mean, ln1_rstd, BT, C, true);
+            if (sync) sync->block_done(l);  // block l's parameter gradients are final: their sum may start
         }
         gpu::encoder_backward(g.wte, g.wpe, d.dresidual, groups, B, T, C);
     }
 
     // ZeRO stage 1's two collectives, as train.cpp names them; without ZeRO the all-reduce
     // and nothing. The gradient sync: the sum over the replicas, of this replica's shard only
-    // with ZeRO (a reduce-scatter).
+    // with ZeRO (a reduce-scatter). With --grad-sync overlap the buckets the last backward
+    // started, the rest, and the wait for them (host/gradsync.h).
     void sync_gradients(const Comm& comm) {
+        if (grad_sync.finish(grads_buf.ptr, comm)) return;
         if (sharded()) comm.reduce_scatter_sum(grads_buf.ptr, shard.padded);
         else comm.allreduce_sum(grads_buf.ptr, shard.padded);
     }
@@ -640,7 +647,7 @@ struct GpuTrainer {
             upload_tokens(inputs.data(), targets.data(), B, T, i);
             forward(B, T);
             cross_entropy(B, T, true, 1.0f / (float)plan.global_tokens());
-            backward(B, T);
+            backward(B, T, grad_sync.hook(i, plan.A, measure_noise, grads_buf.ptr, comm));  // overlap: the last one
             if (i == 0 && measure_noise) first_micro_batch_norm_squared();
         }
 

@@ -45,6 +45,7 @@ mutations=(
 "flash forward (tensor cores): the diagonal tile shows row t key t+1|gpu/flash_attention_mma.cuh|s#if (acc_col(n, e) > warp_row + acc_row(e)) s\[n\]\[e\] = -INFINITY;#if (acc_col(n, e) > warp_row + acc_row(e) + 1) s[n][e] = -INFINITY;#|test/test_flash_attention_cpu|./test/test_flash_attention_cpu -tc=*causal*"
 "flash dk/dv (tensor cores): key t+1 counted for query t|gpu/flash_attention_mma.cuh|s#return key > query #return key > query + 1 #|test/test_flash_attention_cpu|./test/test_flash_attention_cpu -tc=*causal*"
 "gradient bucket started before its block's backward is done (train)|train.cpp|/if (sync) sync->block_done(l);/d; s#^        // d.dresidual holds ∂loss/∂(output of block l)\$#&\n        if (sync) sync->block_done(l);#|train|bash test/test_grad_sync.sh"
+"gradient bucket started before its block's backward is done (train_gpt)|train_gpt.cu|/if (sync) sync->block_done(l);/d; s#^            // d.dresidual holds ∂loss/∂(output of block l)\$#&\n            if (sync) sync->block_done(l);#|train_gpt_cpu|bash test/test_grad_sync.sh"
 )
 
 # selected NAME: is the bug NAME among those asked for (all when none named)?

@@ -60,5 +60,16 @@ else
     skip "the CPU trainer's overlap" "./train without MPI, or no mpirun"
 fi
 
+if [ ! -x ./train_gpt_cpu ]; then
+    skip "the GPU trainer's overlap" "./train_gpt_cpu is not built (make train_gpt_cpu)"
+elif ! ldd ./train_gpt_cpu | grep -q libmpi || ! command -v mpirun >/dev/null; then
+    skip "the GPU trainer's overlap" "./train_gpt_cpu without MPI, or no mpirun"
+else
+    check ./train_gpt_cpu 2 0 0
+    check ./train_gpt_cpu 4 0 0
+    check ./train_gpt_cpu 2 1 0
+    check ./train_gpt_cpu 4 1 0
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
