@@ -287,7 +287,10 @@ struct GpuTrainer {
     }
     // The option whose `auto` this trainer resolves at run time; what it resolved to is written
     // into every state file, and a resumed run keeps it (host/run.h, adopt_recorded_choices).
-    static std::vector<std::string> run_time_choices() { return {"attention"}; }
+    // And the type of the gradient sync, which changes the arithmetic in bf16 (rounded sums),
+    // not in fp32: recorded too, so that a resume with another says so (a note, not a refusal:
+    // a run may switch on purpose, as with a named --attention).
+    static std::vector<std::string> run_time_choices() { return {"attention", "grad-sync-dtype"}; }
     // Resolves --attention auto once memory is planned, with rank 0's choice on every replica.
     // The candidates are the paths whose memory fits at the planned micro-batch (the plan was
     // made with the smaller, fused one); of two, rank 0 times one layer of each at the planned

@@ -995,7 +995,7 @@ TEST_CASE("train_gpt: 2N steps equal N steps + resume + N steps, bit for bit, sa
 TEST_CASE("train_gpt: a resume keeps the attention path auto chose, though a new timing picks the other") {
     const std::string args = TINY_ARGS + "-n 8 --ckpt-every 4 ";
     auto pick = [](const char* path) { return strf("CPU_CUDA_ATTENTION_PICK=%s ", path); };
-    // the choice recorded in a state file: the text at int32 [32], [24] bytes long
+    // the attention choice recorded in a state file: the text at int32 [32], [24] bytes long
     auto recorded = [](const std::string& state) {
         std::vector<char> bytes = read_bytes(state);
         REQUIRE(bytes.size() > 1024);
@@ -1003,7 +1003,9 @@ TEST_CASE("train_gpt: a resume keeps the attention path auto chose, though a new
         memcpy(&length, bytes.data() + 4 * 24, 4);
         REQUIRE(length >= 0);
         REQUIRE(length <= 512);
-        return std::string(bytes.data() + 4 * 32, length);
+        RunChoices choices;  // its attention entry (the other entries are other options')
+        REQUIRE(RunChoices::parse(std::string(bytes.data() + 4 * 32, length), choices));
+        return "attention=" + choices.get("attention");
     };
     for (const char* first : {"fused", "cublas"}) {
         const char* other = std::string(first) == "fused" ? "cublas" : "fused";

@@ -69,6 +69,21 @@ else
     check ./train_gpt_cpu 4 0 0
     check ./train_gpt_cpu 2 1 0
     check ./train_gpt_cpu 4 1 0
+    # bf16 changes the arithmetic, so the state file records it (int32 [24] bytes of text at
+    # [32]), and a resume with another type says so; the bf16 run differs from fp32 (a sync
+    # that silently stayed fp32 would not)
+    name="train_gpt_cpu --grad-sync-dtype bf16: recorded in the state file, a resume with fp32 says it changes"
+    recorded() { python3 -c "import struct, sys; b = open(sys.argv[1], 'rb').read(); n = struct.unpack_from('i', b, 96)[0]
+print(b[128:128 + n].decode())" "$1"; }
+    if run "$work/bf16" 2 ./train_gpt_cpu --grad-sync-dtype bf16 --ckpt-every 5 &&
+       [[ "$(recorded "$work/bf16/state_00000005.bin")" == *"grad-sync-dtype=bf16"* ]] &&
+       ! python3 test/compare_runs.py --tol 0 "$work/train_gpt_cpu20.end" "$work/bf16" $STEPS &&
+       mkdir -p "$work/resumed" && cp "$work/bf16/model_00000005.bin" "$work/bf16/state_00000005.bin" "$work/resumed/" &&
+       run "$work/resumed" 2 ./train_gpt_cpu --resume 1 &&
+       grep -q "computed with --grad-sync-dtype bf16 until step 5; --grad-sync-dtype fp32 changes the arithmetic" \
+           "$work/resumed.out" &&
+       [[ "$(recorded "$work/resumed/state_00000010.bin")" == *"grad-sync-dtype=fp32"* ]]; then pass "$name"
+    else fail "$name"; fi
 fi
 
 echo "$passed passed, $failed failed"
