@@ -276,6 +276,11 @@ struct GpuTrainer {
                                                                         uses_fused_attention(config, mc))},
                           {"tokens and sums", (double)(gpu::token_ints(B, T) * sizeof(int) +
                                                        SUMS * sizeof(double))}});
+        if (config.grad_sync_dtype == "bf16" && R > 1) {  // NCCL's side of the sync: the largest bucket in bf16
+            size_t largest = 0;
+            for (const GradBucket& b : gradient_buckets(mc, config.grad_bucket)) largest = std::max(largest, b.floats);
+            use.parts.push_back({"bf16 gradient sync buffer", (double)largest * sizeof(__nv_bfloat16)});
+        }
         return use;
     }
     // --attention: "fused" or "cublas" as given, recorded or resolved by choose_kernels; "auto"
