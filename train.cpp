@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "host/gradsync.h"
 #include "host/run.h"
 
 #ifdef _OPENMP
@@ -468,8 +469,10 @@ float gpt2_loss(GPT2& m, const int* targets, int B, int T) {
 }
 
 // Backward of gpt2_forward + gpt2_loss, with each position's loss scaled by loss_scale
-// (1/(B·T·A·R) in training). Adds (+=) into m.grads.
-void gpt2_backward(GPT2& m, const int* inputs, const int* targets, int B, int T, float loss_scale) {
+// (1/(B·T·A·R) in training). Adds (+=) into m.grads. With `sync` (the last micro-batch of a
+// step with --grad-sync overlap) it is told when each block's gradients are final.
+void gpt2_backward(GPT2& m, const int* inputs, const int* targets, int B, int T, float loss_scale,
+                   GradSync* sync = nullptr) {
     const ModelConfig& c = m.cfg;
     const int C = c.C, NH = c.NH, Vp = c.Vp;
     const size_t BT = (size_t)B * T;
@@ -509,6 +512,7 @@ void gpt2_backward(GPT2& m, const int* inputs, const int* targets, int B, int T,
         layernorm_backward(d.dx, g.ln1w + l * C, g.ln1b + l * C, d.dln, residual, p.ln1w + l * C, ln1_mean,
                            ln1_rstd, BT, C);
         for (size_t i = 0; i < BT * C; i++) d.dresidual[i] += d.dx[i];  // same for the block's input
+        if (sync) sync->block_done(l);  // block l's parameter gradients are final: their sum may start
     }
     encoder_backward(g.wte, g.wpe, d.dresidual, inputs, B, T, C);
 }
@@ -569,8 +573,10 @@ float global_norm(const float* g, size_t n) { return (float)std::sqrt(global_nor
 
 // ZeRO stage 1's helpers for train_step(); without ZeRO (the shard is the whole buffer)
 // they are the all-reduce, the norm of the whole buffer, and nothing.
-// The gradient sync: the sum over the replicas, of this replica's shard only with ZeRO.
-void sync_gradients(GPT2& m, const Comm& comm) {
+// The gradient sync: the sum over the replicas, of this replica's shard only with ZeRO. With
+// --grad-sync overlap the buckets the last backward started, the rest, and the wait for them.
+void sync_gradients(GPT2& m, GradSync& sync, const Comm& comm) {
+    if (sync.finish(m.grads.data(), comm)) return;
     if (m.shard.size == m.grads.size()) comm.allreduce_sum(m.grads.data(), m.grads.size());
     else comm.reduce_scatter_sum(m.grads.data(), m.grads.size());
 }
@@ -596,8 +602,9 @@ double first_micro_batch_norm_squared(const GPT2& m, const BatchPlan& plan) {
 // measure_noise: also the squared norm of the first micro-batch's gradient, for the noise
 // scale (host/noise.h); one more pass over the gradient buffer.
 StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt,
-                      float lr, float grad_clip, int t, bool measure_noise = false) {
+                      float lr, float grad_clip, int t, bool measure_noise = false, GradSync* grad_sync = nullptr) {
     const int B = plan.B, T = plan.T;
+    GradSync at_end, &sync = grad_sync ? *grad_sync : at_end;  // without one: --grad-sync end
     // 1. zero the parameter gradients: they accumulate over the micro-batches below
     std::fill(m.grads.begin(), m.grads.end(), 0.0f);
 
@@ -608,14 +615,15 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
         loader.micro_batch(a, m.inputs.data(), m.targets.data());
         gpt2_forward(m, m.inputs.data(), B, T);
         loss_sum += gpt2_loss(m, m.targets.data(), B, T);
-        gpt2_backward(m, m.inputs.data(), m.targets.data(), B, T, 1.0f / (float)plan.global_tokens());
+        gpt2_backward(m, m.inputs.data(), m.targets.data(), B, T, 1.0f / (float)plan.global_tokens(),
+                      sync.hook(a, plan.A, measure_noise, m.grads.data(), comm));  // overlap: the last one
         if (a == 0 && measure_noise) small_sq = first_micro_batch_norm_squared(m, plan);
     }
 
     // 3. gradient sync, once per step: sum over replicas = mean over the global batch (with
     //    --zero 1 a reduce-scatter: each replica receives its shard); the loss and |G_small|²
     //    averaged over replicas in one scalar all-reduce
-    sync_gradients(m, comm);
+    sync_gradients(m, sync, comm);
     double means[2] = {loss_sum / plan.A, small_sq};  // the loss and |G_small|²
     comm.step_means(means);                            // (and whether to stop after this step)
     float loss = (float)means[0];
@@ -640,12 +648,14 @@ struct CpuTrainer {
     GPT2 m;
     bool measure_noise;
     const Comm& comm;
+    GradSync grad_sync;  // --grad-sync: the communication helper the step hands the last backward
     // With ZeRO, AdamW's moments of every parameter, for the checkpoint files only: filled by
     // load_state() before upload() or by download() before a save, freed by the next step.
     std::vector<float> file_m, file_v;
     CpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& cfg, const Comm& comm)
         : measure_noise(noise_scale_measured(cfg.noise_ema, plan)), comm(comm) {
         gpt2_build(m, mc, plan.B, plan.T, Shard::of(mc.num_params(), comm.rank, comm.world, cfg.zero && comm.world > 1));
+        grad_sync = GradSync(mc, cfg.grad_sync == "overlap", false, cfg.grad_bucket, m.shard);
     }
     bool sharded() const { return m.shard.size != m.params.size(); }
     static Comm connect(int* argc, char*** argv) {
@@ -727,7 +737,7 @@ struct CpuTrainer {
     StepResult train_step(DataLoader& data, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt, float lr,
                           float grad_clip, int t) {
         free_file_moments();  // (a checkpoint's copy)
-        return ::train_step(m, data, plan, comm, opt, lr, grad_clip, t, measure_noise);
+        return ::train_step(m, data, plan, comm, opt, lr, grad_clip, t, measure_noise, &grad_sync);
     }
     // Forward only: the B·T per-position losses (validation and HellaSwag, host/eval.h).
     const float* token_losses(const int* inputs, const int* targets, int B, int T) {

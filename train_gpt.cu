@@ -44,6 +44,7 @@
 #include "gpu/matmul.cuh"
 #include "gpu/replicas.cuh"
 #include "gpu/residual.cuh"
+#include "host/gradsync.h"
 #include "host/run.h"
 
 namespace gpu {
@@ -180,6 +181,7 @@ struct GpuTrainer {
     // --zero 1: the parameters this replica updates; the buffers of every parameter are padded to
     // shard.padded, those of the shard hold shard.size (without ZeRO, both are num_params)
     Shard shard;
+    GradSync grad_sync;  // --grad-sync: the communication helper the step hands the last backward
     // host copies of every parameter: where run.h initialises, loads and saves
     std::vector<float> host_params, host_m, host_v;
     // device buffers, each one allocation
@@ -220,7 +222,8 @@ struct GpuTrainer {
           fused_attention(uses_fused_attention(config, mc)),
           epilogues(config.epilogues == "separate" ? gpu::Epilogues::separate : gpu::Epilogues::fused),
           measure_noise(noise_scale_measured(config.noise_ema, plan)), rank(comm.rank), replicas(&comm),
-          shard(shard_of(mc, comm.rank, comm.world, config)) {
+          shard(shard_of(mc, comm.rank, comm.world, config)),
+          grad_sync(mc, config.grad_sync == "overlap", config.grad_sync_dtype == "bf16", config.grad_bucket, shard) {
         if (fused_attention && !gpu::flash_attention_supports(mc.C / mc.NH))
             throw Error(strf("--attention fused does not support the head size %d (C/NH)", mc.C / mc.NH));
         if (mc.C % gpu::pack_size<floatX>() != 0)
@@ -275,6 +278,11 @@ struct GpuTrainer {
                                                                         uses_fused_attention(config, mc))},
                           {"tokens and sums", (double)(gpu::token_ints(B, T) * sizeof(int) +
                                                        SUMS * sizeof(double))}});
+        if (config.grad_sync_dtype == "bf16" && R > 1) {  // NCCL's side of the sync: the largest bucket in bf16
+            size_t largest = 0;
+            for (const GradBucket& b : gradient_buckets(mc, config.grad_bucket)) largest = std::max(largest, b.floats);
+            use.parts.push_back({"bf16 gradient sync buffer", (double)largest * sizeof(__nv_bfloat16)});
+        }
         return use;
     }
     // --attention: "fused" or "cublas" as given, recorded or resolved by choose_kernels; "auto"
@@ -284,11 +292,12 @@ struct GpuTrainer {
         return config.attention == "fused" ||
                (config.attention == "auto" && gpu::flash_attention_supports(mc.C / mc.NH));
     }
-    // The options that choose kernels, and so the rounding of what a step computes: written
-    // into every state file; a resumed run keeps what `auto` resolved to, and says so when an
-    // option given anew changes the arithmetic (host/run.h, adopt_recorded_choices).
-    // --epilogues changes the bits (gpu/matmul.cuh, matmul_backward), so it is recorded too.
-    static std::vector<std::string> run_time_choices() { return {"attention", "epilogues"}; }
+    // The options that choose kernels or the sums' type, and so the rounding of what a step
+    // computes: written into every state file; a resumed run keeps what `auto` resolved to, and
+    // says so when an option given anew changes the arithmetic (host/run.h,
+    // adopt_recorded_choices). --epilogues changes the bits (gpu/matmul.cuh, matmul_backward);
+    // so does --grad-sync-dtype bf16 (rounded sums), not fp32.
+    static std::vector<std::string> run_time_choices() { return {"attention", "epilogues", "grad-sync-dtype"}; }
     // Resolves --attention auto once memory is planned, with rank 0's choice on every replica.
     // The candidates are the paths whose memory fits at the planned micro-batch (the plan was
     // made with the smaller, fused one); of two, rank 0 times one layer of each at the planned
@@ -581,8 +590,9 @@ struct GpuTrainer {
     }
 
     // Backward from the logits' gradient (written by cross_entropy) to the parameter
-    // gradients (+=).
-    void backward(int B, int T) {
+    // gradients (+=). With `sync` (the last micro-batch of a step with --grad-sync overlap) it
+    // is told when each block's gradients are final.
+    void backward(int B, int T, GradSync* sync = nullptr) {
         const int C = cfg.C, NH = cfg.NH, Vp = cfg.Vp;
         const size_t BT = (size_t)B * T;
         float* work = s.partials;  // column-sum scratch of the bias and LayerNorm gradients
@@ -621,14 +631,17 @@ struct GpuTrainer {
             // the same for the block's input, which fed the skip path and ln1
             gpu::layernorm_backward_fused(d.dresidual, g.ln1w + l * C, g.ln1b + l * C, work, d.dln, residual,
                                           p.ln1w + l * C, ln1_mean, ln1_rstd, BT, C, true);
+            if (sync) sync->block_done(l);  // block l's parameter gradients are final: their sum may start
         }
         gpu::encoder_backward(g.wte, g.wpe, d.dresidual, groups, B, T, C);
     }
 
     // ZeRO stage 1's two collectives, as train.cpp names them; without ZeRO the all-reduce
     // and nothing. The gradient sync: the sum over the replicas, of this replica's shard only
-    // with ZeRO (a reduce-scatter).
+    // with ZeRO (a reduce-scatter). With --grad-sync overlap the buckets the last backward
+    // started, the rest, and the wait for them (host/gradsync.h).
     void sync_gradients(const Comm& comm) {
+        if (grad_sync.finish(grads_buf.ptr, comm)) return;
         if (sharded()) comm.reduce_scatter_sum(grads_buf.ptr, shard.padded);
         else comm.allreduce_sum(grads_buf.ptr, shard.padded);
     }
@@ -655,7 +668,7 @@ struct GpuTrainer {
             upload_tokens(inputs.data(), targets.data(), B, T, i);
             forward(B, T);
             cross_entropy(B, T, true, 1.0f / (float)plan.global_tokens());
-            backward(B, T);
+            backward(B, T, grad_sync.hook(i, plan.A, measure_noise, grads_buf.ptr, comm));  // overlap: the last one
             if (i == 0 && measure_noise) first_micro_batch_norm_squared();
         }
 

@@ -115,6 +115,17 @@ struct PinnedBuffer {
     }
 };
 
+// The bf16 gradient sync's conversions (--grad-sync-dtype bf16), element-wise on the sync's
+// stream: no FLOPs; 6 bytes per element each way (4 read and 2 written, or 2 and 4).
+__global__ void float_to_bf16_kernel(__nv_bfloat16* out, const float* in, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __float2bfloat16(in[i]);
+}
+__global__ void bf16_to_float_kernel(float* out, const __nv_bfloat16* in, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __bfloat162float(in[i]);
+}
+
 // Collectives over NCCL on the context's stream. With `host_memory` the data is host memory,
 // staged through pinned host memory and a device buffer: host/run.h's few small collectives
 // (loss means, agreement checks) in jobs without MPI. Without it the data is GPU memory: the
@@ -240,6 +251,91 @@ struct NcclCollectives : Collectives {
         ncclCommAbort(nccl->comm);  // no check: the process is leaving either way
         nccl->comm = nullptr;
         exit(code);
+    }
+    // The bucketed gradient sync (host/gradsync.h) on a stream of its own, `side`, so that the
+    // backward goes on while a bucket travels: an event recorded on the compute stream when a
+    // bucket is started orders its collective after the backward's work so far (the bucket's
+    // gradients are final there); wait_sums records one on `side` that the compute stream
+    // waits for, so the clipping and AdamW read the summed gradients, then waits on the host
+    // under the watchdog (a replica that never arrives ends the job). Without ZeRO each range
+    // is all-reduced; with ZeRO each piece of a range is reduced to the rank whose shard holds
+    // it. bf16: the ranges are packed into bf16 (side_staging, one bucket; the buckets run one
+    // after another on `side`), summed in bf16 and unpacked into the float32 gradients.
+    cudaStream_t side = nullptr;
+    cudaEvent_t bucket_ready = nullptr, sums_done = nullptr;
+    DeviceBuffer<__nv_bfloat16> side_staging;
+    size_t side_bytes = 0;                    // of the collectives in flight, for the watchdog
+    const char* side_op = "all-reduce";
+    ~NcclCollectives() {
+        if (side) cudaStreamDestroy(side);  // at teardown an error is not worth reporting
+        if (bucket_ready) cudaEventDestroy(bucket_ready);
+        if (sums_done) cudaEventDestroy(sums_done);
+    }
+    void start_sum(float* data, const std::vector<GradRange>& ranges, const Shard& shard, bool bf16) override {
+        if (!side) {
+            CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+            CUDA_CHECK(cudaEventCreateWithFlags(&bucket_ready, cudaEventDisableTiming));
+            CUDA_CHECK(cudaEventCreateWithFlags(&sums_done, cudaEventDisableTiming));
+        }
+        size_t total = 0;
+        for (const GradRange& r : ranges) total += r.count;
+        if (bf16 && side_staging.count < total) {
+            wait_side();  // the buckets in flight may still read the smaller buffer
+            side_staging.alloc(total, "the bf16 gradient sync's staging buffer");
+        }
+        CUDA_CHECK(cudaEventRecord(bucket_ready, ctx.stream));
+        CUDA_CHECK(cudaStreamWaitEvent(side, bucket_ready, 0));
+        const bool sharded = shard.size != shard.padded;
+        side_op = sharded ? "reduce-scatter" : "all-reduce";
+        size_t packed = 0;  // where each range lies in side_staging
+        for (const GradRange& r : ranges) {
+            void* buf = data + r.begin;
+            if (bf16) {
+                buf = side_staging.ptr + packed;
+                float_to_bf16_kernel<<<blocks_for(r.count), THREADS, 0, side>>>(side_staging.ptr + packed,
+                                                                                data + r.begin, r.count);
+                KERNEL_CHECK();
+            }
+            const ncclDataType_t type = bf16 ? ncclBfloat16 : ncclFloat;
+            const size_t elem = bf16 ? sizeof(__nv_bfloat16) : sizeof(float);
+            for (size_t off = 0; off < r.count;) {  // the pieces: the whole range, or (ZeRO) each owner's part
+                size_t end = r.count;
+                int owner = -1;
+                if (sharded) {
+                    owner = (int)((r.begin + off) / shard.size);
+                    end = std::min(end, (size_t)(owner + 1) * shard.size - r.begin);
+                }
+                char* piece = (char*)buf + off * elem;
+                if (owner < 0) enqueued(ncclAllReduce(piece, piece, end - off, type, ncclSum, nccl->comm, side),
+                                        side_op, (end - off) * elem);
+                else enqueued(ncclReduce(piece, piece, end - off, type, ncclSum, owner, nccl->comm, side), side_op,
+                              (end - off) * elem);
+                side_bytes += (end - off) * elem;
+                off = end;
+            }
+            if (bf16) {
+                bf16_to_float_kernel<<<blocks_for(r.count), THREADS, 0, side>>>(data + r.begin,
+                                                                                side_staging.ptr + packed, r.count);
+                KERNEL_CHECK();
+            }
+            packed += r.count;
+        }
+    }
+    void wait_sums() override {
+        if (!side) return;
+        CUDA_CHECK(cudaEventRecord(sums_done, side));
+        CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, sums_done, 0));  // the optimizer after every bucket
+        wait_side();
+    }
+    void wait_side() {
+        watch(side_op, side_bytes, [&] {
+            if (!nccl_settled(nccl->comm)) return false;
+            cudaError_t e = cudaStreamQuery(side);
+            if (e == cudaErrorNotReady) return false;
+            CUDA_CHECK(e);
+            return true;
+        });
+        side_bytes = 0;
     }
     const char* name() const override { return host_memory ? "NCCL (no MPI)" : "NCCL"; }
     void set_watchdog(const WatchdogSettings& s) override { watchdog.settings = s; }

@@ -68,6 +68,12 @@ struct Config {
     // ZeRO stage 1: each replica keeps and updates 1/R of AdamW's state (and, on the GPU, of the
     // float32 master weights); 0 = off
     int zero = 0;
+    // the gradient sync (host/gradsync.h): overlapped with the last micro-batch's backward in
+    // buckets of at least grad_bucket bytes (0: a block each), or one collective at the end;
+    // and the type it travels in (bf16: GPU only)
+    std::string grad_sync = "overlap";
+    std::string grad_sync_dtype = "fp32";
+    double grad_bucket = 25e6;
     // GPU trainer only
     double device_memory = 0;    // bytes the trainer may use per replica; 0 = what is free (RAM for train)
     int tf32 = 0;
@@ -145,6 +151,9 @@ inline std::vector<Option> option_table(Config& c) {
         {"device-memory", 0, "bytes", &c.device_memory, "memory per replica, e.g. 80GB; 0 = what is free"},
         {"comm-timeout", 0, "float", &c.comm_timeout, "replicas: seconds a collective may wait; 0 = forever"},
         {"zero", 0, "zero", &c.zero, "ZeRO stage: 1 = shard the optimizer state over the replicas; 0 = off"},
+        {"grad-sync", 0, "str", &c.grad_sync, "overlap (in buckets, during the last backward) or end"},
+        {"grad-sync-dtype", 0, "str", &c.grad_sync_dtype, "GPU only: fp32 or bf16, the gradient sync's type"},
+        {"grad-bucket", 0, "bytes", &c.grad_bucket, "overlap's bucket size; 0 = a block each"},
         {"tf32", 0, "bool", &c.tf32, "GPU only: TF32 tensor-core matmuls"},
         {"recompute", 0, "bool", &c.recompute, "GPU only: recompute GELU in backward (less memory)"},
         {"attention", 0, "str", &c.attention, "GPU only: cublas, fused or auto (times both, keeps the faster)"},
@@ -273,6 +282,10 @@ inline void validate_config(const Config& c) {
             "--attention must be 'cublas', 'fused' or 'auto', got '" + c.attention + "'");
     require(c.epilogues == "fused" || c.epilogues == "separate",
             "--epilogues must be 'fused' or 'separate', got '" + c.epilogues + "'");
+    require(c.grad_sync == "overlap" || c.grad_sync == "end",
+            "--grad-sync must be 'overlap' or 'end', got '" + c.grad_sync + "'");
+    require(c.grad_sync_dtype == "fp32" || c.grad_sync_dtype == "bf16",
+            "--grad-sync-dtype must be 'fp32' or 'bf16', got '" + c.grad_sync_dtype + "'");
     require(c.lr >= 0 && c.weight_decay >= 0 && c.grad_clip >= 0, "--lr, --weight-decay and --grad-clip must be >= 0");
     require(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1, "--beta1 and --beta2 must be in [0, 1)");
     require(c.eps > 0, "--eps must be positive");

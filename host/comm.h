@@ -146,27 +146,6 @@ private:
     long long collectives_ = 0;  // collectives waited for so far: the same count on every rank
 };
 
-// What a backend must provide: collectives over host memory, across all ranks.
-struct Collectives {
-    virtual ~Collectives() = default;
-    virtual void allreduce_sum(float* data, size_t n) = 0;   // in place
-    virtual void allreduce_sum(double* data, size_t n) = 0;  // in place
-    virtual void broadcast(void* data, size_t bytes) = 0;    // from rank 0
-    virtual void allgather(const void* mine, size_t bytes, void* all) = 0;  // all: world × bytes
-    // ZeRO stage 1's pair, in place (n floats, or bytes, a multiple of the world size; a shard
-    // is 1/world of them): the reduce-scatter leaves the sum over the ranks of this rank's
-    // shard at its place, data + rank·shard (the rest of data is undefined); the all-gather
-    // copies each rank's shard to every rank.
-    virtual void reduce_scatter_sum(float* data, size_t n) = 0;
-    virtual void allgather_shards(void* data, size_t bytes) = 0;
-    virtual void barrier() = 0;
-    [[noreturn]] virtual void abort(int code) = 0;
-    virtual void finalize() {}
-    virtual const char* name() const = 0;
-    // The watchdog's settings, for backends that have one (a backend without ignores them).
-    virtual void set_watchdog(const WatchdogSettings&) {}
-};
-
 // ZeRO stage 1's layout: n parameters padded so that R replicas get equal shards, each a whole
 // number of the GPU's 16-byte packs of bf16 (8 values): the padding is never a parameter.
 constexpr size_t ZERO_SHARD_ALIGN = 8;
@@ -187,6 +166,43 @@ struct Shard {
     std::pair<size_t, size_t> clip(size_t lo, size_t hi) const {
         return {std::max(lo, begin), std::min(hi, begin + size)};
     }
+};
+
+// A contiguous piece [begin, begin + count) of the gradient buffer, in floats.
+struct GradRange {
+    size_t begin = 0, count = 0;
+};
+
+// What a backend must provide: collectives over host memory, across all ranks.
+struct Collectives {
+    virtual ~Collectives() = default;
+    virtual void allreduce_sum(float* data, size_t n) = 0;   // in place
+    virtual void allreduce_sum(double* data, size_t n) = 0;  // in place
+    virtual void broadcast(void* data, size_t bytes) = 0;    // from rank 0
+    virtual void allgather(const void* mine, size_t bytes, void* all) = 0;  // all: world × bytes
+    // ZeRO stage 1's pair, in place (n floats, or bytes, a multiple of the world size; a shard
+    // is 1/world of them): the reduce-scatter leaves the sum over the ranks of this rank's
+    // shard at its place, data + rank·shard (the rest of data is undefined); the all-gather
+    // copies each rank's shard to every rank.
+    virtual void reduce_scatter_sum(float* data, size_t n) = 0;
+    virtual void allgather_shards(void* data, size_t bytes) = 0;
+    virtual void barrier() = 0;
+    // The gradient sync in buckets (host/gradsync.h), overlapped with the backward: start_sum
+    // starts the sum over the ranks of `ranges` of data and returns without waiting for it
+    // (with ZeRO, `shard` cut: each piece is reduced only to the rank whose shard holds it, a
+    // reduce-scatter that follows the buckets); wait_sums waits for every one started. Every
+    // rank starts the same buckets in the same order. bf16: the values travel and are summed
+    // in bf16 (the GPU's NCCL only), and come back as float32.
+    virtual void start_sum(float* data, const std::vector<GradRange>& ranges, const Shard& shard, bool bf16) {
+        (void)data, (void)ranges, (void)shard, (void)bf16;
+        throw Error(strf("the %s backend cannot overlap the gradient sync: use --grad-sync end", name()));
+    }
+    virtual void wait_sums() {}
+    [[noreturn]] virtual void abort(int code) = 0;
+    virtual void finalize() {}
+    virtual const char* name() const = 0;
+    // The watchdog's settings, for backends that have one (a backend without ignores them).
+    virtual void set_watchdog(const WatchdogSettings&) {}
 };
 
 // Thrown on the ranks that stop for a problem another rank reports (the agreement check):
@@ -238,6 +254,14 @@ struct Comm {
     // data[rank·n/world, (rank+1)·n/world); n must be a multiple of world (zero_padded()).
     void reduce_scatter_sum(float* data, size_t n) const {
         if (Collectives* c = buffers ? buffers.get() : backend.get()) timed([&] { c->reduce_scatter_sum(data, n); });
+    }
+    // The bucketed gradient sync (host/gradsync.h): start one bucket's sum, or wait for all
+    // those started; a single process has nothing to sum.
+    void start_sum(float* data, const std::vector<GradRange>& ranges, const Shard& shard, bool bf16) const {
+        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->start_sum(data, ranges, shard, bf16);
+    }
+    void wait_sums() const {
+        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->wait_sums();
     }
     // The reverse, after each replica has updated its shard: every replica's shard of the
     // n values at data (float32 weights, or the GPU's bf16 ones) copied to every replica, in place.
@@ -444,6 +468,49 @@ struct MpiCollectives : Collectives {
             MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
             wait("all-reduce", count * sizeof(float), req);
         }
+    }
+    // The bucketed sync: non-blocking collectives on pieces of at most 2^21 floats (the
+    // slices above), all in flight at once; each start also tests those in flight, which is
+    // what lets Open MPI move them on while the backward computes (it has no progress thread).
+    std::vector<MPI_Request> in_flight;
+    size_t in_flight_bytes = 0;
+    const char* in_flight_op = "all-reduce";  // the watchdog's name for them
+    void start_sum(float* data, const std::vector<GradRange>& ranges, const Shard& shard, bool bf16) override {
+        if (bf16) throw Error("--grad-sync-dtype bf16 is the GPU trainer's (NCCL's bf16 sum); MPI sums float32");
+        const size_t slice = (size_t)1 << 21;
+        in_flight_op = shard.size != shard.padded ? "reduce-scatter" : "all-reduce";
+        for (const GradRange& r : ranges)
+            for (size_t off = r.begin; off < r.begin + r.count;) {
+                // the piece ends at the slice's end, the range's, or (ZeRO) the owner's shard's
+                size_t end = std::min(r.begin + r.count, off + slice);
+                int owner = -1;  // -1: every rank (all-reduce)
+                if (shard.size != shard.padded) {
+                    owner = (int)(off / shard.size);
+                    end = std::min(end, (size_t)(owner + 1) * shard.size);
+                }
+                int count = (int)(end - off);
+                in_flight.emplace_back();
+                if (owner < 0)
+                    MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &in_flight.back());
+                else if (owner == rank)
+                    MPI_Ireduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, owner, MPI_COMM_WORLD,
+                                &in_flight.back());
+                else
+                    MPI_Ireduce(data + off, nullptr, count, MPI_FLOAT, MPI_SUM, owner, MPI_COMM_WORLD,
+                                &in_flight.back());
+                in_flight_bytes += count * sizeof(float);
+                off = end;
+            }
+        int done = 0;
+        MPI_Testall((int)in_flight.size(), in_flight.data(), &done, MPI_STATUSES_IGNORE);
+    }
+    void wait_sums() override {
+        watchdog.wait(in_flight_op, in_flight_bytes, [&] {
+            int done = 0;
+            MPI_Testall((int)in_flight.size(), in_flight.data(), &done, MPI_STATUSES_IGNORE);
+            return done != 0;
+        });
+        in_flight.clear(), in_flight_bytes = 0;
     }
     void allreduce_sum(double* data, size_t n) override {
         MPI_Request req;

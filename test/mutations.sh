@@ -48,6 +48,8 @@ mutations=(
 "fused classifier: the running sum not rescaled when the row maximum grows|gpu/crossentropy.cuh|s#(m == -INFINITY ? 0.0f : s \* expf(m - mm))#(m == -INFINITY ? 0.0f : s)#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=*classifier*"
 "fused backward: the DGELU epilogue dropped (no gelu' on fcproj's input gradient)|gpu/matmul.cuh|s#if (gelu_in) di.epilogue = CUBLASLT_EPILOGUE_DGELU, di.aux#if (gelu_in) di.aux#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=matmul*"
 "fused backward: BGRADB's bias gradient overwrites instead of adding|gpu/matmul.cuh|s#if (dbias) sum_partials_add(dbias, scratch, 1, OC);#if (dbias) CUDA_CHECK(cudaMemcpyAsync(dbias, scratch, OC * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=matmul*"
+"gradient bucket started before its block's backward is done (train)|train.cpp|/if (sync) sync->block_done(l);/d; s#^        // d.dresidual holds ∂loss/∂(output of block l)\$#&\n        if (sync) sync->block_done(l);#|train|bash test/test_grad_sync.sh"
+"gradient bucket started before its block's backward is done (train_gpt)|train_gpt.cu|/if (sync) sync->block_done(l);/d; s#^            // d.dresidual holds ∂loss/∂(output of block l)\$#&\n            if (sync) sync->block_done(l);#|train_gpt_cpu|bash test/test_grad_sync.sh"
 )
 
 # selected NAME: is the bug NAME among those asked for (all when none named)?

@@ -62,6 +62,7 @@ if command -v mpirun >/dev/null && ldd ./train | grep -q libmpi; then
         suite "many hosts: ./train over TCP between network namespaces (invariance, resume, faults)" \
             bash test/multihost/test_multihost.sh
     else missing "many hosts (network namespaces)" "$why"; fi
+    suite "gradient sync overlapped with the backward vs at the end (MPI; CPU runtime's NCCL)" bash test/test_grad_sync.sh
 else
     missing "replicas (MPI)" "./train was built without MPI or mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)"
 fi

@@ -1245,3 +1245,50 @@ TEST_CASE("threads: a cgroup's CPU quota is found in v2 and v1 layouts, the smal
     CHECK(shared_limited.note() == " (the cgroup's CPU limit: 4 of 64 processors, shared by 2 replicas on this host)");
     CHECK(crowded.usable() == 1);
 }
+
+// ----------------------------------------------------------------------------
+// --grad-sync overlap's buckets (host/gradsync.h): every gradient is summed exactly once, and
+// never in a bucket that starts before the backward has finished it. When each element is
+// final is worked out here from the tensor layout: a per-block tensor's element of block b
+// after block b's backward, lnf's before any block's, wte's and wpe's only at the end (-1).
+TEST_CASE("gradient buckets cover every parameter once, each started only once it is final") {
+    ModelConfig c = tiny_config();
+    c.L = 5;
+    const std::vector<size_t> sizes = c.param_sizes();
+    const size_t n = c.num_params();
+    std::vector<int> final_after(n);  // the block after whose backward the element is final
+    for (size_t t = 0, off = 0; t < (size_t)NUM_PARAM_TENSORS; off += sizes[t], t++)
+        for (size_t j = 0; j < sizes[t]; j++)
+            final_after[off + j] = t < 2 ? -1 : t >= 14 ? c.L : (int)(j / (sizes[t] / c.L));
+    const double block_bytes = 4.0 * (12.0 * c.C * c.C + 13.0 * c.C);
+    // bucket bytes -> buckets expected: 0 and one block's bytes give a bucket per block, and
+    // the embeddings' at the end; 2.5 blocks, blocks 4-2 with lnf, then blocks 1-0 (too few to
+    // close a bucket) with the embeddings at the end; more than the model, one bucket at the end
+    for (auto [bytes, expect] : std::vector<std::pair<double, int>>{
+             {0.0, c.L + 1}, {block_bytes, c.L + 1}, {2.5 * block_bytes, 2}, {1e12, 1}}) {
+        CAPTURE(bytes);
+        std::vector<GradBucket> buckets = gradient_buckets(c, bytes);
+        CHECK((int)buckets.size() == expect);
+        std::vector<int> times(n, 0);
+        int previous = c.L;
+        for (const GradBucket& b : buckets) {
+            CHECK(b.after_block < previous);  // in the backward's order
+            previous = b.after_block;
+            size_t floats = 0;
+            for (const GradRange& r : b.ranges) {
+                REQUIRE(r.begin + r.count <= n);
+                floats += r.count;
+                for (size_t i = r.begin; i < r.begin + r.count; i++) {
+                    times[i]++;
+                    if (b.after_block >= 0 && final_after[i] < b.after_block)
+                        FAIL_CHECK("element " << i << " is final after block " << final_after[i]
+                                              << ", its bucket starts after block " << b.after_block);
+                    if (b.after_block >= 0 && final_after[i] < 0) FAIL_CHECK("an embedding before the end: " << i);
+                }
+            }
+            CHECK(floats == b.floats);
+        }
+        CHECK(buckets.back().after_block == -1);
+        CHECK(std::count(times.begin(), times.end(), 1) == (long)n);  // each exactly once
+    }
+}

@@ -1145,7 +1145,7 @@ TEST_CASE("train_gpt: 2N steps equal N steps + resume + N steps, bit for bit, sa
 TEST_CASE("train_gpt: a resume keeps the attention path auto chose, though a new timing picks the other") {
     const std::string args = TINY_ARGS + "-n 8 --ckpt-every 4 ";
     auto pick = [](const char* path) { return strf("CPU_CUDA_ATTENTION_PICK=%s ", path); };
-    // the choice recorded in a state file: the text at int32 [32], [24] bytes long
+    // the attention choice recorded in a state file: the text at int32 [32], [24] bytes long
     auto recorded = [](const std::string& state) {
         std::vector<char> bytes = read_bytes(state);
         REQUIRE(bytes.size() > 1024);
@@ -1153,7 +1153,9 @@ TEST_CASE("train_gpt: a resume keeps the attention path auto chose, though a new
         memcpy(&length, bytes.data() + 4 * 24, 4);
         REQUIRE(length >= 0);
         REQUIRE(length <= 512);
-        return std::string(bytes.data() + 4 * 32, length);
+        RunChoices choices;  // its attention entry (the other entries are other options')
+        REQUIRE(RunChoices::parse(std::string(bytes.data() + 4 * 32, length), choices));
+        return "attention=" + choices.get("attention");
     };
     for (const char* first : {"fused", "cublas"}) {
         const char* other = std::string(first) == "fused" ? "cublas" : "fused";
@@ -1161,11 +1163,11 @@ TEST_CASE("train_gpt: a resume keeps the attention path auto chose, though a new
         std::string a = temp_dir(), b = temp_dir(), c = temp_dir(), out;
         REQUIRE(run_command(pick(first) + TRAIN_GPT + " " + args + "-o " + a, &out) == 0);
         const std::string chosen = recorded(a + "/state_00000004.bin");
-        const std::string path = chosen.substr(10, chosen.find(';') - 10);  // "attention=PATH;epilogues=..."
+        const std::string path = chosen.substr(10);  // "attention=PATH"
         CHECK(recorded(a + "/state_00000008.bin") == chosen);
         if (CPU_RUNTIME) {
             CHECK(out.find(strf("per layer (forward and backward, B=4 T=16)")) != std::string::npos);  // it timed
-            CHECK(chosen == std::string("attention=") + first + ";epilogues=fused");  // --epilogues' default
+            CHECK(chosen == std::string("attention=") + first);
         }
         // the resumed run would pick the other path: it keeps the recorded one, and says so
         REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + b) == 0);
@@ -1182,7 +1184,7 @@ TEST_CASE("train_gpt: a resume keeps the attention path auto chose, though a new
         REQUIRE(run_command(TRAIN_GPT + " " + args + "--resume 1 --attention " + named + " -o " + c, &out) == 0);
         CHECK(out.find("--attention " + named + " changes the arithmetic from there") != std::string::npos);
         CHECK(read_bytes(a + "/model_00000008.bin") != read_bytes(c + "/model_00000008.bin"));
-        CHECK(recorded(c + "/state_00000008.bin") == "attention=" + named + ";epilogues=fused");
+        CHECK(recorded(c + "/state_00000008.bin") == "attention=" + named);
         run_command("rm -rf " + a + " " + b + " " + c);
     }
 }
@@ -1346,7 +1348,10 @@ TEST_CASE("train_gpt: --epilogues takes fused or separate; it is recorded, and a
     memcpy(&length, state.data() + 4 * 24, 4);
     REQUIRE(length >= 0);
     REQUIRE(length <= 512);
-    CHECK(std::string(state.data() + 4 * 32, length) == "attention=fused;epilogues=separate");
+    RunChoices choices;
+    REQUIRE(RunChoices::parse(std::string(state.data() + 4 * 32, length), choices));
+    CHECK(choices.get("attention") == "fused");
+    CHECK(choices.get("epilogues") == "separate");
     REQUIRE(run_command("cp " + a + "/model_00000002.bin " + a + "/state_00000002.bin " + b) == 0);
     REQUIRE(run_command(TRAIN_GPT + " " + args + "--resume 1 -o " + b, &out) == 0);  // the default: fused
     CHECK(out.find("computed with --epilogues separate until step 2; --epilogues fused changes the arithmetic") !=
