@@ -229,7 +229,9 @@ struct Comm {
     // Milliseconds spent in the step's gradient sync (and ZeRO's all-gather of the weights)
     // since the training loop last set it to 0: the log's sync_ms, to set beside the planner's
     // communication time (host/cost.h). Wall time of the calls; on the GPU that includes
-    // waiting for the backward's kernels still queued before the sync.
+    // waiting for the backward's kernels still queued before the sync. With --grad-sync overlap
+    // it counts the buckets' starts during the backward and the wait at the end: the time the
+    // sync was not hidden.
     std::shared_ptr<double> sync_ms = std::make_shared<double>(0);
 
     // A single process, or MPI when built with it and launched by mpirun / srun with PMI.
@@ -258,10 +260,11 @@ struct Comm {
     // The bucketed gradient sync (host/gradsync.h): start one bucket's sum, or wait for all
     // those started; a single process has nothing to sum.
     void start_sum(float* data, const std::vector<GradRange>& ranges, const Shard& shard, bool bf16) const {
-        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->start_sum(data, ranges, shard, bf16);
+        if (Collectives* c = buffers ? buffers.get() : backend.get())
+            timed([&] { c->start_sum(data, ranges, shard, bf16); });
     }
     void wait_sums() const {
-        if (Collectives* c = buffers ? buffers.get() : backend.get()) c->wait_sums();
+        if (Collectives* c = buffers ? buffers.get() : backend.get()) timed([&] { c->wait_sums(); });
     }
     // The reverse, after each replica has updated its shard: every replica's shard of the
     // n values at data (float32 weights, or the GPU's bf16 ones) copied to every replica, in place.
