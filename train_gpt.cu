@@ -432,11 +432,13 @@ struct GpuTrainer {
                                   PRECISION_NAME, PRECISION_NAME));
     }
     // The dry run's table: this step kernel by kernel, predicted for the device (host/cost.h).
-    // The fused classifier, the backward's epilogues per --epilogues, the sync not overlapped.
+    // The fused classifier, the backward's epilogues per --epilogues, the sync per --grad-sync.
     static std::vector<std::string> kernel_plan(const ModelConfig& mc, const BatchPlan& plan, const Config& config,
                                                 const DeviceSpeed& device) {
         StepOptions o;
         o.x = sizeof(floatX), o.recompute = config.recompute, o.epilogues_fused = config.epilogues == "fused";
+        o.grad_sync_overlap = sync_overlaps(config.grad_sync == "overlap", plan.R, plan.A,
+                                            noise_scale_measured(config.noise_ema, plan));
         std::vector<std::string> rows = kernel_table(mc, plan, device, o);
         if (!rows.empty() && config.attention == "cublas")
             rows.push_back("  (the table counts the fused attention path; --attention cublas runs another)");

@@ -66,6 +66,12 @@ inline std::vector<GradBucket> gradient_buckets(const ModelConfig& c, double buc
 // The communication helper of the gradient sync: created once by a trainer, with the model's
 // buckets; the step hands it to the last micro-batch's backward (hook), and the backward
 // calls block_done(l) after each block. It knows no model code, and the model knows no ranks.
+// Whether the sync overlaps the last backward: only with replicas, and not when the step's one
+// micro-batch must first measure its own gradient norm for the noise scale.
+inline bool sync_overlaps(bool overlap, int world, int A, bool measure_noise) {
+    return overlap && world > 1 && !(A == 1 && measure_noise);
+}
+
 class GradSync {
 public:
     GradSync() = default;
@@ -77,7 +83,7 @@ public:
     // but for the last, and not when that one is also the first whose own gradient norm the
     // noise scale measures after its backward (A = 1: it must see the gradient unsummed).
     GradSync* hook(int i, int A, bool measure_noise, float* grads, const Comm& comm) {
-        if (!overlap_ || comm.world == 1 || i != A - 1 || (i == 0 && measure_noise)) return nullptr;
+        if (!sync_overlaps(overlap_, comm.world, A, measure_noise) || i != A - 1) return nullptr;
         grads_ = grads, comm_ = &comm, next_ = 0, armed_ = true;
         return this;
     }
