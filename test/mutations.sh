@@ -33,6 +33,7 @@ JOBS=${JOBS:-2}
 PART=${MUTATIONS_PART:-}
 base=$(mktemp -d /tmp/mutations.XXXXXX)
 trap 'rm -rf "$base"' EXIT
+trap 'exit 143' INT TERM  # so that the EXIT trap removes the copies
 mkdir "$base/0" && tar --exclude=./.git -cf - . | tar -xf - -C "$base/0"
 cd "$base/0"
 export OMP_WAIT_POLICY=passive
@@ -81,6 +82,7 @@ mutations=(
 "flash D = rowsum(dy*y) (tensor cores): heads' rows mixed up|gpu/flash_attention_mma.cuh|s#delta\[(b \* NH + h) \* T + t\] = sum;#delta[(b * NH + h) * T + (T - 1 - t)] = sum;#|auto|./test/test_flash_attention_cpu -tc=fused*"
 "--attention auto: a resumed run times the paths again|host/run.h|/^        adopt_recorded_choices();\$/d|auto|./test/test_gpu_cpu -tc=*keeps the attention path*"
 "signal during a validation: stops one step later|host/run.h|s#if (evaluate(step) \&\& !comm.stop->agreed) comm.agree_stop();#evaluate(step);#|auto|bash test/test_crash_safety.sh"
+"SIGUSR1 (Slurm's --signal) not caught: the run dies without a checkpoint|host/stop.h|s#{SIGINT, SIGTERM, SIGUSR1}#{SIGINT, SIGTERM}#|auto|./test/test_cpu -tc=signals*"
 "fc's epilogue: GELU without the bias|gpu/matmul.cuh|s#(bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)#CUBLASLT_EPILOGUE_GELU_AUX#|auto|./test/test_gpu_cpu_fp32 -tc=matmul*"
 "cuBLASLt emulation: aux keeps the GELU's output, not its input|cpu_cuda/cublas_cpu.h|/if (e.aux_out) store_floats(e.aux_type, v, rows, aux());/d;s#^            case Activation::none: break;\$#&\n        }\n        if (e.aux_out) { store_floats(e.aux_type, v, rows, aux());#|auto|./test/test_cpu_cublas"
 )

@@ -1230,6 +1230,29 @@ TEST_CASE("resume: the noise scale of a resumed run equals the uninterrupted run
     run_command("rm -rf " + a + " " + b);
 }
 
+// Each stop signal, in a child process that catches them as the trainer does: the first is
+// recorded (the run stops after its step), not fatal; a second ends the process at once with
+// 128 + the signal, the status a shell shows for it. SIGUSR1 is what Slurm's --signal sends
+// before a time limit; SIGINT is Ctrl-C.
+TEST_CASE("signals: SIGINT, SIGTERM and SIGUSR1 each ask the run to stop; a second one exits at once") {
+    for (int sig : {SIGINT, SIGTERM, SIGUSR1}) {
+        for (int count : {1, 2}) {
+            INFO("signal ", sig, " sent ", count, " time(s)");
+            pid_t pid = fork();
+            REQUIRE(pid >= 0);
+            if (pid == 0) {
+                catch_stop_signals();
+                for (int i = 0; i < count; i++) raise(sig);
+                _exit(stop_signal_received() == sig ? 0 : 1);
+            }
+            int status = 0;
+            REQUIRE(waitpid(pid, &status, 0) == pid);
+            REQUIRE(WIFEXITED(status));  // not ended by the signal itself
+            CHECK(WEXITSTATUS(status) == (count == 1 ? 0 : 128 + sig));
+        }
+    }
+}
+
 TEST_CASE("-n 0 samples from a model file without training: the prompt shown, nothing written") {
     std::string dir = temp_dir(), out;
     // a trained model whose only sample is at its last step, from a fresh sampler
