@@ -27,6 +27,7 @@
 #   SUITE    the command that must fail (exit non-zero) with the bug
 # A copy starts from the working tree as it is, built programs included (timestamps kept), so
 # only what the bug touches is rebuilt.
+{  # read whole before it runs: the file may be edited (or checked out) while it runs
 set -u -f  # -f: the suites' -tc=NAME* patterns are doctest's, not the shell's
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
@@ -207,3 +208,5 @@ for i in "${chosen[@]}"; do
 done
 echo "$caught of ${#chosen[@]} caught"
 [ "$caught" -eq "${#chosen[@]}" ]
+exit
+}
