@@ -76,7 +76,7 @@ mutations=(
 "ZeRO (CPU): a resumed state's moments cut from the start, not the shard|train.cpp|s#m.adam_m\[i - lo\] = file_m\[i\], m.adam_v\[i - lo\] = file_v\[i\];#m.adam_m[i - lo] = file_m[i - lo], m.adam_v[i - lo] = file_v[i - lo];#|auto|bash test/test_zero.sh"
 "ZeRO (GPU): the norm from the mean of the shards' squares, not their sum|train_gpt.cu|s#sharded() ? means\[2\] \* comm.world : sums\[1\]#sharded() ? means[2] : sums[1]#|auto|bash test/test_gpu_zero.sh"
 "ZeRO (GPU, bf16): resumed master weights taken from the buffer's start|train_gpt.cu|s#const size_t master_from = weights_copy() ? shard.begin : 0;#const size_t master_from = 0;#|auto|bash test/test_gpu_zero.sh"
-"bf16 AdamW: a shard refreshes the bf16 weights at its own offset|gpu/adamw.cuh|s#params_x ? params_x + lo : nullptr#params_x ? params_x + at : nullptr#|auto|./test/test_gpu_cpu -tc=ZeRO*"
+"bf16 AdamW: a shard refreshes the bf16 weights at its own offset|gpu/adamw.cuh|s#params_x ? params_x + lo : nullptr#params_x ? params_x + at : nullptr#|test/test_gpu_cpu|./test/test_gpu_cpu -tc=ZeRO*"
 "flash forward (scalar): the running sum not rescaled when the maximum grows|gpu/flash_attention.cuh|s#s.l\[r\] = s.l\[r\] \* alpha + sum;#s.l[r] = s.l[r] + sum;#|auto|./test/test_flash_attention_cpu_fp32 -tc=fused*"
 "flash backward (scalar): dS without the 1/sqrt(hs) scale|gpu/flash_attention.cuh|s#(s.dp\[r \* FLASH_LDS + c\] - s.delta\[r\]) \* scale : 0.0f;#(s.dp[r * FLASH_LDS + c] - s.delta[r]) : 0.0f;#|auto|./test/test_flash_attention_cpu_fp32 -tc=fused*"
 "flash dk (tensor cores): stored without the 1/sqrt(hs) scale|gpu/flash_attention_mma.cuh|s#store_rows<N8>(dk_dst, width, dk, scale,#store_rows<N8>(dk_dst, width, dk, 1.0f,#|auto|./test/test_flash_attention_cpu -tc=fused*"
@@ -84,7 +84,7 @@ mutations=(
 "--attention auto: a resumed run times the paths again|host/run.h|/^        adopt_recorded_choices();\$/d|auto|./test/test_gpu_cpu -tc=*keeps the attention path*"
 "signal during a validation: stops one step later|host/run.h|s#if (evaluate(step) \&\& !comm.stop->agreed) comm.agree_stop();#evaluate(step);#|auto|bash test/test_crash_safety.sh"
 "SIGUSR1 (Slurm's --signal) not caught: the run dies without a checkpoint|host/stop.h|s#{SIGINT, SIGTERM, SIGUSR1}#{SIGINT, SIGTERM}#|auto|./test/test_cpu -tc=signals*"
-"fc's epilogue: GELU without the bias|gpu/matmul.cuh|s#(bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)#CUBLASLT_EPILOGUE_GELU_AUX#|auto|./test/test_gpu_cpu_fp32 -tc=matmul*"
+"fc's epilogue: GELU without the bias|gpu/matmul.cuh|s#(bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)#CUBLASLT_EPILOGUE_GELU_AUX#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=matmul*"
 "cuBLASLt emulation: aux keeps the GELU's output, not its input|cpu_cuda/cublas_cpu.h|/if (e.aux_out) store_floats(e.aux_type, v, rows, aux());/d;s#^            case Activation::none: break;\$#&\n        }\n        if (e.aux_out) { store_floats(e.aux_type, v, rows, aux());#|auto|./test/test_cpu_cublas"
 )
 
