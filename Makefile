@@ -90,6 +90,15 @@ test:
 	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_PROGRAMS)
 	@bash test/run_all.sh
 
+# Do the tests catch bugs? test/mutations.sh plants each bug of its table in a copy of the tree,
+# as many side by side as there are processors, and prints "N of M caught" (docs/hardening.md).
+# Not part of make test. print-test-programs: what the script's "auto" targets choose from.
+.PHONY: mutations print-test-programs
+mutations:
+	JOBS=$(NPROC) bash test/mutations.sh
+print-test-programs:
+	@echo $(TEST_PROGRAMS)
+
 check: test/check_reference
 	./test/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
 

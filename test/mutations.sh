@@ -1,36 +1,50 @@
 #!/usr/bin/env bash
-# Do the tests catch real bugs? Puts known bugs into a copy of this working tree, one at a
-# time, rebuilds what the bug touches, runs the cheapest suites that must catch it, and prints
-# a caught/survived table. The twelve of issue 25's audit, the clipping bug in the GPU
-# trainer, a barrier of the fused LayerNorm backward, three in the tensor-core attention, one in
-# the fused classifier and two in the backward's cuBLASLt epilogues. Not part of make test (each bug
-# is a rebuild: some 15 to 20 minutes in all).
+# Do the tests catch real bugs? Puts known bugs into copies of this working tree, one bug per
+# copy at a time, rebuilds what the bug touches, runs the cheapest suites that must catch it,
+# and prints a caught/survived table and "N of M caught". Not part of make test: `make
+# mutations` runs all of them, JOBS side by side (docs/hardening.md says how long it takes).
 #
 #   test/mutations.sh [NAME...]      all of them, or those whose name contains a NAME
+#   JOBS=4 test/mutations.sh         bugs tried side by side, each in its own copy (default 2)
+#   MUTATIONS_PART=K/N test/mutations.sh   only the bugs whose index i (0-based) has i % N == K
+#                                    (CI's rotating quarter, .ci/run)
 #
-# First every suite used runs on the copy as it is and must pass (else a "caught" would mean
+# First every suite used runs on a copy as it is and must pass (else a "caught" would mean
 # nothing). Exit status 0 when every bug was caught; 1 when one survived or could not be
 # applied (its text is no longer in the source: update the table). Needs what make test
 # needs, with the CUDA toolkit's headers for the CPU runtime (train_gpt_cpu, the GPU tests).
 # A bug is "caught" when its suite exits non-zero; one that does not even build counts as
 # not applied, since a compiler error is not a test.
-# Each bug is a sed command on one file; the copy starts from the working tree as it is,
-# built programs included (timestamps kept), so only what the bug touches is rebuilt.
+#
+# A line of the table is NAME|FILE|SED|TARGETS|SUITE:
+#   NAME     unique; what the bug is (the table's first column)
+#   FILE     the one file the bug is planted in
+#   SED      a sed expression (sed -e) that plants it; it must change FILE
+#   TARGETS  the programs to rebuild, or "auto": the programs of make test that the SUITE
+#            names (in its command, in the script it runs, and the order-only prerequisites of
+#            those, e.g. test/test_gpu_cpu runs train_gpt_cpu); the bug is "NOT APPLIED" when
+#            `make -n -W FILE` rebuilds none of them, i.e. no program the suite runs uses FILE
+#   SUITE    the command that must fail (exit non-zero) with the bug
+# A copy starts from the working tree as it is, built programs included (timestamps kept), so
+# only what the bug touches is rebuilt.
+{  # read whole before it runs: the file may be edited (or checked out) while it runs
 set -u -f  # -f: the suites' -tc=NAME* patterns are doctest's, not the shell's
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
-copy=$(mktemp -d /tmp/mutations.XXXXXX)
-trap 'rm -rf "$copy"' EXIT
-tar --exclude=./.git -cf - . | tar -xf - -C "$copy"
-cd "$copy"
+PART=${MUTATIONS_PART:-}
+base=$(mktemp -d /tmp/mutations.XXXXXX)
+trap 'rm -rf "$base"' EXIT
+trap 'exit 143' INT TERM  # so that the EXIT trap removes the copies
+mkdir "$base/0" && tar --exclude=./.git -cf - . | tar -xf - -C "$base/0"
+cd "$base/0"
 export OMP_WAIT_POLICY=passive
 
 golden="./test/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin"
-# The table: NAME | FILE | SED COMMAND | MAKE TARGETS | SUITE (the command that must fail)
+# The table: NAME | FILE | SED COMMAND | MAKE TARGETS (or auto) | SUITE (the command that must fail)
 mutations=(
 "no gradient zeroing|train.cpp|/^    std::fill(m.grads.begin(), m.grads.end(), 0.0f);\$/d|test/check_reference|$golden"
 "loss scaled by 1/(B*T*A), not 1/(B*T*A*R)|train_gpt.cu|s#cross_entropy(B, T, true, 1.0f / (float)plan.global_tokens())#cross_entropy(B, T, true, 1.0f / (float)(plan.B * plan.T * plan.A))#|train_gpt_cpu|bash test/test_gpu_replicas.sh"
-"all-reduce of the gradients skipped|train_gpt.cu|/^        comm.allreduce_sum(grads_buf.ptr, n);\$/d|train_gpt_cpu|bash test/test_gpu_replicas.sh"
+"all-reduce of the gradients skipped|train_gpt.cu|s#else comm.allreduce_sum(grads_buf.ptr, shard.padded);#else {}#|train_gpt_cpu|bash test/test_gpu_replicas.sh"
 "AdamW without bias correction|train.cpp|s#float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;#float inv_bc1 = 1.0f, inv_bc2 = 1.0f;#|test/test_cpu|./test/test_cpu -tc=AdamW*"
 "clipping always scales by grad_clip/norm|train.cpp|s#(grad_clip > 0 \&\& norm > grad_clip) ?#(grad_clip > 0) ?#|test/test_cpu|./test/test_cpu -tc=clipping*"
 "LayerNorm backward drops the xhat*mean(g*xhat) term|train.cpp|s#dx\[c\] = s \* (d\[c\] \* w\[c\] - g_mean - (x\[c\] - m) \* s \* gx_mean);#dx[c] = s * (d[c] * w[c] - g_mean);#|test/test_cpu|./test/test_cpu -tc=layernorm*"
@@ -50,54 +64,154 @@ mutations=(
 "fused backward: BGRADB's bias gradient overwrites instead of adding|gpu/matmul.cuh|s#if (dbias) sum_partials_add(dbias, scratch, 1, OC);#if (dbias) CUDA_CHECK(cudaMemcpyAsync(dbias, scratch, OC * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=matmul*"
 "gradient bucket started before its block's backward is done (train)|train.cpp|/if (sync) sync->block_done(l);/d; s#^        // d.dresidual holds ∂loss/∂(output of block l)\$#&\n        if (sync) sync->block_done(l);#|train|bash test/test_grad_sync.sh"
 "gradient bucket started before its block's backward is done (train_gpt)|train_gpt.cu|/if (sync) sync->block_done(l);/d; s#^            // d.dresidual holds ∂loss/∂(output of block l)\$#&\n            if (sync) sync->block_done(l);#|train_gpt_cpu|bash test/test_grad_sync.sh"
+# ---- issue 37: the features added since the first audit (TARGETS auto: derived from the Makefile)
+"lr warm-up one step late (step 0 trains at lr 0)|host/schedule.h|s#return peak \* (step + 1) / warmup;#return peak * step / warmup;#|auto|./test/test_cpu -tc=learning*"
+"cosine progress over all steps, not those after warm-up|host/schedule.h|s#float(step - warmup) / float(total - warmup)#float(step - warmup) / float(total)#|auto|./test/test_cpu -tc=learning*"
+"the trainers' schedule has no cosine floor|host/run.h|s#return {cfg.lr, cfg.warmup, steps, cfg.lr_final_frac,#return {cfg.lr, cfg.warmup, steps, 0.0f,#|auto|./test/test_cpu -tc=learning*"
+"noise: the small batch's norm² scaled by A·R, not (A·R)²|host/noise.h|s#return buffer_norm_squared \* scale \* scale;#return buffer_norm_squared * scale;#|auto|./test/test_noise"
+"noise: a resumed run starts its averages from zero|host/run.h|/noise.restore(st.noise);/d|auto|./test/test_cpu -tc=resume*"
+"cgroup quota divided by the default period, not the file's|host/cpus.h|s#quota_us / period_us)#quota_us / 100000)#|auto|./test/test_cpu -tc=threads*"
+"cgroup: the largest of the ancestors' quotas wins|host/cpus.h|s#cpus = cpus ? std::min(cpus, q) : q;#cpus = cpus ? std::max(cpus, q) : q;#|auto|./test/test_cpu -tc=threads*"
+"cgroup: only the process's own cgroup is read, not its ancestors|host/cpus.h|/if (path.empty()/s#if (.*) return;#return;#|auto|./test/test_cpu -tc=threads*"
+"data: every shard ends where the first shard ends|host/data.h|s#if (++pos_.chunk == chunks_in(shards_\[shard\]))#if (++pos_.chunk == chunks_in(shards_[0]))#|auto|./test/test_cpu -tc=data*"
+"data: the shards in the same order every epoch|host/data.h|s#permute(order, mix_seed(seed_, (uint64_t)epoch));#permute(order, mix_seed(seed_, 0));#|auto|./test/test_cpu -tc=data*"
+"data: a shard's chunks in the same order every epoch|host/data.h|s#mix_seed(seed_, (uint64_t)epoch, (uint64_t)shard_order_#mix_seed(seed_, 0, (uint64_t)shard_order_#|auto|./test/test_cpu -tc=data*"
+"data: a resumed position keeps the first shard's chunk order|host/data.h|/^        pos_ = p;\$/{n;/load_order/d}|auto|./test/test_cpu -tc=data*"
+"ZeRO (CPU): the clipping norm of this replica's shard only|train.cpp|s#? sq : comm.allreduce_sum(sq));#? sq : sq);#|auto|bash test/test_zero.sh"
+"ZeRO (CPU): a resumed state's moments cut from the start, not the shard|train.cpp|s#m.adam_m\[i - lo\] = file_m\[i\], m.adam_v\[i - lo\] = file_v\[i\];#m.adam_m[i - lo] = file_m[i - lo], m.adam_v[i - lo] = file_v[i - lo];#|auto|bash test/test_zero.sh"
+"ZeRO (GPU): the norm from the mean of the shards' squares, not their sum|train_gpt.cu|s#sharded() ? means\[2\] \* comm.world : sums\[1\]#sharded() ? means[2] : sums[1]#|auto|bash test/test_gpu_zero.sh"
+"ZeRO (GPU, bf16): resumed master weights taken from the buffer's start|train_gpt.cu|s#const size_t master_from = weights_copy() ? shard.begin : 0;#const size_t master_from = 0;#|auto|bash test/test_gpu_zero.sh"
+"bf16 AdamW: a shard refreshes the bf16 weights at its own offset|gpu/adamw.cuh|s#params_x ? params_x + lo : nullptr#params_x ? params_x + at : nullptr#|test/test_gpu_cpu|./test/test_gpu_cpu -tc=ZeRO*"
+"flash forward (scalar): the running sum not rescaled when the maximum grows|gpu/flash_attention.cuh|s#s.l\[r\] = s.l\[r\] \* alpha + sum;#s.l[r] = s.l[r] + sum;#|auto|./test/test_flash_attention_cpu_fp32 -tc=fused*"
+"flash backward (scalar): dS without the 1/sqrt(hs) scale|gpu/flash_attention.cuh|s#(s.dp\[r \* FLASH_LDS + c\] - s.delta\[r\]) \* scale : 0.0f;#(s.dp[r * FLASH_LDS + c] - s.delta[r]) : 0.0f;#|auto|./test/test_flash_attention_cpu_fp32 -tc=fused*"
+"flash dk (tensor cores): stored without the 1/sqrt(hs) scale|gpu/flash_attention_mma.cuh|s#store_rows<N8>(dk_dst, width, dk, scale,#store_rows<N8>(dk_dst, width, dk, 1.0f,#|auto|./test/test_flash_attention_cpu -tc=fused*"
+"flash D = rowsum(dy*y) (tensor cores): heads' rows mixed up|gpu/flash_attention_mma.cuh|s#delta\[(b \* NH + h) \* T + t\] = sum;#delta[(b * NH + h) * T + (T - 1 - t)] = sum;#|auto|./test/test_flash_attention_cpu -tc=fused*"
+"--attention auto: a resumed run times the paths again|host/run.h|/^        adopt_recorded_choices();\$/d|auto|./test/test_gpu_cpu -tc=*keeps the attention path*"
+"signal during a validation: stops one step later|host/run.h|s#if (evaluate(step) \&\& !comm.stop->agreed) comm.agree_stop();#evaluate(step);#|auto|bash test/test_crash_safety.sh"
+"SIGUSR1 (Slurm's --signal) not caught: the run dies without a checkpoint|host/stop.h|s#{SIGINT, SIGTERM, SIGUSR1}#{SIGINT, SIGTERM}#|auto|./test/test_cpu -tc=signals*"
+"fc's epilogue: GELU without the bias|gpu/matmul.cuh|s#(bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)#CUBLASLT_EPILOGUE_GELU_AUX#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=matmul*"
+"cuBLASLt emulation: aux keeps the GELU's output, not its input|cpu_cuda/cublas_cpu.h|/if (e.aux_out) store_floats(e.aux_type, v, rows, aux());/d;s#^            case Activation::none: break;\$#&\n        }\n        if (e.aux_out) { store_floats(e.aux_type, v, rows, aux());#|auto|./test/test_cpu_cublas"
 )
 
-# selected NAME: is the bug NAME among those asked for (all when none named)?
+# The programs make test builds: what "auto" chooses from.
+read -r -a programs <<<"$(make -s --no-print-directory print-test-programs 2>/dev/null)"
+
+# used_programs SUITE: the programs of make test that SUITE runs (see "auto" above)
+used_programs() {
+    local suite=$1 text p script
+    text=$suite
+    for script in $suite; do [[ $script == *.sh && -f $script ]] && text+=$'\n'"$(cat "$script")"; done
+    local -a named=()
+    for p in "${programs[@]}"; do grep -qw -- "$p" <<<"$text" && named+=("$p"); done
+    # and what those run: the order-only prerequisites of their rules (after the "|"), and
+    # the programs a test's source starts ("./train" in test/test_cpu.cpp)
+    local -a more=()
+    for p in "${named[@]}"; do
+        more+=($(grep -h "^$p[ :]" Makefile cpu.mk gpu.mk 2>/dev/null | grep '|' | sed 's/.*|//'))
+        local stem=${p%_fp32} src
+        for src in "$p.cpp" "$p.cu" "${stem%_cpu}.cpp" "${stem%_cpu}.cu"; do
+            [ -f "$src" ] && more+=($(grep -oE '"\./[A-Za-z0-9_/]+' "$src" | sed 's#^"\./##' | sort -u))
+        done
+    done
+    for p in "${more[@]}"; do
+        [[ " ${programs[*]} " == *" $p "* && " ${named[*]} " != *" $p "* ]] && named+=("$p")
+    done
+    echo "${named[*]}"
+}
+
+# targets_of ENTRY: the TARGETS column, or what "auto" derives
+targets_of() {
+    local name file expr targets suite
+    IFS='|' read -r name file expr targets suite <<<"$1"
+    if [ "$targets" = auto ] || [ -z "$targets" ]; then used_programs "$suite"; else echo "$targets"; fi
+}
+
+# selected INDEX NAME [WORDS...]: is the bug asked for (all when none named; and in PART)?
 selected() {
-    [ $# -eq 1 ] && return 0
-    local name=$1 w; shift
+    local index=$1 name=$2 w; shift 2
+    if [ -n "$PART" ] && [ $((index % ${PART#*/})) -ne "${PART%/*}" ]; then return 1; fi
+    [ $# -eq 0 ] && return 0
     for w in "$@"; do [[ $name == *"$w"* ]] && return 0; done
     return 1
 }
 
-# ---- the suites without any bug: each must pass, once
-declare -A baseline=()
-for entry in "${mutations[@]}"; do
-    IFS='|' read -r name file expr targets suite <<<"$entry"
-    selected "$name" "$@" || continue
-    [ -n "${baseline[$suite]+x}" ] && continue
-    echo "==== without a bug: $suite"
-    if make -j"$JOBS" $targets >build.log 2>&1 && timeout 900 $suite >suite.log 2>&1; then baseline[$suite]=pass
-    else tail -5 build.log suite.log; baseline[$suite]=fail; fi
+chosen=()
+for i in "${!mutations[@]}"; do
+    IFS='|' read -r name _ <<<"${mutations[$i]}"
+    selected "$i" "$name" "$@" && chosen+=("$i")
+done
+[ -n "$PART" ] && echo "mutations: part $PART of the table: ${#chosen[@]} of ${#mutations[@]} bugs"
+
+# ---- the suites without any bug: everything they need built once, then each must pass, once
+declare -A baseline=() suite_id=()
+all_targets=()
+for i in "${chosen[@]}"; do
+    IFS='|' read -r name file expr targets suite <<<"${mutations[$i]}"
+    all_targets+=($(targets_of "${mutations[$i]}"))
+    [ -n "${suite_id[$suite]+x}" ] || suite_id[$suite]=${#suite_id[@]}
+done
+echo "==== building without a bug: $(printf '%s\n' "${all_targets[@]}" | sort -u | tr '\n' ' ')"
+if ! make -j"$JOBS" $(printf '%s\n' "${all_targets[@]}" | sort -u) >build.log 2>&1; then
+    tail -20 build.log; echo "the tree does not build: nothing tried"; exit 1
+fi
+# the suites side by side, JOBS at a time (each in this copy: they write to their own temporary directories)
+for suite in "${!suite_id[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+    id=${suite_id[$suite]}
+    ( echo "==== without a bug: $suite"; timeout 900 $suite >"baseline.$id.log" 2>&1; echo $? >"baseline.$id.rc" ) &
+done
+wait
+for suite in "${!suite_id[@]}"; do
+    id=${suite_id[$suite]}
+    if [ "$(cat "baseline.$id.rc")" = 0 ]; then baseline[$suite]=pass
+    else echo "==== FAILS without a bug: $suite"; tail -5 "baseline.$id.log"; baseline[$suite]=fail; fi
 done
 
-rows=() bad=0
-for entry in "${mutations[@]}"; do
-    IFS='|' read -r name file expr targets suite <<<"$entry"
-    selected "$name" "$@" || continue
-    echo "==== $name ($file)"
+# try INDEX: plants bug INDEX in this copy, rebuilds, runs its suite; writes result.INDEX
+try() {
+    local i=$1 name file expr targets suite result start=$SECONDS
+    IFS='|' read -r name file expr targets suite <<<"${mutations[$i]}"
+    targets=$(targets_of "${mutations[$i]}")
     cp -p "$file" "$file.orig"
-    start=$SECONDS
     if [ "${baseline[$suite]}" != pass ]; then
         result="NOT RUN (its suite fails without the bug)"
     elif ! sed -i -e "$expr" "$file" || cmp -s "$file" "$file.orig"; then
         result="NOT APPLIED (the text is not in $file)"
-    elif ! make -j"$JOBS" $targets >build.log 2>&1; then
-        tail -5 build.log; result="NOT APPLIED (does not build)"
-    elif timeout 900 $suite >suite.log 2>&1; then
-        grep -E "FAIL|ERROR|passed" suite.log | tail -3; result="survived"
+    elif [ -z "$(make -n -W "$file" $targets 2>/dev/null | grep -E -- '-o ')" ]; then
+        result="NOT APPLIED (no program the suite runs uses $file: $targets)"
+    elif ! make -j"$make_jobs" $targets >"build.$i.log" 2>&1; then
+        tail -5 "build.$i.log"; result="NOT APPLIED (does not build)"
+    elif timeout 900 $suite >"suite.$i.log" 2>&1; then
+        grep -E "FAIL|ERROR|passed" "suite.$i.log" | tail -3; result="survived"
     else
-        grep -E "^FAIL|ERROR|test cases:|race|differ|error" suite.log | head -3; result="caught"
+        grep -E "^FAIL|ERROR|test cases:|race|differ|error" "suite.$i.log" | head -3; result="caught"
     fi
     # the original back, newer than what the bug built, so that the next build redoes it
     mv "$file.orig" "$file" && touch "$file"
-    echo "==== $result ($((SECONDS - start)) s)"
-    [ "$result" = caught ] || bad=$((bad + 1))
-    rows+=("$(printf '%-52s %-9s %s' "$name" "$result" "$suite")")
+    echo "==== $name: $result ($((SECONDS - start)) s)"
+    printf '%-60s %-9s %s\n' "$name" "$result" "$suite" >"$base/result.$i"
+}
+
+# ---- the bugs: worker w (its own copy of the tree) takes every JOBS-th of them
+workers=$(( JOBS < ${#chosen[@]} ? JOBS : ${#chosen[@]} ))
+make_jobs=$(( workers > 1 ? 1 : JOBS ))
+for ((w = 1; w < workers; w++)); do cp -a "$base/0" "$base/$w"; done
+for ((w = 0; w < workers; w++)); do
+    (
+        cd "$base/$w"
+        for ((k = w; k < ${#chosen[@]}; k += workers)); do try "${chosen[$k]}"; done
+    ) &
 done
+wait
 
 echo
-printf '%-52s %-9s %s\n' "bug" "result" "suite"
-for r in "${rows[@]}"; do echo "$r"; done
-echo "$(( ${#rows[@]} - bad )) of ${#rows[@]} caught"
-[ "$bad" -eq 0 ]
+printf '%-60s %-9s %s\n' "bug" "result" "suite"
+caught=0
+for i in "${chosen[@]}"; do
+    cat "$base/result.$i" 2>/dev/null || printf '%-60s %s\n' "(bug $i)" "NOT RUN (its worker stopped)"
+    grep -q " caught " "$base/result.$i" 2>/dev/null && caught=$((caught + 1))
+done
+echo "$caught of ${#chosen[@]} caught"
+[ "$caught" -eq "${#chosen[@]}" ]
+exit
+}

@@ -643,6 +643,100 @@ TEST_CASE("replicas read disjoint parts whose union is the global batch, for eve
     }
 }
 
+// Several shard files of different sizes, read over several epochs: shard s holds the tokens
+// 1000·s + i, so the first input of a chunk names its shard and its place. Every epoch must
+// serve every chunk of every shard exactly once (a shard's end taken from another shard's
+// size skips or repeats chunks); shuffling must give each epoch its own shard order and its
+// own chunk order (the same order every epoch would train on a repeating sequence); and a
+// loader set to any position an earlier one passed (a resume) must serve the same chunks
+// from there, across shard and epoch boundaries.
+TEST_CASE("data order over several shards of different sizes, across epochs, reshuffled each epoch, and resumed anywhere") {
+    std::string dir = temp_dir();
+    const int B = 2, T = 4, CHUNK = B * T;
+    const int chunks[4] = {5, 2, 7, 3};
+    std::vector<std::string> files;
+    std::vector<int> every_chunk;  // the first token of each chunk of each shard
+    for (int s = 0; s < 4; s++) {
+        std::vector<uint16_t> tokens(chunks[s] * CHUNK + 1 + (s == 1 ? 3 : 0));  // shard 1: 3 tokens left over
+        for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)(1000 * s + i);
+        files.push_back(dir + "/shard_" + std::to_string(s) + ".bin");
+        write_shard(files.back(), tokens);
+        for (int c = 0; c < chunks[s]; c++) every_chunk.push_back(1000 * s + c * CHUNK);
+    }
+    const int per_epoch = 5 + 2 + 7 + 3, EPOCHS = 4;
+    for (bool shuffle : {false, true}) {
+        INFO("shuffle=", shuffle);
+        DataLoader d(files, 4096);
+        d.configure(B, T, 1, 1, 0, shuffle, 5);
+        REQUIRE(d.chunks_per_epoch() == per_epoch);
+        std::vector<DataPosition> positions;
+        std::vector<int> served;
+        std::vector<int> in(CHUNK), tg(CHUNK);
+        for (int e = 0; e < EPOCHS; e++) {
+            for (int i = 0; i < per_epoch; i++) {
+                CHECK(d.position().epoch == e);
+                positions.push_back(d.position());
+                d.next_chunk();
+                d.micro_batch(0, in.data(), tg.data());
+                for (int j = 0; j < CHUNK; j++) {  // consecutive tokens of one shard, targets one ahead
+                    REQUIRE(in[j] == in[0] + j);
+                    REQUIRE(tg[j] == in[0] + j + 1);
+                }
+                served.push_back(in[0]);
+            }
+        }
+        CHECK(d.position().epoch == EPOCHS);
+        std::vector<std::vector<int>> epoch(EPOCHS);
+        for (int e = 0; e < EPOCHS; e++) {
+            epoch[e].assign(served.begin() + e * per_epoch, served.begin() + (e + 1) * per_epoch);
+            std::vector<int> sorted = epoch[e];
+            std::sort(sorted.begin(), sorted.end());
+            CHECK(sorted == every_chunk);  // each chunk once per epoch
+        }
+        // the order of the shards in an epoch, and the order of shard 2's seven chunks
+        auto shard_order = [](const std::vector<int>& chunks_served) {
+            std::vector<int> order;
+            for (int c : chunks_served)
+                if (order.empty() || order.back() != c / 1000) order.push_back(c / 1000);
+            return order;
+        };
+        auto chunks_of_shard_2 = [](const std::vector<int>& chunks_served) {
+            std::vector<int> order;
+            for (int c : chunks_served)
+                if (c / 1000 == 2) order.push_back(c);
+            return order;
+        };
+        if (!shuffle) {
+            for (int e = 0; e < EPOCHS; e++) CHECK(epoch[e] == every_chunk);  // the files' order, each from its start
+        } else {
+            // A correct shuffle repeats the order of 4 shards in all 4 epochs with probability
+            // (1/24)^3, and shard 2's order of 7 chunks with (1/5040)^3: the seed is fixed, so
+            // this either always passes or never does.
+            std::set<std::vector<int>> shard_orders, chunk_orders;
+            for (int e = 0; e < EPOCHS; e++) {
+                CHECK(shard_order(epoch[e]).size() == 4);  // a shard's chunks are served together
+                shard_orders.insert(shard_order(epoch[e]));
+                chunk_orders.insert(chunks_of_shard_2(epoch[e]));
+            }
+            CHECK(shard_orders.size() > 1);
+            CHECK(chunk_orders.size() > 1);
+        }
+        // a resume at any position passed: the same chunks from there to the end
+        for (size_t k : {1, 4, 5, 6, 8, 16, 17, 22, 40, 50}) {
+            INFO("resumed at chunk ", k);
+            DataLoader r(files, 4096);
+            r.configure(B, T, 1, 1, 0, shuffle, 5);
+            r.set_position(positions[k]);
+            for (size_t i = k; i < served.size(); i++) {
+                r.next_chunk();
+                r.micro_batch(0, in.data(), tg.data());
+                REQUIRE(in[0] == served[i]);
+            }
+        }
+    }
+    run_command("rm -rf " + dir);
+}
+
 TEST_CASE("batch arithmetic: A from the global batch, and a clear error when it does not divide") {
     BatchPlan p = plan_batch(4, 64, 2, 4096);
     CHECK(p.A == 8);
@@ -1085,6 +1179,80 @@ TEST_CASE("resume: the samples, the validation, the log and the state equal an u
     run_command("rm -rf " + a + " " + b);
 }
 
+// The learning rate each step of a run trains with, from the log, against the schedule
+// written out here in double: warm-up to the peak, then a cosine down to the floor, which a
+// run reaches (to within its last step) only when the trainer builds the schedule from the
+// options as given. The log prints 7 significant digits of a float32: 2e-6 relative.
+TEST_CASE("learning-rate schedule of a run: the log's lr at every step, warm-up, cosine and floor, by hand") {
+    std::string dir = temp_dir(), out;
+    const int steps = 24, warmup = 3;
+    const double peak = 2e-3, floor_frac = 0.25;
+    REQUIRE(run_command(TINY + "-n 24 --warmup 3 -l 2e-3 --lr-final-frac 0.25 -o " + dir, &out) == 0);
+    std::vector<std::string> lines = log_lines(dir + "/log.jsonl", "train");
+    REQUIRE(lines.size() == (size_t)steps);
+    const double pi = std::acos(-1.0);
+    for (int t = 1; t <= steps; t++) {  // step t trains with the schedule at t - 1
+        int s = t - 1;
+        double expected = s < warmup ? peak * (s + 1) / warmup
+                                     : peak * floor_frac + peak * (1 - floor_frac) * 0.5 *
+                                                               (1 + std::cos(pi * (s - warmup) / (steps - warmup)));
+        const std::string& line = lines[t - 1];
+        size_t at = line.find("\"lr\":");
+        REQUIRE(at != std::string::npos);
+        double lr = std::atof(line.c_str() + at + 5);
+        INFO("step ", t, ": ", line);
+        CHECK(std::fabs(lr - expected) <= 2e-6 * expected);
+    }
+    run_command("rm -rf " + dir);
+}
+
+// The gradient noise scale's moving averages are part of the state: a run resumed at step 4
+// logs the same |G_small|, |G_big| and B_noise at steps 5..8 as the run never stopped. A = 2
+// (a global batch of twice B·T) so that it is measured.
+TEST_CASE("resume: the noise scale of a resumed run equals the uninterrupted run's, field for field") {
+    std::string a = temp_dir(), b = temp_dir(), out;
+    const std::string run = TINY + "-n 8 --ckpt-every 4 -d 128 --noise-ema 0.9 ";
+    REQUIRE(run_command(run + "-o " + a, &out) == 0);
+    REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + b) == 0);
+    REQUIRE(run_command(run + "--resume 1 -o " + b, &out) == 0);
+    auto noise_fields = [](const std::string& line) {
+        size_t at = line.find(",\"grad_norm_small\"");
+        return at == std::string::npos ? std::string() : line.substr(at);
+    };
+    std::vector<std::string> la = log_lines(a + "/log.jsonl", "train"), lb = log_lines(b + "/log.jsonl", "train");
+    REQUIRE(la.size() == 8);
+    REQUIRE(lb.size() == 4);
+    for (int i = 0; i < 4; i++) {
+        INFO("step ", 5 + i);
+        CHECK(noise_fields(la[4 + i]).find("\"noise_scale\"") != std::string::npos);
+        CHECK(noise_fields(la[4 + i]) == noise_fields(lb[i]));
+    }
+    run_command("rm -rf " + a + " " + b);
+}
+
+// Each stop signal, in a child process that catches them as the trainer does: the first is
+// recorded (the run stops after its step), not fatal; a second ends the process at once with
+// 128 + the signal, the status a shell shows for it. SIGUSR1 is what Slurm's --signal sends
+// before a time limit; SIGINT is Ctrl-C.
+TEST_CASE("signals: SIGINT, SIGTERM and SIGUSR1 each ask the run to stop; a second one exits at once") {
+    for (int sig : {SIGINT, SIGTERM, SIGUSR1}) {
+        for (int count : {1, 2}) {
+            INFO("signal ", sig, " sent ", count, " time(s)");
+            pid_t pid = fork();
+            REQUIRE(pid >= 0);
+            if (pid == 0) {
+                catch_stop_signals();
+                for (int i = 0; i < count; i++) raise(sig);
+                _exit(stop_signal_received() == sig ? 0 : 1);
+            }
+            int status = 0;
+            REQUIRE(waitpid(pid, &status, 0) == pid);
+            REQUIRE(WIFEXITED(status));  // not ended by the signal itself
+            CHECK(WEXITSTATUS(status) == (count == 1 ? 0 : 128 + sig));
+        }
+    }
+}
+
 TEST_CASE("-n 0 samples from a model file without training: the prompt shown, nothing written") {
     std::string dir = temp_dir(), out;
     // a trained model whose only sample is at its last step, from a fresh sampler
@@ -1203,6 +1371,8 @@ TEST_CASE("threads: a cgroup's CPU quota is found in v2 and v1 layouts, the smal
     CHECK(quota_cpus(250000, 100000) == 2);  // whole CPUs, rounded down
     CHECK(quota_cpus(50000, 100000) == 1);   // never below one
     CHECK(quota_cpus(-1, 100000) == 0);      // v1: no limit
+    CHECK(quota_cpus(100000, 50000) == 2);   // a period other than the default 100 ms
+    CHECK(quota_cpus(600000, 200000) == 3);
     std::string root = temp_dir();
     CHECK(cgroup_cpu_quota(root) == 0);  // no /proc/self/cgroup: no quota, no error
 
@@ -1215,6 +1385,9 @@ TEST_CASE("threads: a cgroup's CPU quota is found in v2 and v1 layouts, the smal
     CHECK(cgroup_cpu_quota(root) == 1);
     put_file(root, "sys/fs/cgroup/job/step/cpu.max", "garbage\n");  // unreadable: ignored, the parent's stands
     CHECK(cgroup_cpu_quota(root) == 3);
+    // the period is the file's, not always 100 ms: 2 CPUs as 50 ms per 25 ms, under a parent of 3
+    put_file(root, "sys/fs/cgroup/job/step/cpu.max", "50000 25000\n");
+    CHECK(cgroup_cpu_quota(root) == 2);
 
     // v1 as a container sees it: /proc/self/cgroup names the host's path, the mount is the
     // container's own cgroup, so only the mount's root exists
@@ -1223,6 +1396,8 @@ TEST_CASE("threads: a cgroup's CPU quota is found in v2 and v1 layouts, the smal
     put_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "400000\n");
     put_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
     CHECK(cgroup_cpu_quota(root) == 4);
+    put_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "250000\n");  // 4 CPUs' time per 250 ms: 1.6
+    CHECK(cgroup_cpu_quota(root) == 1);
     put_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
     CHECK(cgroup_cpu_quota(root) == 0);
     put_file(root, "proc/self/cgroup", "3:cpuacct:/x\n");  // "cpuacct" alone is not the cpu controller

@@ -629,6 +629,17 @@ TEST_CASE("ZeRO: the updates of R shards make the whole AdamW update, on the CPU
             DevArray<floatX> px(sh.padded);
             gpu::adamw_update(dp.ptr(), px.ptr(), dg.ptr(), dm.ptr(), dv.ptr(), c, h, 1e-2f, 3, 0.5f, sh);
             Floats up = dp.host(), um = dm.host();
+            // the floatX copy the kernels read (bf16; in fp32 the same values): the shard's
+            // updated master weights rounded, at their places among every weight, and nothing
+            // written outside the shard (px starts as NaN everywhere)
+            FloatXs ux = px.host();
+            size_t copied = 0, outside = 0;
+            for (size_t i = 0; i < sh.padded; i++) {
+                if (i >= lo && i < hi) copied += (float)ux[i] == (float)floatX(up[i - lo]);  // exact: one rounding
+                else outside += !std::isnan((float)ux[i]);
+            }
+            CHECK(copied == hi - lo);
+            CHECK(outside == 0);
             std::copy(up.begin(), up.begin() + (hi - lo), gpu_p.begin() + lo);
             std::copy(um.begin(), um.begin() + (hi - lo), gpu_m.begin() + lo);
         }
