@@ -10,7 +10,8 @@
 #
 # Variables:
 #   CUDA_HOME   CUDA toolkit (default /usr/local/cuda); nvcc is taken from PATH first
-#   PRECISION   bf16 (default) or fp32: the type of weights, activations and their gradients
+#   PRECISION   bf16 or fp32: the type of weights, activations and their gradients; default
+#               bf16, or fp32 when CUDA_ARCH (or the local GPU) is below sm_80 (T4, V100)
 #   CUDA_ARCH   compute capabilities to build for, e.g. "90" or "sm_90" or "80 90";
 #               default: the local GPU's (nvidia-smi), else "80 90"
 #   NCCL_HOME   NCCL install with include/ and lib/ (default: searched, see NCCL_INC below)
@@ -71,9 +72,18 @@ MPI_DEFS := $(if $(MPI_FOUND),-DTRAIN_MPI -DOMPI_SKIP_MPICXX)
 
 DOCTEST_INC ?= /usr/include
 
-# ---- precision: bf16 (the default: tensor cores, float32 master weights) or fp32 (the exact
-# tier, checked against train.cpp to 1e-5). The stamp names it, so switching rebuilds.
-PRECISION ?= bf16
+# ---- precision: bf16 (the default from sm_80: tensor cores, float32 master weights) or fp32
+# (the exact tier, checked against train.cpp to 1e-5; the default when an architecture built
+# for is below sm_80, whose GPUs have no bf16 tensor cores). The stamp names it, so switching
+# rebuilds. bf16 asked for below sm_80 compiles (gpu/mma.cuh's instructions trap there), and
+# train_gpt stops at start-up on such a GPU with one line saying to build fp32 (gpu/fit.cuh).
+ARCHS_BELOW_80 := $(strip $(foreach a,$(GPU_ARCHS),$(if $(filter-out 8% 9% 1%,$(a)),$(a))))
+ifeq ($(origin PRECISION),undefined)
+  PRECISION := $(if $(ARCHS_BELOW_80),fp32,bf16)
+  PRECISION_NOTE := (the default $(if $(ARCHS_BELOW_80),below sm_80: sm_$(firstword $(ARCHS_BELOW_80)) has no bf16 tensor cores,from sm_80))
+else
+  PRECISION_NOTE := (PRECISION)$(if $(filter bf16,$(PRECISION)),$(if $(ARCHS_BELOW_80), NOTE: a bf16 build stops at start-up on sm_$(firstword $(ARCHS_BELOW_80)) (below sm_80); PRECISION=fp32 runs there))
+endif
 ifeq ($(filter bf16 fp32,$(PRECISION)),)
   $(error PRECISION must be bf16 or fp32, not '$(PRECISION)')
 endif
@@ -89,7 +99,7 @@ GPU_LIBS := -lcublas -lcublasLt $(NCCL_LIBS) $(MPI_LIBS) -lgomp
 GPU_HOST_HEADERS := $(wildcard host/*.h) $(wildcard gpu/*.cuh)
 
 define gpu_found
-	@echo "gpu.mk: nvcc $(NVCC); architectures $(GPU_ARCHS) $(ARCH_NOTE); precision $(PRECISION)"
+	@echo "gpu.mk: nvcc $(NVCC); architectures $(GPU_ARCHS) $(ARCH_NOTE); precision $(PRECISION) $(PRECISION_NOTE)"
 	@echo "gpu.mk: NCCL $(if $(NCCL_INC),headers $(NCCL_INC), headers NOT FOUND (set NCCL_HOME)); library $(or $(NCCL_SO),-lnccl from the default paths)"
 	@echo "gpu.mk: MPI $(if $(MPI_FOUND),$(MPI_FOUND) (mpirun launches replicas),not used (single GPU, or srun with --nccl-init-file))"
 endef
