@@ -298,14 +298,12 @@ struct GpuTrainer {
                                const Comm& comm) {
         const int hs = mc.C / mc.NH;
         const bool supported = gpu::flash_attention_supports(hs);
-        std::string unfit;  // why the fused path does not fit the device
-        const bool fits = fit_device(config, mc, plan, comm, &unfit);
         if (config.attention == "fused" && !supported)
             throw Error(strf("--attention fused needs a head size C/NH that is a multiple of 16 from 16 to %d; the "
                              "model has C=%d, NH=%d: head size %d (--attention cublas or auto runs it)",
                              gpu::FLASH_MAX_HS, mc.C, mc.NH, hs));
-        if (config.attention == "fused" && !fits)
-            throw Error("--attention fused: " + unfit + " (--attention cublas or auto runs the cuBLAS path)");
+        std::string unfit;  // why the fused path does not fit the device
+        const bool fits = fit_device(config, mc, plan, comm, &unfit);
         if (config.attention != "auto") return;
         auto need = [&](const char* path) {
             Config c = config;
@@ -365,9 +363,10 @@ struct GpuTrainer {
         if (gpu::ctx.device < 0) return mc.C;
         return gpu::layernorm_backward_columns(mc.C, gpu::device_limits(gpu::ctx.device).smem_optin);
     }
-    // Every kernel against the device's limits, before anything is allocated: prints the
-    // variants (rank 0), stops the run with one line when one cannot fit; false, with the
-    // reason in *unfit, when the fused attention does not fit (the cuBLAS path then runs).
+    // Every kernel against the device's limits, before anything is allocated: stops the run
+    // with one line when one cannot fit (--attention fused included), else prints the variants
+    // (rank 0); false, with the reason in *unfit, when the fused attention does not fit (the
+    // cuBLAS path then runs).
     static bool fit_device(const Config& config, const ModelConfig& mc, const BatchPlan& plan, const Comm& comm,
                            std::string* unfit) {
         const DeviceLimits d = device_to_fit(config);
@@ -375,12 +374,14 @@ struct GpuTrainer {
         const std::string precision = gpu::precision_refusal(d);
         if (!precision.empty()) throw Error(precision);
         gpu::KernelFit fit = gpu::fit_kernels(mc, plan.B, plan.T, d);
-        if (comm.rank == 0)
-            for (const std::string& line : gpu::describe_fit(fit, mc, d, config.attention)) printf("%s\n", line.c_str());
         if (fit.refusal.empty() && gpu::ctx.device >= 0 && d.name == gpu::device_limits(gpu::ctx.device).name)
             fit.refusal = gpu::registers_refusal(d);  // this build's registers, on the GPU in use
         if (!fit.refusal.empty()) throw Error(fit.refusal);
         *unfit = fit.fused_refusal;
+        if (config.attention == "fused" && !unfit->empty())
+            throw Error("--attention fused: " + *unfit + " (--attention cublas or auto runs the cuBLAS path)");
+        if (comm.rank == 0)
+            for (const std::string& line : gpu::describe_fit(fit, mc, d, config.attention)) printf("%s\n", line.c_str());
         return unfit->empty();
     }
     static std::string cpu_runtime_pick() {

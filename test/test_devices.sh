@@ -79,6 +79,7 @@ for dev in t4 v100 a10 rtx4090 a100 h100; do
     start "$out" $dev $bin --layers 1 --heads 16 --channels 256 -b 4096 -t 4 --attention fused --dry-run 1
     check "$dev: B·NH over 65,535 with --attention fused: refused at start-up, exit 1" status "$out" 1
     check "$dev: ... naming grid.y, the numbers and the device" has "$out" "--attention fused: the fused attention's grid.y = B·NH = 65536, over the 65535 that"
+    check "$dev: ... in one line" [ "$(wc -l < "$out")" -eq 1 ]
     start "$out.auto" $dev $bin --layers 1 --heads 16 --channels 256 -b 4096 -t 4 --attention auto --dry-run 1
     check "$dev: ... and --attention auto takes the cublas path there" has "$out.auto" "attention: cublas (the fused path does not fit this GPU)"
 done
