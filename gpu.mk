@@ -7,10 +7,12 @@
 #   bench_gpu        GPT-2 124M shape, both precisions: ms/step, tokens/s, MFU, peak memory,
 #                    time per kernel (scripts/bench_gpu.sh; LLMC_DIR=... adds llm.c's train_gpt2cu)
 #   gpu_info         prints what was found: nvcc, architectures, NCCL, MPI, doctest
+#   archs            the compile matrix: sm_75 to sm_120, fp32 and bf16, without a GPU (CI)
 #
 # Variables:
 #   CUDA_HOME   CUDA toolkit (default /usr/local/cuda); nvcc is taken from PATH first
-#   PRECISION   bf16 (default) or fp32: the type of weights, activations and their gradients
+#   PRECISION   bf16 or fp32: the type of weights, activations and their gradients; default
+#               bf16, or fp32 when CUDA_ARCH (or the local GPU) is below sm_80 (T4, V100)
 #   CUDA_ARCH   compute capabilities to build for, e.g. "90" or "sm_90" or "80 90";
 #               default: the local GPU's (nvidia-smi), else "80 90"
 #   NCCL_HOME   NCCL install with include/ and lib/ (default: searched, see NCCL_INC below)
@@ -71,9 +73,18 @@ MPI_DEFS := $(if $(MPI_FOUND),-DTRAIN_MPI -DOMPI_SKIP_MPICXX)
 
 DOCTEST_INC ?= /usr/include
 
-# ---- precision: bf16 (the default: tensor cores, float32 master weights) or fp32 (the exact
-# tier, checked against train.cpp to 1e-5). The stamp names it, so switching rebuilds.
-PRECISION ?= bf16
+# ---- precision: bf16 (the default from sm_80: tensor cores, float32 master weights) or fp32
+# (the exact tier, checked against train.cpp to 1e-5; the default when an architecture built
+# for is below sm_80, whose GPUs have no bf16 tensor cores). The stamp names it, so switching
+# rebuilds. bf16 asked for below sm_80 compiles (gpu/mma.cuh's instructions trap there), and
+# train_gpt stops at start-up on such a GPU with one line saying to build fp32 (gpu/fit.cuh).
+ARCHS_BELOW_80 := $(strip $(foreach a,$(GPU_ARCHS),$(if $(filter-out 8% 9% 1%,$(a)),$(a))))
+ifeq ($(origin PRECISION),undefined)
+  PRECISION := $(if $(ARCHS_BELOW_80),fp32,bf16)
+  PRECISION_NOTE := (the default $(if $(ARCHS_BELOW_80),below sm_80: sm_$(firstword $(ARCHS_BELOW_80)) has no bf16 tensor cores,from sm_80))
+else
+  PRECISION_NOTE := (PRECISION)$(if $(filter bf16,$(PRECISION)),$(if $(ARCHS_BELOW_80), NOTE: a bf16 build stops at start-up on sm_$(firstword $(ARCHS_BELOW_80)) (below sm_80); PRECISION=fp32 runs there))
+endif
 ifeq ($(filter bf16 fp32,$(PRECISION)),)
   $(error PRECISION must be bf16 or fp32, not '$(PRECISION)')
 endif
@@ -89,7 +100,7 @@ GPU_LIBS := -lcublas -lcublasLt $(NCCL_LIBS) $(MPI_LIBS) -lgomp
 GPU_HOST_HEADERS := $(wildcard host/*.h) $(wildcard gpu/*.cuh)
 
 define gpu_found
-	@echo "gpu.mk: nvcc $(NVCC); architectures $(GPU_ARCHS) $(ARCH_NOTE); precision $(PRECISION)"
+	@echo "gpu.mk: nvcc $(NVCC); architectures $(GPU_ARCHS) $(ARCH_NOTE); precision $(PRECISION) $(PRECISION_NOTE)"
 	@echo "gpu.mk: NCCL $(if $(NCCL_INC),headers $(NCCL_INC), headers NOT FOUND (set NCCL_HOME)); library $(or $(NCCL_SO),-lnccl from the default paths)"
 	@echo "gpu.mk: MPI $(if $(MPI_FOUND),$(MPI_FOUND) (mpirun launches replicas),not used (single GPU, or srun with --nccl-init-file))"
 endef
@@ -99,7 +110,7 @@ NO_NVCC_MESSAGE := gpu.mk: nvcc not found (PATH or CUDA_HOME=$(CUDA_HOME)): the 
 
 ifeq ($(NVCC),)
 
-train_gpt build/train_gpt_bf16 build/train_gpt_fp32 test/test_gpu test/test_flash_attention test_gpu bench_gpu gpu_info:
+train_gpt build/train_gpt_bf16 build/train_gpt_fp32 test/test_gpu test/test_flash_attention test_gpu bench_gpu gpu_info archs:
 	@echo "$(NO_NVCC_MESSAGE)"; exit 1
 
 else
@@ -127,6 +138,34 @@ test/test_gpu: test/test_gpu.cu test/test_util.h test/golden.h dev/cuda/device_a
 test/test_flash_attention: test/test_flash_attention.cu test/test_util.h dev/cuda/device_array.h train.cpp $(GPU_HOST_HEADERS) $(GPU_STAMP)
 	@test -f $(DOCTEST_INC)/doctest/doctest.h || { echo "gpu.mk: doctest.h not found under $(DOCTEST_INC) (apt-get install doctest-dev, or DOCTEST_INC=dir)"; exit 1; }
 	$(NVCC) $(NVCC_ALL) -I$(DOCTEST_INC) -o $@ test/test_flash_attention.cu $(GPU_LIBS)
+
+# The compile matrix: every architecture nvcc has among the GPUs supported (T4 sm_75 to
+# Blackwell sm_120; V100's sm_70 left CUDA 13), each in both precisions (bf16 below sm_80 too:
+# it compiles, and stops at start-up there), failing on any error. test/test_gpu.cu includes
+# train_gpt.cu, so its device code is all of the trainer's kernels and the tests' own. To keep
+# CI short (test/test_compile_matrix.sh), each pair goes to PTX only (nvcc's front end and
+# cicc: every template instantiated, every __CUDA_ARCH__ branch taken, no ptxas, no host
+# compiler); the one full compile is sm_75 fp32, what a T4 builds by default, through ptxas,
+# host code and all. What PTX alone does not check: ptxas's register allocation and the
+# machine code of the other architectures (the GPU check builds those on a real GPU).
+MATRIX_ARCHS ?= $(filter 75 80 86 89 90 100 120,$(patsubst compute_%,%,$(shell $(NVCC) --list-gpu-arch 2>/dev/null)))
+MATRIX_PTX := $(foreach a,$(MATRIX_ARCHS),$(foreach p,fp32 bf16,build/archs/test_gpu-sm$(a)-$(p).ptx))
+MATRIX_FULL := build/archs/train_gpt-sm75-fp32.o build/archs/test_gpu-sm75-fp32.o
+MATRIX_FLAGS = -std=c++17 -O3 $(if $(filter bf16,$(lastword $(subst -, ,$*))),-DTRAIN_BF16) $(if $(NCCL_INC),-I$(NCCL_INC)) \
+               -I$(DOCTEST_INC) -Xcompiler -fopenmp
+matrix_arch = $(firstword $(subst -, ,$*))
+.PHONY: archs
+archs: $(MATRIX_PTX) $(MATRIX_FULL)
+	@echo "gpu.mk: compile matrix passed: PTX of test/test_gpu.cu (train_gpt.cu's kernels included) for sm_$(subst $() ,$(comma) sm_,$(MATRIX_ARCHS)) in fp32 and bf16; train_gpt.cu and test/test_gpu.cu compiled to machine code for sm_75 in fp32"
+build/archs/test_gpu-sm%.ptx: test/test_gpu.cu test/test_util.h test/golden.h train_gpt.cu train.cpp $(GPU_HOST_HEADERS)
+	@mkdir -p build/archs
+	$(NVCC) $(MATRIX_FLAGS) -arch=compute_$(matrix_arch) --ptx -o $@ test/test_gpu.cu
+build/archs/train_gpt-sm%.o: train_gpt.cu $(GPU_HOST_HEADERS)
+	@mkdir -p build/archs
+	$(NVCC) $(MATRIX_FLAGS) -gencode arch=compute_$(matrix_arch),code=sm_$(matrix_arch) -c -o $@ train_gpt.cu
+build/archs/test_gpu-sm%.o: test/test_gpu.cu test/test_util.h test/golden.h train_gpt.cu train.cpp $(GPU_HOST_HEADERS)
+	@mkdir -p build/archs
+	$(NVCC) $(MATRIX_FLAGS) -gencode arch=compute_$(matrix_arch),code=sm_$(matrix_arch) -c -o $@ test/test_gpu.cu
 
 # test_gpu exits 77 when it finds no GPU: then the tests were compiled but not run
 test_gpu: test/test_gpu train_gpt

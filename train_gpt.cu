@@ -39,6 +39,7 @@
 #include "gpu/common.cuh"
 #include "gpu/crossentropy.cuh"
 #include "gpu/encoder.cuh"
+#include "gpu/fit.cuh"
 #include "gpu/flash_attention.cuh"
 #include "gpu/layernorm.cuh"
 #include "gpu/matmul.cuh"
@@ -175,6 +176,7 @@ struct GpuTrainer {
     bool recompute;  // --recompute 1
     bool fused_attention;  // --attention: gpu/flash_attention.cuh, else gpu/attention.cuh (cuBLAS)
     gpu::Epilogues epilogues;  // --epilogues: the backward's GELU and bias gradients (gpu/matmul.cuh)
+    int ln_cols;           // LayerNorm backward's columns per block: C, or chunks that fit the device (gpu/fit.cuh)
     bool measure_noise;  // the first micro-batch's gradient norm, for the noise scale (host/noise.h)
     int rank;
     const Comm* replicas;  // with --zero 1, download() gathers the shards from the replicas
@@ -221,6 +223,7 @@ struct GpuTrainer {
         : cfg(mc), maxB(plan.B), maxT(plan.T), slots(plan.A), recompute(config.recompute),
           fused_attention(uses_fused_attention(config, mc)),
           epilogues(config.epilogues == "separate" ? gpu::Epilogues::separate : gpu::Epilogues::fused),
+          ln_cols(layernorm_columns(mc)),
           measure_noise(noise_scale_measured(config.noise_ema, plan)), rank(comm.rank), replicas(&comm),
           shard(shard_of(mc, comm.rank, comm.world, config)),
           grad_sync(mc, config.grad_sync == "overlap", config.grad_sync_dtype == "bf16", config.grad_bucket, shard) {
@@ -313,6 +316,8 @@ struct GpuTrainer {
             throw Error(strf("--attention fused needs a head size C/NH that is a multiple of 16 from 16 to %d; the "
                              "model has C=%d, NH=%d: head size %d (--attention cublas or auto runs it)",
                              gpu::FLASH_MAX_HS, mc.C, mc.NH, hs));
+        std::string unfit;  // why the fused path does not fit the device
+        const bool fits = fit_device(config, mc, plan, comm, &unfit);
         if (config.attention != "auto") return;
         auto need = [&](const char* path) {
             Config c = config;
@@ -327,6 +332,14 @@ struct GpuTrainer {
             line = strf("attention: cublas (the fused path supports head sizes that are multiples of 16 up to %d, the "
                         "model's is %d)",
                         gpu::FLASH_MAX_HS, hs);
+        } else if (!fits) {
+            choice = "cublas";
+            if (available > 0 && need("cublas") > available)
+                throw Error(strf("attention: the fused path does not fit (%s) and the cublas path needs %s at B=%d, "
+                                 "more than the %s available: lower -b",
+                                 unfit.c_str(), format_bytes(need("cublas")).c_str(), plan.B,
+                                 format_bytes(available).c_str()));
+            line = "attention: cublas (the fused path does not fit this GPU)";
         } else if (available > 0 && need("cublas") > available) {
             if (times)
                 line = strf("attention: fused (the cublas path would need %s at B=%d, more than the %s available)",
@@ -349,6 +362,41 @@ struct GpuTrainer {
         }
         config.attention = comm.allgather(choice)[0];  // every replica takes rank 0's
         if (comm.rank == 0 && !line.empty()) printf("%s\n", line.c_str());
+    }
+    // The device the kernels are fitted to: in a dry run the GPU --device names (when it is one
+    // of host/device_limits.h's), else the GPU in use; unknown in a dry run without either.
+    static DeviceLimits device_to_fit(const Config& config) {
+        DeviceLimits named = device_limits_named(config.device);
+        if (config.dry_run && named.known()) return named;
+        return gpu::ctx.device >= 0 ? gpu::device_limits(gpu::ctx.device) : DeviceLimits{};
+    }
+    // LayerNorm backward's columns per block on the GPU in use (whole rows without one). The
+    // chunks give the same bits as whole rows, so this choice, derived from the device at each
+    // start, does not change what a resumed run computes (gpu/layernorm.cuh).
+    static int layernorm_columns(const ModelConfig& mc) {
+        if (gpu::ctx.device < 0) return mc.C;
+        return gpu::layernorm_backward_columns(mc.C, gpu::device_limits(gpu::ctx.device).smem_optin);
+    }
+    // Every kernel against the device's limits, before anything is allocated: stops the run
+    // with one line when one cannot fit (--attention fused included), else prints the variants
+    // (rank 0); false, with the reason in *unfit, when the fused attention does not fit (the
+    // cuBLAS path then runs).
+    static bool fit_device(const Config& config, const ModelConfig& mc, const BatchPlan& plan, const Comm& comm,
+                           std::string* unfit) {
+        const DeviceLimits d = device_to_fit(config);
+        if (!d.known()) return true;
+        const std::string precision = gpu::precision_refusal(d);
+        if (!precision.empty()) throw Error(precision);
+        gpu::KernelFit fit = gpu::fit_kernels(mc, plan.B, plan.T, d);
+        if (fit.refusal.empty() && gpu::ctx.device >= 0 && d.name == gpu::device_limits(gpu::ctx.device).name)
+            fit.refusal = gpu::registers_refusal(d);  // this build's registers, on the GPU in use
+        if (!fit.refusal.empty()) throw Error(fit.refusal);
+        *unfit = fit.fused_refusal;
+        if (config.attention == "fused" && !unfit->empty())
+            throw Error("--attention fused: " + *unfit + " (--attention cublas or auto runs the cuBLAS path)");
+        if (comm.rank == 0)
+            for (const std::string& line : gpu::describe_fit(fit, mc, d, config.attention)) printf("%s\n", line.c_str());
+        return unfit->empty();
     }
     static std::string cpu_runtime_pick() {
 #ifdef CPU_CUDA
@@ -452,6 +500,8 @@ struct GpuTrainer {
         std::string s = strf("GPU %d: %s (sm_%d%d, %d SMs, %.1f GiB), %s", gpu::ctx.device, prop.name, prop.major,
                              prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0,
                              PRECISION_NAME);
+        if (!weights_copy() && prop.major * 10 + prop.minor < gpu::BF16_MIN_SM)
+            s += " (the precision below sm_80: bf16 needs its tensor cores)";
         if (!weights_copy()) s += strf(", TF32 %s", config.tf32 ? "on" : "off");
         if (comm.world > 1) s += strf(", gradients via NCCL %d.%d.%d", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
         return s;
@@ -602,7 +652,7 @@ struct GpuTrainer {
         gpu::matmul_backward(d.dln, g.wte, nullptr, work, dlogits, a.lnf, p.wte, BT, C, Vp, nullptr, epilogues);
         const floatX* last = a.residual3 + (cfg.L - 1) * BT * C;  // the output of the last block
         gpu::layernorm_backward_fused(d.dresidual, g.lnfw, g.lnfb, work, d.dln, last, p.lnfw, a.lnf_mean, a.lnf_rstd,
-                                      BT, C, false);
+                                      BT, C, false, ln_cols);
         for (int l = cfg.L - 1; l >= 0; l--) {
             // d.dresidual holds ∂loss/∂(output of block l)
             const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
@@ -623,7 +673,7 @@ struct GpuTrainer {
             // residual2 fed both the skip path and ln2: its gradient is the sum of the two, which
             // the LayerNorm backward adds as it writes (accumulate)
             gpu::layernorm_backward_fused(d.dresidual, g.ln2w + l * C, g.ln2b + l * C, work, d.dln, residual2,
-                                          p.ln2w + l * C, ln2_mean, ln2_rstd, BT, C, true);
+                                          p.ln2w + l * C, ln2_mean, ln2_rstd, BT, C, true, ln_cols);
             // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
             gpu::matmul_backward(d.datty, g.attprojw + (size_t)l * C * C, g.attprojb + l * C, work, d.dresidual, atty,
                                  p.attprojw + (size_t)l * C * C, BT, C, C, nullptr, epilogues);
@@ -632,7 +682,7 @@ struct GpuTrainer {
                                  p.qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C, nullptr, epilogues);
             // the same for the block's input, which fed the skip path and ln1
             gpu::layernorm_backward_fused(d.dresidual, g.ln1w + l * C, g.ln1b + l * C, work, d.dln, residual,
-                                          p.ln1w + l * C, ln1_mean, ln1_rstd, BT, C, true);
+                                          p.ln1w + l * C, ln1_mean, ln1_rstd, BT, C, true, ln_cols);
             if (sync) sync->block_done(l);  // block l's parameter gradients are final: their sum may start
         }
         gpu::encoder_backward(g.wte, g.wpe, d.dresidual, groups, B, T, C);

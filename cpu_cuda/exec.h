@@ -39,6 +39,7 @@
 #include "fiber.h"
 #include "memory.h"
 #include "pool.h"
+#include "device_presets.h"
 #include "settings.h"
 
 namespace cpu_cuda {
@@ -819,10 +820,11 @@ inline void install_fault_handler() {
 // ----------------------------------------------------------------------------
 // Running a launch.
 
-// The launch limits of the hardware the runtime reports (compute capability 9.0).
-constexpr unsigned MAX_THREADS_PER_BLOCK = 1024;
-constexpr size_t DEFAULT_DYNAMIC_SMEM = 48 << 10;   // without cudaFuncSetAttribute
-constexpr size_t MAX_DYNAMIC_SMEM_OPTIN = 227 << 10;
+// The launch limits: those every preset GPU shares (block and grid sizes), and the shared
+// memory of the one CPU_CUDA_DEVICE names (device_presets.h).
+constexpr unsigned MAX_THREADS_PER_BLOCK = DevicePreset::max_threads_per_block;
+constexpr size_t DEFAULT_DYNAMIC_SMEM = DevicePreset::smem_per_block;  // without cudaFuncSetAttribute
+inline size_t max_dynamic_smem_optin() { return (size_t)device_preset().smem_per_block_optin; }
 
 inline std::mutex& smem_limits_mutex() {
     static std::mutex m;
@@ -833,20 +835,46 @@ inline std::map<const void*, size_t>& smem_limits() {  // kernel -> cudaFuncAttr
     return m;
 }
 
-inline cudaError_t check_launch(const Launch& l, const void* kernel) {
+// What the preset GPU would refuse at launch, with the numbers: "" if it would launch. A GPU
+// answers cudaErrorInvalidConfiguration (block or grid dimensions) or cudaErrorInvalidValue
+// (dynamic shared memory over the kernel's limit) at cudaGetLastError, without the reason;
+// the runtime prints the reason too, so that a trainer's CUDA_CHECK line comes with it.
+inline std::string launch_refusal(const Launch& l, const void* kernel, cudaError_t* code) {
     const dim3 g = l.grid, b = l.block;
-    if (b.x == 0 || b.y == 0 || b.z == 0 || g.x == 0 || g.y == 0 || g.z == 0 || b.x > 1024 || b.y > 1024 ||
-        b.z > 64 || (uint64_t)b.x * b.y * b.z > MAX_THREADS_PER_BLOCK || g.x > 2147483647u || g.y > 65535 ||
-        g.z > 65535)
-        return cudaErrorInvalidConfiguration;
+    const DevicePreset& d = device_preset();
+    char buf[400];
+    *code = cudaErrorInvalidConfiguration;
+    const uint64_t threads = (uint64_t)b.x * b.y * b.z;
+    if (b.x == 0 || b.y == 0 || b.z == 0 || b.x > (unsigned)d.max_block_dim[0] || b.y > (unsigned)d.max_block_dim[1] ||
+        b.z > (unsigned)d.max_block_dim[2] || threads > MAX_THREADS_PER_BLOCK) {
+        snprintf(buf, sizeof buf, "block (%u,%u,%u) = %llu threads: a block is at most (%d,%d,%d) and %u threads on %s",
+                 b.x, b.y, b.z, (unsigned long long)threads, d.max_block_dim[0], d.max_block_dim[1], d.max_block_dim[2],
+                 MAX_THREADS_PER_BLOCK, d.name);
+        return buf;
+    }
+    if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > (unsigned)d.max_grid_dim[0] || g.y > (unsigned)d.max_grid_dim[1] ||
+        g.z > (unsigned)d.max_grid_dim[2]) {
+        snprintf(buf, sizeof buf, "grid (%u,%u,%u): a grid is at most (%d,%d,%d) blocks on %s", g.x, g.y, g.z,
+                 d.max_grid_dim[0], d.max_grid_dim[1], d.max_grid_dim[2], d.name);
+        return buf;
+    }
     size_t limit = DEFAULT_DYNAMIC_SMEM;
+    bool opted_in = false;
     {
         std::lock_guard<std::mutex> lock(smem_limits_mutex());
         auto it = smem_limits().find(kernel);
-        if (it != smem_limits().end()) limit = it->second;
+        if (it != smem_limits().end()) limit = it->second, opted_in = true;
     }
-    if (l.dynamic_smem > limit) return cudaErrorInvalidValue;
-    return cudaSuccess;
+    *code = cudaErrorInvalidValue;
+    if (l.dynamic_smem > limit) {
+        snprintf(buf, sizeof buf, "%zu bytes of dynamic shared memory, over the kernel's limit of %zu (%s; %s allows up "
+                 "to %zu per block after opting in)", l.dynamic_smem, limit,
+                 opted_in ? "set by cudaFuncSetAttribute" : "the default: no cudaFuncSetAttribute("
+                 "cudaFuncAttributeMaxDynamicSharedMemorySize) for it", d.name, max_dynamic_smem_optin());
+        return buf;
+    }
+    *code = cudaSuccess;
+    return "";
 }
 
 inline uint3 block_index(const dim3& grid, uint64_t i) {
@@ -1095,8 +1123,12 @@ inline std::string race_check(const Launch& l, const std::vector<const void*>& p
 inline cudaError_t execute(const Launch& l, const void* kernel, const std::vector<const void*>& pointers) {
     DeviceAccess access;
     install_fault_handler();
-    cudaError_t e = check_launch(l, kernel);
-    if (e != cudaSuccess) return set_error(e);
+    cudaError_t e;
+    std::string refused = launch_refusal(l, kernel, &e);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "cpu_cuda: kernel '%s' not launched: %s\n", l.kernel, refused.c_str());
+        return set_error(e);
+    }
     std::string err = settings().racecheck ? race_check(l, pointers) : run_grid(l, settings().schedule, false);
     if (!err.empty()) {
         fprintf(stderr, "cpu_cuda: %s\n", err.c_str());

@@ -600,7 +600,11 @@ inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_
 inline cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
     if (!func) return cpu_cuda::set_error(cudaErrorInvalidDeviceFunction);
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-        if (value < 0 || (size_t)value > cpu_cuda::MAX_DYNAMIC_SMEM_OPTIN) return cpu_cuda::set_error(cudaErrorInvalidValue);
+        if (value < 0 || (size_t)value > cpu_cuda::max_dynamic_smem_optin()) {
+            fprintf(stderr, "cpu_cuda: cudaFuncSetAttribute(MaxDynamicSharedMemorySize, %d): over the %zu bytes per "
+                    "block that %s allows\n", value, cpu_cuda::max_dynamic_smem_optin(), cpu_cuda::device_preset().name);
+            return cpu_cuda::set_error(cudaErrorInvalidValue);
+        }
         std::lock_guard<std::mutex> lock(cpu_cuda::smem_limits_mutex());
         cpu_cuda::smem_limits()[func] = (size_t)value;
     }

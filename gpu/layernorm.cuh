@@ -144,44 +144,64 @@ void layernorm_backward(floatX* dinp, float* dw, float* db, float* scratch, cons
     sum_partials_add(db, partial_b, chunks, C);
 }
 
-// Fused: one block per chunk of CHUNK_ROWS rows, warp y taking rows y, y + LANES, ... of it
-// (the rows lane y of layernorm_param_partial_kernel sums, in the same order). Each warp
-// computes its rows' dinp and, from the same loads, adds dout·xhat and dout into its own
-// float32 sums per column in shared memory; the warps' sums are then added in warp order into
-// the chunk's partial sums. dout and inp are read once instead of twice, dinp written once.
-// Column c's sum sits in slot (c % P)·stride + c / P (P elements per pack, stride = ⌈C/P⌉):
-// the lanes of a warp hold consecutive packs, so they touch consecutive shared-memory banks
-// rather than every P-th one.
+// Fused: one block per chunk of CHUNK_ROWS rows and `cols` columns, warp y taking rows y,
+// y + LANES, ... of it (the rows lane y of layernorm_param_partial_kernel sums, in the same
+// order). Each warp computes its rows' dinp in its columns and, from the same loads, adds
+// dout·xhat and dout into its own float32 sums per column in shared memory; the warps' sums
+// are then added in warp order into the chunk's partial sums. dout and inp are read once
+// instead of twice, dinp written once.
+// Column chunks (cols < C, grid.y = ⌈C/cols⌉) are for a GPU whose blocks cannot hold the sums
+// of a whole row (64·C bytes: above C = 1,584 on sm_86/89): each block reads its rows whole for
+// the two means, then only its columns. Every column's sum adds the same rows in the same
+// order, and dinp comes from the same means, so the result is the same to the bit whatever
+// `cols` is (test/test_gpu.cu checks it): the choice, made from the device at start-up, cannot
+// change what a resumed run computes.
+// Column c's sum sits in slot (c % P)·stride + c / P (P elements per pack, stride = ⌈cols/P⌉,
+// c counted from the block's first column): the lanes of a warp hold consecutive packs, so
+// they touch consecutive shared-memory banks rather than every P-th one.
 constexpr int LN_BACKWARD_WARPS = LANES;
 static_assert(LN_BACKWARD_WARPS * 32 == THREADS, "a block of the fused LayerNorm backward is THREADS threads");
-__host__ __device__ inline int layernorm_slot_stride(int C) {
-    return (C + pack_size<floatX>() - 1) / pack_size<floatX>();
+__host__ __device__ inline int layernorm_slot_stride(int cols) {
+    return (cols + pack_size<floatX>() - 1) / pack_size<floatX>();
 }
-__host__ __device__ inline int layernorm_slots(int C) { return pack_size<floatX>() * layernorm_slot_stride(C); }
-inline size_t layernorm_backward_smem(int C) {
-    return (size_t)LN_BACKWARD_WARPS * 2 * layernorm_slots(C) * sizeof(float);
+__host__ __device__ inline int layernorm_slots(int cols) { return pack_size<floatX>() * layernorm_slot_stride(cols); }
+// Dynamic shared memory of a block taking `cols` columns: 2 float32 sums per column per warp.
+// FLOPs per element: 12 (means 5, dinp 5, sums 2); bytes: dout and inp read twice per column
+// chunk they are not in (the means) and once more in it, dinp written (read too with accumulate).
+inline size_t layernorm_backward_smem(int cols) {
+    return (size_t)LN_BACKWARD_WARPS * 2 * layernorm_slots(cols) * sizeof(float);
+}
+// The columns a block takes: all C when their sums fit in `smem_limit` bytes (the device's
+// opt-in maximum per block), else the fewest equal chunks, whole packs each, that fit.
+inline int layernorm_backward_columns(int C, size_t smem_limit) {
+    const int P = pack_size<floatX>();
+    for (int k = 1;; k++) {
+        const int cols = ((C + k - 1) / k + P - 1) / P * P;
+        if (layernorm_backward_smem(cols) <= smem_limit || cols <= P) return std::min(cols, C);
+    }
 }
 __device__ inline int layernorm_slot(int c, int stride) {
     return c % pack_size<floatX>() * stride + c / pack_size<floatX>();
 }
 __global__ void layernorm_backward_fused_kernel(floatX* dinp, float* partial_w, float* partial_b, const floatX* dout,
                                                 const floatX* inp, const floatX* w, const float* mean,
-                                                const float* rstd, int N, int C, bool accumulate) {
+                                                const float* rstd, int N, int C, int cols, bool accumulate) {
     extern __shared__ float ln_sums[];  // [warp][dw, db][slots]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunk = blockIdx.x;
-    const int stride = layernorm_slot_stride(C), slots = layernorm_slots(C);
+    const int c0 = blockIdx.y * cols, width = min(cols, C - c0);  // this block's columns: c0 .. c0 + width
+    const int stride = layernorm_slot_stride(cols), slots = layernorm_slots(cols);
     float *sum_w = ln_sums + (size_t)warp * 2 * slots, *sum_b = sum_w + slots;
     for (int c = threadIdx.x; c < LN_BACKWARD_WARPS * 2 * slots; c += blockDim.x) ln_sums[c] = 0.0f;
     __syncthreads();
     const int n_end = min(N, (chunk + 1) * CHUNK_ROWS);
     for (int n = chunk * CHUNK_ROWS + warp; n < n_end; n += LN_BACKWARD_WARPS) {
         const size_t row = (size_t)n * C;
-        const floatX *d = dout + row, *x = inp + row;
-        floatX* dx = dinp + row;
         float m = mean[n], s = rstd[n];
-        LayerNormRowMeans means = layernorm_backward_means(d, x, w, m, s, C, lane);
-        for_row_pieces(d, C, lane, 32, [&](int i, int count) {
-            Pack<floatX> dk = load_part(d + i, count), xk = load_part(x + i, count), wk = load_part(w + i, count), r;
+        LayerNormRowMeans means = layernorm_backward_means(dout + row, inp + row, w, m, s, C, lane);
+        const floatX *d = dout + row + c0, *x = inp + row + c0, *wc = w + c0;
+        floatX* dx = dinp + row + c0;
+        for_row_pieces(d, width, lane, 32, [&](int i, int count) {
+            Pack<floatX> dk = load_part(d + i, count), xk = load_part(x + i, count), wk = load_part(wc + i, count), r;
             Pack<floatX> old = accumulate ? load_part(dx + i, count) : Pack<floatX>{};
             for (int k = 0; k < count; k++) {
                 float dv = (float)dk.v[k], xv = (float)xk.v[k];
@@ -197,28 +217,31 @@ __global__ void layernorm_backward_fused_kernel(floatX* dinp, float* partial_w, 
         __syncwarp(0xffffffffu);
     }
     __syncthreads();
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    for (int c = threadIdx.x; c < width; c += blockDim.x) {
         const int slot = layernorm_slot(c, stride);
         float sw = ln_sums[slot], sb = ln_sums[slots + slot];
         for (int k = 1; k < LN_BACKWARD_WARPS; k++)
             sw += ln_sums[(size_t)k * 2 * slots + slot], sb += ln_sums[(size_t)k * 2 * slots + slots + slot];
-        partial_w[(size_t)chunk * C + c] = sw, partial_b[(size_t)chunk * C + c] = sb;
+        partial_w[(size_t)chunk * C + c0 + c] = sw, partial_b[(size_t)chunk * C + c0 + c] = sb;
     }
 }
 // Writes the input gradient to dinp, or with `accumulate` adds it to dinp (rounded as
-// residual_forward rounds); dw, db +=. scratch: row_chunks(N) · 2C floats. Shared memory:
-// 16·C floats per block, above the default 48 KiB when C > 768 (up to C ≈ 3600 on an H100).
+// residual_forward rounds); dw, db +=. scratch: row_chunks(N) · 2C floats. cols: the columns
+// per block (layernorm_backward_columns; C, the default, is the whole row). Shared memory:
+// layernorm_backward_smem(cols), 64·cols bytes, above the default 48 KiB when cols > 768.
 void layernorm_backward_fused(floatX* dinp, float* dw, float* db, float* scratch, const floatX* dout,
                               const floatX* inp, const floatX* w, const float* mean, const float* rstd, int N, int C,
-                              bool accumulate) {
-    const size_t smem = layernorm_backward_smem(C);
+                              bool accumulate, int cols = 0) {
+    if (cols <= 0 || cols > C) cols = C;
+    const size_t smem = layernorm_backward_smem(cols);
     if (smem > (48 << 10))  // GPT-2 124M's C=768 fits the default exactly
         CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)smem));
     int chunks = row_chunks(N);
     float *partial_w = scratch, *partial_b = scratch + (size_t)chunks * C;
-    layernorm_backward_fused_kernel<<<chunks, THREADS, smem, ctx.stream>>>(dinp, partial_w, partial_b, dout, inp, w,
-                                                                          mean, rstd, N, C, accumulate);
+    const dim3 grid(chunks, (C + cols - 1) / cols);
+    layernorm_backward_fused_kernel<<<grid, THREADS, smem, ctx.stream>>>(dinp, partial_w, partial_b, dout, inp, w, mean,
+                                                                        rstd, N, C, cols, accumulate);
     KERNEL_CHECK();
     sum_partials_add(dw, partial_w, chunks, C);
     sum_partials_add(db, partial_b, chunks, C);

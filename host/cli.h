@@ -145,7 +145,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"threads", 0, "int", &c.threads, "CPU threads (waiting passively); 0 = the processors it may use"},
         {"dry-run", 0, "bool", &c.dry_run, "print the plan, then exit; --dry-run alone = 1"},
         {"replicas", 0, "int", &c.replicas, "R to plan for with --dry-run; 0 = the processes started"},
-        {"device", 0, "str", &c.device, "for estimates and MFU: h100-sxm, h100-pcie, a100-sxm"},
+        {"device", 0, "str", &c.device, "estimates, MFU: h100-sxm, h100-pcie, a100-sxm; kernels: t4..h100"},
         {"device-tflops", 0, "float", &c.device_tflops, "peak TFLOP/s per replica (overrides --device)"},
         {"link-gbps", 0, "float", &c.link_gbps, "Gbit/s each way per replica (overrides --device)"},
         {"device-memory", 0, "bytes", &c.device_memory, "memory per replica, e.g. 80GB; 0 = what is free"},

@@ -27,6 +27,7 @@
 #include "batch.h"
 #include "checkpoint.h"
 #include "kernel_cost.h"
+#include "device_limits.h"
 
 // The weights that multiply activations, per the comment above.
 inline double matmul_params(const ModelConfig& c) { return 12.0 * c.L * c.C * c.C + (double)c.Vp * c.C; }
@@ -88,6 +89,16 @@ inline std::string device_preset_names() {
     for (const DevicePreset& d : DEVICE_PRESETS) names += (names.empty() ? "" : ", ") + std::string(d.name);
     return names;
 }
+// The GPUs the planner knows the launch limits of but no speed figures for (host/device_limits.h).
+inline std::string device_limit_names() {
+    std::string names;
+    for (const NamedDeviceLimits& n : NAMED_DEVICE_LIMITS) {
+        bool timed = false;
+        for (const DevicePreset& d : DEVICE_PRESETS) timed = timed || std::string(d.name) == n.key;
+        if (!timed) names += (names.empty() ? "" : ", ") + std::string(n.key);
+    }
+    return names;
+}
 // From the options: a preset, whose figures --device-tflops and --link-gbps override.
 inline DeviceSpeed device_speed(const std::string& preset, double tflops, double link_gbps) {
     DeviceSpeed d;
@@ -95,8 +106,10 @@ inline DeviceSpeed device_speed(const std::string& preset, double tflops, double
         const DevicePreset* found = nullptr;
         for (const DevicePreset& p : DEVICE_PRESETS)
             if (preset == p.name) found = &p;
-        if (!found) throw UsageError("--device: unknown device '" + preset + "'; known: " + device_preset_names());
-        d = {found->name, found->tflops, found->link_gbps, found->memory_gbs, found->vector_tflops};
+        if (found) d = {found->name, found->tflops, found->link_gbps, found->memory_gbs, found->vector_tflops};
+        else if (device_limits_named(preset).known()) d.name = preset;  // limits only: the kernel plan (gpu/fit.cuh)
+        else throw UsageError("--device: unknown device '" + preset + "'; known: " + device_preset_names() +
+                              "; for the kernel plan only: " + device_limit_names());
     }
     if (!(tflops >= 0 && tflops < 1e6)) throw UsageError(strf("--device-tflops must be a positive number, not %g", tflops));
     if (!(link_gbps >= 0 && link_gbps < 1e9)) throw UsageError(strf("--link-gbps must be a positive number, not %g", link_gbps));

@@ -73,6 +73,8 @@ suite "plot of a real run" bash test/test_plot_run.sh
 suite "the README's commands (docs/commands.txt)" bash test/test_readme_commands.sh
 suite "quoted outputs: the checker fails on a planted digit; the pages' quick checks" bash test/test_check_docs.sh
 suite "the GPU check's plan, usage and summary (scripts/gpu_check.sh, no GPU)" bash test/test_gpu_check.sh
+suite "every preset GPU: kernel variants, refusals, one chunked step (CPU runtime)" bash test/test_devices.sh
+suite "compile matrix: sm_75 to sm_120, fp32 and bf16 (nvcc, no GPU)" bash test/test_compile_matrix.sh
 
 # ---- hardening: bad inputs, crash safety, sanitizers, fuzzing (see README, "Hardening")
 hardening_start=$SECONDS

@@ -50,6 +50,46 @@ static int attr(cudaDeviceAttr a) {
     return v;
 }
 
+__global__ void smem_user(float* out) {
+    extern __shared__ float smem_user_buf[];
+    smem_user_buf[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = smem_user_buf[blockDim.x - 1 - threadIdx.x];
+}
+
+// The launch limits of the preset GPU: dynamic shared memory up to 48 KB without opting in,
+// up to the GPU's opt-in maximum (the Programming Guide's table, expected_gpus) after
+// cudaFuncSetAttribute, never beyond; the refusal names the kernel and the numbers.
+static void check_launch_limits(const Expected& e) {
+    float* out = nullptr;
+    REQUIRE(cudaMalloc(&out, 1024 * sizeof(float)) == cudaSuccess);
+    std::string err = capture_stderr([&] { smem_user<<<1, 32, (48 << 10) + 4>>>(out); });
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+    CHECK(contains(err, "kernel 'smem_user' not launched: 49156 bytes of dynamic shared memory, over the kernel's "
+                        "limit of 49152"));
+    smem_user<<<1, 32, 48 << 10>>>(out);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    const int optin = e.optin_kb * 1024;
+    err = capture_stderr([&] {
+        CHECK(cudaFuncSetAttribute(smem_user, cudaFuncAttributeMaxDynamicSharedMemorySize, optin + 1) ==
+              cudaErrorInvalidValue);
+    });
+    CHECK(contains(err, std::to_string(optin + 1)));
+    CHECK(contains(err, std::to_string(optin)));
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+    REQUIRE(cudaFuncSetAttribute(smem_user, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) == cudaSuccess);
+    smem_user<<<1, 32, optin>>>(out);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    err = capture_stderr([&] { smem_user<<<dim3(1, 65536), 32>>>(out); });
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
+    CHECK(contains(err, "kernel 'smem_user' not launched: grid (1,65536,1)"));
+    CHECK(contains(err, "65535"));
+    err = capture_stderr([&] { smem_user<<<1, 1025>>>(out); });
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
+    CHECK(contains(err, "1025 threads"));
+    cudaFree(out);
+}
+
 // Run by the case below in a child process, once per CPU_CUDA_DEVICE value (the preset is read
 // once per process); alone, it checks the default.
 TEST_CASE("device figures: the GPU CPU_CUDA_DEVICE names") {
@@ -104,6 +144,7 @@ TEST_CASE("device figures: the GPU CPU_CUDA_DEVICE names") {
     CHECK(attr(cudaDevAttrUnifiedAddressing) == 1);
     CHECK(attr(cudaDevAttrMemoryPoolsSupported) == 1);
     CHECK(contains(p.name, "cpu_cuda"));
+    check_launch_limits(*e);
 }
 
 TEST_CASE("device figures: every preset, every attribute") {

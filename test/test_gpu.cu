@@ -230,6 +230,58 @@ TEST_CASE("fused residual + LayerNorm forward and fused LayerNorm backward match
     }
 }
 
+// The column-chunked LayerNorm backward (for GPUs whose blocks cannot hold a whole row's sums)
+// against the whole-row kernel: the same rows in the same order for each column's sums, the
+// same means for dinp, so the same bits (exact). And against train.cpp's layernorm_backward,
+// the independent reference: float32 sums 1e-5; bf16 dinp rounded once, 3e-3.
+TEST_CASE("LayerNorm backward in column chunks: the whole-row kernel's bits, and train.cpp's values") {
+    struct Shape {
+        int N, C, cols;
+    };
+    // GPT-2 XL's C = 1600 in the chunks an RTX 4090 takes (99 KB per block: 2 of 800), chunks
+    // that do not divide C (the last one narrower), and the narrowest chunk, one pack
+    const int P = gpu::pack_size<floatX>();
+    for (Shape sh : {Shape{130, 1600, gpu::layernorm_backward_columns(1600, 99 << 10)}, Shape{300, 200, 48},
+                     Shape{130, 808, 200}, Shape{40, 64, P}}) {
+        const int N = sh.N, C = sh.C, cols = sh.cols;
+        CAPTURE(C);
+        CAPTURE(cols);
+        REQUIRE(cols < C);
+        const size_t NC = (size_t)N * C;
+        Rng rng(50 + C);
+        Floats x = rounded(random_floats(NC, rng, 2.0)), w = rounded(random_floats(C, rng)), b(C, 0.0f);
+        Floats dout = rounded(random_floats(NC, rng)), dres = rounded(random_floats(NC, rng));
+        Floats dw = random_floats(C, rng), db = random_floats(C, rng);
+        Floats out(NC), mean(N), rstd(N), dinp(NC), cpu_dw = dw, cpu_db = db;
+        layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+        layernorm_backward(dinp.data(), cpu_dw.data(), cpu_db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                           rstd.data(), N, C);
+        DevArray<floatX> d_x = dev_x(x), d_w = dev_x(w), d_dout = dev_x(dout);
+        DevArray<float> d_mean(mean), d_rstd(rstd), scratch((size_t)gpu::row_chunks(N) * 2 * C);
+        for (bool accumulate : {false, true}) {
+            CAPTURE(accumulate);
+            DevArray<floatX> whole = dev_x(dres), chunked = dev_x(dres);
+            DevArray<float> dw1(dw), db1(db), dw2(dw), db2(db);
+            gpu::layernorm_backward_fused(whole.ptr(), dw1.ptr(), db1.ptr(), scratch.ptr(), d_dout.ptr(), d_x.ptr(),
+                                          d_w.ptr(), d_mean.ptr(), d_rstd.ptr(), N, C, accumulate);
+            gpu::layernorm_backward_fused(chunked.ptr(), dw2.ptr(), db2.ptr(), scratch.ptr(), d_dout.ptr(), d_x.ptr(),
+                                          d_w.ptr(), d_mean.ptr(), d_rstd.ptr(), N, C, accumulate, cols);
+            CHECK(to_float(chunked.host()) == to_float(whole.host()));
+            CHECK(dw2.host() == dw1.host());
+            CHECK(db2.host() == db1.host());
+            CHECK(norm_error(dw2.host(), cpu_dw) <= 1e-5);
+            CHECK(norm_error(db2.host(), cpu_db) <= 1e-5);
+            if (!accumulate) CHECK(norm_error(chunked.host(), dinp) <= tol(1e-5, 3e-3));
+        }
+    }
+    // the chunk width: the whole row when it fits, else the fewest equal chunks of whole packs
+    CHECK(gpu::layernorm_backward_columns(768, 48 << 10) == 768);     // 64·768 = 48 KiB exactly
+    CHECK(gpu::layernorm_backward_columns(1600, 227 << 10) == 1600);  // H100
+    CHECK(gpu::layernorm_backward_columns(1600, 99 << 10) == 800);    // sm_86/89: 2 chunks
+    CHECK(gpu::layernorm_backward_columns(1600, 64 << 10) == 800);    // T4
+    CHECK(gpu::layernorm_backward_columns(4000, 163 << 10) == 2000);  // A100: 2,608 columns at most
+}
+
 TEST_CASE("matmul forward (bias and GELU fused) and backward match the CPU; TF32 only when asked") {
     const int N = 150, IC = 300, OC = 72;  // N spans two reduction chunks; OC a multiple of 8 (cuBLASLt's aux)
     Rng rng(3);

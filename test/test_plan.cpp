@@ -139,9 +139,15 @@ TEST_CASE("device figures: presets, overrides, and one clear error for a bad one
         }
         return std::string("no error");
     };
-    std::string unknown = message([] { device_speed("h100", 0, 0); });
-    CHECK(unknown.find("'h100'") != std::string::npos);
+    std::string unknown = message([] { device_speed("h200", 0, 0); });
+    CHECK(unknown.find("'h200'") != std::string::npos);
     CHECK(unknown.find("h100-sxm, h100-pcie, a100-sxm") != std::string::npos);
+    // the GPUs known for the kernel plan only (host/device_limits.h) are named too, and taken
+    // without speed figures
+    CHECK(unknown.find("for the kernel plan only: t4, v100, a10, rtx4090, a100, h100") != std::string::npos);
+    DeviceSpeed t4 = device_speed("t4", 0, 0);
+    CHECK(t4.name == "t4");
+    CHECK(t4.tflops == 0);
     CHECK(message([] { device_speed("", -5, 0); }).find("--device-tflops") != std::string::npos);
     CHECK(message([] { device_speed("", 0, -1); }).find("--link-gbps") != std::string::npos);
     CHECK(message([] { device_speed("", NAN, 0); }).find("--device-tflops") != std::string::npos);
