@@ -71,7 +71,8 @@ THREADS_TABLE = [
     ("flash_attention", 128),       # FLASH_THREADS
     ("sum_doubles_kernel", 1024),   # adamw.cuh
     ("add_mean_loss_kernel", 1024),  # crossentropy.cuh
-    ("crossentropy_kernel", 512),   # CE_THREADS (fewer with a vocabulary under 512)
+    ("crossentropy_three_pass_kernel", 512),  # CE_THREADS (fewer with a vocabulary under 512)
+    ("crossentropy_fused_kernel", 1024),       # CE_FUSED_THREADS (its __launch_bounds__ too)
     # THREADS, and 32 × LANES of the column-sum kernels (layernorm_param_partial, bias_grad_partial)
     (("adamw", "sum_squares", "sum_partials", "qkv_kernel", "heads_to_rows", "rows_to_heads", "causal_softmax",
       "encoder_", "wte_", "wpe_", "layernorm_", "gelu_", "bias_grad", "residual_", "to_floatX"), 256),

@@ -121,7 +121,10 @@ inline std::string registers_refusal(const DeviceLimits& d) {
     };
     const Launched launched[] = {{(const void*)add_mean_loss_kernel, "add_mean_loss_kernel", 1024},
                                  {(const void*)sum_doubles_kernel, "sum_doubles_kernel", 1024},
-                                 {(const void*)crossentropy_kernel, "crossentropy_kernel", CE_THREADS},
+                                 {(const void*)crossentropy_fused_kernel, "crossentropy_fused_kernel",
+                                  CE_FUSED_THREADS},
+                                 {(const void*)crossentropy_three_pass_kernel, "crossentropy_three_pass_kernel",
+                                  CE_THREADS},
                                  {(const void*)layernorm_backward_fused_kernel, "layernorm_backward_fused_kernel",
                                   THREADS}};
     for (const Launched& k : launched) {
