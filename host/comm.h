@@ -84,8 +84,11 @@ public:
                  with_commas((long long)bytes).c_str(), id);
         const double timeout = settings.timeout_s, grace = std::min(timeout, 2.0);
         while (!done()) {
-            // past a second this is a wait for a straggler, not for bandwidth: stop spinning
+            // past a second this is a wait for a straggler, not for bandwidth: stop spinning.
+            // Before it, give the core away between tests: where ranks outnumber cores (hosts
+            // sharing a machine), a spinning rank takes the time another needs to move bytes
             if (seconds_since(start) > 1.0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            else std::this_thread::yield();
             if (timeout <= 0 || Clock::now() < next_look) continue;
             next_look = Clock::now() + std::chrono::milliseconds(10);
             if (!roll_call_) {
