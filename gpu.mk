@@ -75,9 +75,10 @@ DOCTEST_INC ?= /usr/include
 
 # ---- precision: bf16 (the default from sm_80: tensor cores, float32 master weights) or fp32
 # (the exact tier, checked against train.cpp to 1e-5; the default when an architecture built
-# for is below sm_80, whose GPUs have no bf16 tensor cores). The stamp names it, so switching
-# rebuilds. bf16 asked for below sm_80 compiles (gpu/mma.cuh's instructions trap there), and
-# train_gpt stops at start-up on such a GPU with one line saying to build fp32 (gpu/fit.cuh).
+# for is below sm_80, whose GPUs have no bf16 tensor cores). The stamp names it and the
+# architectures, so switching either rebuilds. bf16 asked for below sm_80 compiles
+# (gpu/mma.cuh's instructions trap there), and train_gpt stops at start-up on such a GPU with
+# one line saying to build fp32 (gpu/fit.cuh).
 ARCHS_BELOW_80 := $(strip $(foreach a,$(GPU_ARCHS),$(if $(filter-out 8% 9% 1%,$(a)),$(a))))
 ifeq ($(origin PRECISION),undefined)
   PRECISION := $(if $(ARCHS_BELOW_80),fp32,bf16)
@@ -89,9 +90,9 @@ ifeq ($(filter bf16 fp32,$(PRECISION)),)
   $(error PRECISION must be bf16 or fp32, not '$(PRECISION)')
 endif
 PRECISION_DEFS := $(if $(filter bf16,$(PRECISION)),-DTRAIN_BF16)
-GPU_STAMP := .train_gpt-$(PRECISION)
+GPU_STAMP := .train_gpt-$(PRECISION)-sm$(subst $(eval) ,-,$(strip $(GPU_ARCHS)))
 $(GPU_STAMP):
-	@rm -f .train_gpt-bf16 .train_gpt-fp32 && touch $@
+	@rm -f .train_gpt-bf16* .train_gpt-fp32* && touch $@
 
 NVCC_BASE := -O3 -std=c++17 $(GENCODE) -Xcompiler -fopenmp,-Wall,-Wno-unused-function -lineinfo
 NVCC_COMMON := $(NVCC_BASE) $(NVCCFLAGS) $(if $(NCCL_INC),-I$(NCCL_INC)) $(MPI_DEFS) $(MPI_CFLAGS)

@@ -910,7 +910,9 @@ TEST_CASE("off 256-byte boundaries (C=40, B·T odd), with and without --recomput
     ModelConfig c = tiny_config();
     c.C = 40;  // 80 bytes a row in bf16, 160 in fp32
     // the backward's products on cuBLASLt (default) with and without --recompute, and on cublasGemmEx
-    for (auto [recompute, epilogues] : {std::pair{0, "fused"}, {1, "fused"}, {0, "separate"}}) {
+    for (auto choice : {std::pair{0, "fused"}, {1, "fused"}, {0, "separate"}}) {
+        const int recompute = choice.first;  // (named, not a structured binding: CAPTURE's lambda takes them)
+        const char* epilogues = choice.second;
         CAPTURE(recompute);
         CAPTURE(epilogues);
         Config config;
