@@ -9,9 +9,7 @@ cd "$(dirname "$0")/.."
 TRAIN=${TRAIN:-./train}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+source test/suite_lib.sh  # pass, fail, skip, check, finish
 
 # A small model with a long position table (maxT = 32768: 2.2M parameters, most of them in
 # wpe, which costs AdamW little and the forward pass nothing): a 9 MB model file and an 18 MB
@@ -242,5 +240,4 @@ if [ $rc -eq 143 ] && grep -q "^step 2 | val loss" "$val.out" && ! grep -q "^ste
     pass "SIGTERM during step 2's validation: stopped after it, with step 2's checkpoint, exit status 143"
 else tail -4 "$val.out"; fail "SIGTERM during step 2's validation: exit $rc, not stopped after that validation"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -17,11 +17,7 @@ set -u
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0
-check() {  # check WHAT COMMAND...: passes when COMMAND succeeds
-    local what=$1; shift
-    if "$@"; then echo "PASS $what"; passed=$((passed + 1)); else echo "FAIL $what"; failed=$((failed + 1)); fi
-}
+source test/suite_lib.sh  # pass, fail, skip, check, finish
 has() { grep -qF -- "$2" "$1" || { echo "  not in $1: $2"; sed 's/^/  | /' "$1" | head -30; return 1; }; }
 lacks() { ! grep -qF -- "$2" "$1" || { echo "  unexpected in $1: $2"; return 1; }; }
 for b in train_gpt_cpu train_gpt_cpu_fp32; do
@@ -95,5 +91,4 @@ for run in "rtx4090 train_gpt_cpu" "t4 train_gpt_cpu_fp32"; do
     check "$dev: ... and a finite loss" grep -qE "^step +1/1 .*loss [0-9]+\.[0-9]+" "$out"
 done
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -9,11 +9,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0
-check() {  # check WHAT COMMAND...: passes when COMMAND succeeds
-    local what=$1; shift
-    if "$@"; then echo "PASS $what"; passed=$((passed + 1)); else echo "FAIL $what"; failed=$((failed + 1)); fi
-}
+source test/suite_lib.sh  # pass, fail, skip, check, finish
 has() { grep -qF -- "$2" "$1" || { echo "  not in $1: $2"; sed 's/^/  | /' "$1" | head -40; return 1; }; }
 has_re() { grep -qE -- "$2" "$1" || { echo "  no match in $1: $2"; sed 's/^/  | /' "$1" | head -40; return 1; }; }
 lacks() { ! grep -qF -- "$2" "$1" || { echo "  unexpected in $1: $2"; return 1; }; }
@@ -202,5 +198,4 @@ check "runner: a stage the budget cannot fit is skipped (exit 0)" [ $? -eq 0 ]
 check "runner: ... saying so" has_re "$work/run2.out" "^==== flash: skipped: 1[0-5] s of the budget left, it needs 20 s$"
 check "runner: ... and in the table" has_re "$work/out2/summary.md" "^\| flash \| 1[0-5] s \| skipped: 1[0-5] s of the budget left, it needs 20 s \|"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

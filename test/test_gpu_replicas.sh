@@ -24,12 +24,7 @@ TINY="./train_gpt_cpu --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T 
       --val-tokens 512 --sample-every 0 --warmup 5 -l 3e-3 --shuffle 1 --epilogues separate"  # validation split over the ranks too
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0 skipped=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
-skip() {  # NAME WHY: not run here; in CI, where .ci/run installs what it needs, a failure
-    if [ "${CI:-}" = true ]; then fail "$1: $2 (CI installs it)"; else echo "SKIP $1: $2"; skipped=$((skipped + 1)); fi
-}
+source test/suite_lib.sh  # pass, fail, skip, check, finish
 
 [ -x ./train_gpt_cpu ] || { echo "./train_gpt_cpu is not built (make train_gpt_cpu)"; echo "0 passed, 1 failed"; exit 1; }
 has_mpi=$(ldd ./train_gpt_cpu | grep -q libmpi && command -v mpirun >/dev/null && echo yes)
@@ -240,5 +235,4 @@ else
     fail "rank 0 left no NCCL id file behind for the stale-file tests"
 fi
 
-echo "$passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ]
+finish

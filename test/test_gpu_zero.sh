@@ -25,12 +25,7 @@ TINY="$TRAIN_GPT --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T --val
       --sample-every 0 --warmup 5 -l 3e-3 --shuffle 1 --epilogues separate"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0 skipped=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
-skip() {  # NAME WHY: not run here; in CI, where .ci/run installs what it needs, a failure
-    if [ "${CI:-}" = true ]; then fail "$1: $2 (CI installs it)"; else echo "SKIP $1: $2"; skipped=$((skipped + 1)); fi
-}
+source test/suite_lib.sh  # pass, fail, skip, check, finish
 compare() { python3 test/compare_runs.py --states "$@"; }
 
 [ -x "$TRAIN_GPT" ] || { echo "$TRAIN_GPT is not built"; echo "0 passed, 1 failed"; exit 1; }
@@ -174,5 +169,4 @@ if [ "$has_mpi" = yes ]; then
     else tail -5 "$log"; fail "$name (exit $rc)"; fi
 fi
 
-echo "$passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ]
+finish

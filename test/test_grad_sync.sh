@@ -28,12 +28,7 @@ MODEL="--layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 * T)) -
        --sample-every 0 --warmup 5 -l 3e-3 --shuffle 1 -n $STEPS"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0 skipped=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
-skip() {  # NAME WHY: not run here; in CI, where .ci/run installs what it needs, a failure
-    if [ "${CI:-}" = true ]; then fail "$1: $2 (CI installs it)"; else echo "SKIP $1: $2"; skipped=$((skipped + 1)); fi
-}
+source test/suite_lib.sh  # pass, fail, skip, check, finish
 
 run() {  # DIR R PROGRAM [options]
     local dir=$1 R=$2
@@ -41,7 +36,7 @@ run() {  # DIR R PROGRAM [options]
     timeout 300 $MPIRUN -np "$R" "$@" $MODEL -b $((4 / R)) -o "$dir" >"$dir.out" 2>&1 || { tail -5 "$dir.out"; return 1; }
 }
 # overlap vs end: PROGRAM R ZERO TOL NAME
-check() {
+check_overlap() {
     local program=$1 R=$2 zero=$3 tol=$4 tag="$work/$(basename "$1")$2$3" states=""
     [ "$zero" = 1 ] && states=--states
     local name="$(basename "$program") R=$R --zero $zero: --grad-sync overlap (a bucket per block) = end within $tol"
@@ -52,10 +47,10 @@ check() {
 }
 
 if command -v mpirun >/dev/null && ldd ./train | grep -q libmpi; then
-    check ./train 2 0 0
-    check ./train 4 0 1e-6
-    check ./train 2 1 0
-    check ./train 4 1 1e-6
+    check_overlap ./train 2 0 0
+    check_overlap ./train 4 0 1e-6
+    check_overlap ./train 2 1 0
+    check_overlap ./train 4 1 1e-6
 else
     skip "the CPU trainer's overlap" "./train without MPI, or no mpirun"
 fi
@@ -65,10 +60,10 @@ if [ ! -x ./train_gpt_cpu ]; then
 elif ! ldd ./train_gpt_cpu | grep -q libmpi || ! command -v mpirun >/dev/null; then
     skip "the GPU trainer's overlap" "./train_gpt_cpu without MPI, or no mpirun"
 else
-    check ./train_gpt_cpu 2 0 0
-    check ./train_gpt_cpu 4 0 0
-    check ./train_gpt_cpu 2 1 0
-    check ./train_gpt_cpu 4 1 0
+    check_overlap ./train_gpt_cpu 2 0 0
+    check_overlap ./train_gpt_cpu 4 0 0
+    check_overlap ./train_gpt_cpu 2 1 0
+    check_overlap ./train_gpt_cpu 4 1 0
     # bf16 changes the arithmetic, so the state file records it (int32 [24] bytes of text at
     # [32]), and a resume with another type says so; the bf16 run differs from fp32 (a sync
     # that silently stayed fp32 would not)
@@ -86,5 +81,4 @@ print(b[128:128 + n].decode())" "$1"; }
     else fail "$name"; fi
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

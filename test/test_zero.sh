@@ -24,9 +24,7 @@ TINY="$TRAIN --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T --val-eve
       --sample-every 0 --threads 1 --warmup 5 -l 3e-3 --shuffle 1"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+source test/suite_lib.sh  # pass, fail, skip, check, finish
 compare() { python3 test/compare_runs.py --states "$@"; }
 
 run() {  # DIR R ZERO B SEQUENCES STEPS [more options]: a run of R processes, its output in DIR.out
@@ -97,5 +95,4 @@ if [ -n "$pid" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 20 ] &&
     pass "$name: $(grep -oE 'at the (reduce-scatter|all-gather|all-reduce)' "$log")"
 else tail -5 "$log"; fail "$name (exit $rc)"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -22,9 +22,7 @@ why=$(cluster_can_run) || { echo "SKIP many hosts: $why"; echo "0 passed, 0 fail
 T=16 STEPS=30
 TINY="./train --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 * T)) --val-every 10
       --val-tokens 2048 --sample-every 0 --threads 1 --warmup 5 -l 3e-3 --shuffle 1 -n $STEPS"
-passed=0 failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+source test/suite_lib.sh  # pass, fail, skip, check, finish
 compare() { python3 test/compare_runs.py "$@"; }
 
 cluster_up 4 || { echo "FAIL could not make the cluster"; echo "0 passed, 1 failed"; exit 1; }
@@ -204,5 +202,4 @@ else
     unset CLUSTER_SAME_NAME
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

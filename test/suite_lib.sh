@@ -1,0 +1,23 @@
+# test/suite_lib.sh: the counting that the shell suites share (sourced at their top). A suite
+# counts its cases with pass, fail, skip or check, and ends with `finish`: the closing line
+# "N passed, M failed, K skipped" that test/run_all.sh reads, and a non-zero status when a
+# case failed.
+passed=0 failed=0 skipped=0
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+# skip NAME WHY: not run here. In CI (CI=true), where .ci/run installs what the suites need,
+# a missing dependency is a failure instead.
+skip() {
+    if [ "${CI:-}" = true ]; then fail "$1: $2 (CI installs it)"
+    else echo "SKIP $1: $2"; skipped=$((skipped + 1)); fi
+}
+# check WHAT COMMAND...: one case, passed when COMMAND succeeds
+check() {
+    local what=$1
+    shift
+    if "$@"; then pass "$what"; else fail "$what"; fi
+}
+finish() {
+    echo "$passed passed, $failed failed, $skipped skipped"
+    [ "$failed" -eq 0 ]
+}
