@@ -487,6 +487,7 @@ struct GpuTrainer {
         o.x = sizeof(floatX), o.recompute = config.recompute, o.epilogues_fused = config.epilogues == "fused";
         o.grad_sync_overlap = sync_overlaps(config.grad_sync == "overlap", plan.R, plan.A,
                                             noise_scale_measured(config.noise_ema, plan));
+        o.sync_grad_bytes = config.grad_sync_dtype == "bf16" ? 2 : 4;
         std::vector<std::string> rows = kernel_table(mc, plan, device, o);
         if (!rows.empty() && config.attention == "cublas")
             rows.push_back("  (the table counts the fused attention path; --attention cublas runs another)");

@@ -47,22 +47,29 @@ inline double flops_per_step(const ModelConfig& c, const BatchPlan& p) {
     return flops_per_token(c, p.T).total() * (double)p.global_tokens();
 }
 
-// Bytes each replica sends (and receives) in a ring all-reduce of n float32 values: a
+// Bytes each replica sends (and receives) in a ring all-reduce of n values of `bytes` each: a
 // reduce-scatter then an all-gather, each passing R − 1 chunks of n/R values to the next rank.
-inline double allreduce_bytes(double n, int R) { return R <= 1 ? 0.0 : 2.0 * (R - 1) / R * 4.0 * n; }
+inline double allreduce_bytes(double n, int R, int bytes = 4) { return R <= 1 ? 0.0 : 2.0 * (R - 1) / R * bytes * n; }
 // The step's gradient sync: one all-reduce of every parameter's gradient, after the last
-// micro-batch of the step (accumulation adds up locally first; that is the point of it).
+// micro-batch of the step (accumulation adds up locally first; that is the point of it), in
+// grad_bytes a value (4: float32; 2: --grad-sync-dtype bf16).
 constexpr int ALLREDUCES_PER_STEP = 1;
-inline double gradient_sync_bytes(const ModelConfig& c, int R) {
-    return ALLREDUCES_PER_STEP * allreduce_bytes((double)c.num_params(), R);
+inline double gradient_sync_bytes(const ModelConfig& c, int R, int grad_bytes = 4) {
+    return ALLREDUCES_PER_STEP * allreduce_bytes((double)c.num_params(), R, grad_bytes);
 }
-// --zero 1: the reduce-scatter of the float32 gradients and the all-gather of the weights,
-// weight_bytes each (4 for float32, 2 for bf16), per replica each way; the padding counted.
-inline double zero_sync_bytes(const ModelConfig& c, int R, int weight_bytes) {
+// --zero 1: the reduce-scatter of the gradients (grad_bytes each) and the all-gather of the
+// weights (weight_bytes each: 4 for float32, 2 for bf16), per replica each way; the padding counted.
+inline double zero_sync_bytes(const ModelConfig& c, int R, int weight_bytes, int grad_bytes = 4) {
     if (R <= 1) return 0.0;
     double padded = (double)((c.num_params() + 8ull * R - 1) / (8ull * R) * (8ull * R));
-    return (double)(R - 1) / R * padded * (4.0 + weight_bytes);
+    return (double)(R - 1) / R * padded * (grad_bytes + weight_bytes);
 }
+// What the sync moves per value: the gradients' type on the wire, and with --zero 1 the
+// gathered weights' (0: no ZeRO).
+struct SyncTypes {
+    int grad_bytes = 4;
+    int zero_weight_bytes = 0;
+};
 
 // A device and its link, for time estimates: a preset (--device) or the numbers given.
 struct DeviceSpeed {
@@ -131,14 +138,14 @@ struct RunPlan {
     double run_s() const { return step_s() * steps; }
     double gpu_hours() const { return run_s() * R / 3600; }
 };
-// zero_weight_bytes: with --zero 1, the bytes of one weight the all-gather moves; 0 = no ZeRO.
 inline RunPlan plan_run(const ModelConfig& c, const BatchPlan& p, int steps, const DeviceSpeed& d,
-                        int zero_weight_bytes = 0) {
+                        SyncTypes sync = {}) {
     RunPlan r;
     r.R = p.R, r.steps = steps;
     r.flops_per_step = flops_per_step(c, p);
     r.flops_total = r.flops_per_step * steps;
-    r.comm_bytes = zero_weight_bytes ? zero_sync_bytes(c, p.R, zero_weight_bytes) : gradient_sync_bytes(c, p.R);
+    r.comm_bytes = sync.zero_weight_bytes ? zero_sync_bytes(c, p.R, sync.zero_weight_bytes, sync.grad_bytes)
+                                          : gradient_sync_bytes(c, p.R, sync.grad_bytes);
     if (d.tflops > 0) r.compute_s = r.flops_per_step / p.R / (d.tflops * 1e12);
     if (d.link_gbps > 0) r.comm_s = r.comm_bytes * 8 / (d.link_gbps * 1e9);
     return r;
@@ -164,9 +171,9 @@ inline std::string format_seconds(double s) {
 
 // The plan's lines for the dry run and the start of every run.
 inline std::vector<std::string> describe_costs(const ModelConfig& c, const BatchPlan& p, int steps,
-                                               const DeviceSpeed& d, int zero_weight_bytes = 0) {
+                                               const DeviceSpeed& d, SyncTypes sync = {}) {
     TokenFlops t = flops_per_token(c, p.T);
-    RunPlan r = plan_run(c, p, steps, d, zero_weight_bytes);
+    RunPlan r = plan_run(c, p, steps, d, sync);
     std::vector<std::string> lines;
     lines.push_back(strf("compute: %s per token (parameters 6·P = %s, P = %s weights in products; causal "
                          "attention 6·L·C·(T+1) = %s); %s per step, %s for %s steps",
@@ -175,16 +182,16 @@ inline std::vector<std::string> describe_costs(const ModelConfig& c, const Batch
                          format_flops(r.flops_per_step).c_str(), format_flops(r.flops_total).c_str(), with_commas(steps).c_str()));
     if (p.R == 1)
         lines.push_back("communication: none (one replica)");
-    else if (zero_weight_bytes)
+    else if (sync.zero_weight_bytes)
         lines.push_back(strf("communication (--zero 1): a reduce-scatter of the %s of gradients and an all-gather of "
                              "the %s of weights per step; each replica sends and receives %s (ring: (R−1)/R of each)",
-                             format_bytes(4.0 * c.num_params()).c_str(),
-                             format_bytes((double)zero_weight_bytes * c.num_params()).c_str(),
+                             format_bytes((double)sync.grad_bytes * c.num_params()).c_str(),
+                             format_bytes((double)sync.zero_weight_bytes * c.num_params()).c_str(),
                              format_bytes(r.comm_bytes).c_str()));
     else
         lines.push_back(strf("communication: %d all-reduce of the %s of gradients per step; each replica sends and "
                              "receives %s (ring: 2·(R−1)/R of the buffer)",
-                             ALLREDUCES_PER_STEP, format_bytes(4.0 * c.num_params()).c_str(),
+                             ALLREDUCES_PER_STEP, format_bytes((double)sync.grad_bytes * c.num_params()).c_str(),
                              format_bytes(r.comm_bytes).c_str()));
     if (d.tflops > 0) {
         std::string step = format_seconds(r.compute_s);
@@ -207,7 +214,7 @@ inline std::vector<std::string> describe_costs(const ModelConfig& c, const Batch
 // until A = 1. The last column is what the sync would cost if it ran after every
 // micro-batch instead of once per step: A times as much.
 inline std::vector<std::string> accumulation_table(const ModelConfig& c, const BatchPlan& p, int steps,
-                                                   const DeviceSpeed& d) {
+                                                   const DeviceSpeed& d, int grad_bytes = 4) {
     std::vector<int> Rs;
     long long global = p.global_tokens(), per_replica_round = (long long)p.B * p.T;
     for (int R = 1; global % (per_replica_round * R) == 0; R *= 2) Rs.push_back(R);
@@ -223,7 +230,7 @@ inline std::vector<std::string> accumulation_table(const ModelConfig& c, const B
                            "the same if after every micro-batch");
     for (int R : Rs) {
         BatchPlan q = plan_batch(p.B, p.T, R, global);
-        RunPlan r = plan_run(c, q, steps, d);
+        RunPlan r = plan_run(c, q, steps, d, {grad_bytes, 0});
         std::string mark = R == p.R ? " <- this run" : "";
         if (timed)
             rows.push_back(strf("  %8d  %12d  %12s  %9s  %9s  %9.1f%%  %9s  %9.3g  %s%s", R, q.A,
@@ -243,7 +250,8 @@ inline std::vector<std::string> accumulation_table(const ModelConfig& c, const B
 // of one replica with --zero 0 and --zero 1 (memory(R, zero), the trainer's own estimate) and
 // the bytes each replica sends per step in both modes.
 template <class Memory>
-std::vector<std::string> zero_table(const ModelConfig& c, const BatchPlan& p, int weight_bytes, Memory memory) {
+std::vector<std::string> zero_table(const ModelConfig& c, const BatchPlan& p, int weight_bytes, Memory memory,
+                                    int grad_bytes = 4) {
     std::vector<int> Rs;
     long long global = p.global_tokens(), per_replica_round = (long long)p.B * p.T;
     for (int R = 1; global % (per_replica_round * R) == 0; R *= 2) Rs.push_back(R);
@@ -255,8 +263,8 @@ std::vector<std::string> zero_table(const ModelConfig& c, const BatchPlan& p, in
     rows.push_back("  replicas     memory --zero 0     memory --zero 1    sync --zero 0    sync --zero 1");
     for (int R : Rs)
         rows.push_back(strf("  %8d  %18s  %18s  %15s  %15s%s", R, format_bytes(memory(R, 0)).c_str(),
-                            format_bytes(memory(R, 1)).c_str(), format_bytes(gradient_sync_bytes(c, R)).c_str(),
-                            format_bytes(zero_sync_bytes(c, R, weight_bytes)).c_str(),
+                            format_bytes(memory(R, 1)).c_str(), format_bytes(gradient_sync_bytes(c, R, grad_bytes)).c_str(),
+                            format_bytes(zero_sync_bytes(c, R, weight_bytes, grad_bytes)).c_str(),
                             R == p.R ? " <- R of this run" : ""));
     return rows;
 }
@@ -286,6 +294,7 @@ struct StepOptions {
     bool epilogues_fused = false;    // true: GELU backward and bias gradients done by cuBLASLt's epilogues
     bool recompute = false;          // --recompute 1: GELU forward run in the forward and again in the backward
     bool grad_sync_overlap = false;  // the gradient sync overlapped with the last micro-batch's backward
+    int sync_grad_bytes = 4;         // a gradient on the wire: 4 (float32), 2 (--grad-sync-dtype bf16)
 };
 
 // The kernels of one micro-batch (forward, loss, backward), then the optimizer's, in launch
@@ -376,7 +385,7 @@ inline StepPrediction predict_step(const ModelConfig& c, const BatchPlan& p, con
         backward = backward || k.layer == "loss";
         if (backward && !k.per_step && k.layer != "loss") last_backward += t;
     }
-    double comm = d.link_gbps > 0 ? plan_run(c, p, 1, d).comm_s : 0;
+    double comm = d.link_gbps > 0 ? plan_run(c, p, 1, d, {o.sync_grad_bytes, 0}).comm_s : 0;
     s.sync = o.grad_sync_overlap ? std::max(0.0, comm - last_backward) : comm;
     return s;
 }

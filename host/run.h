@@ -468,16 +468,18 @@ public:
         say(strf("%s; communication: %s, %d replica%s%s", Trainer::hardware(cfg, comm).c_str(), comm.backend_name(),
                  comm.world, comm.world == 1 ? "" : "s",
                  plan.R != comm.world ? strf(" (the plan is for --replicas %d)", plan.R).c_str() : ""));
-        const int zero_weight_bytes = cfg.zero && plan.R > 1 ? Trainer::GATHERED_WEIGHT_BYTES : 0;
-        for (const std::string& line : describe_costs(mc, plan, cfg.steps, device, zero_weight_bytes)) say(line);
+        const SyncTypes sync{cfg.grad_sync_dtype == "bf16" ? 2 : 4,
+                             cfg.zero && plan.R > 1 ? Trainer::GATHERED_WEIGHT_BYTES : 0};
+        for (const std::string& line : describe_costs(mc, plan, cfg.steps, device, sync)) say(line);
         if (cfg.dry_run) {
-            for (const std::string& line : accumulation_table(mc, plan, cfg.steps, device)) say(line);
+            for (const std::string& line : accumulation_table(mc, plan, cfg.steps, device, sync.grad_bytes)) say(line);
             Config with = cfg;
             auto memory = [&](int R, int zero) {
                 with.zero = zero;
                 return Trainer::memory_use(mc, plan.B, plan.T, R, with).total();
             };
-            for (const std::string& line : zero_table(mc, plan, Trainer::GATHERED_WEIGHT_BYTES, memory)) say(line);
+            for (const std::string& line : zero_table(mc, plan, Trainer::GATHERED_WEIGHT_BYTES, memory, sync.grad_bytes))
+                say(line);
             for (const std::string& line : Trainer::kernel_plan(mc, plan, cfg, device)) say(line);
             return false;
         }

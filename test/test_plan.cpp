@@ -104,6 +104,8 @@ TEST_CASE("gradient sync bytes: a ring all-reduce sends 2·(R−1)/R of the buff
     ModelConfig c = model(12, 12, 768, 1024, 50257, 50304);
     CHECK(gradient_sync_bytes(c, 1) == 0);
     CHECK(gradient_sync_bytes(c, 8) == 2.0 * 7 / 8 * 4 * c.num_params());
+    // --grad-sync-dtype bf16: 2 bytes a gradient on the wire
+    CHECK(gradient_sync_bytes(c, 8, 2) == 2.0 * 7 / 8 * 2 * c.num_params());
 }
 
 // --zero 1 moves the all-reduce's two halves as two collectives: the reduce-scatter of the
@@ -120,6 +122,8 @@ TEST_CASE("gradient sync bytes with ZeRO stage 1: a reduce-scatter and an all-ga
         CHECK(zero_sync_bytes(c, R, 4) >= gradient_sync_bytes(c, R));
         CHECK(zero_sync_bytes(c, R, 4) <= gradient_sync_bytes(c, R) + padding);
         CHECK(std::fabs(zero_sync_bytes(c, R, 2) - (R - 1.0) / R * 6 * n) <= padding);
+        // bf16 gradients (--grad-sync-dtype bf16) and bf16 weights: 2 + 2 bytes a value
+        CHECK(std::fabs(zero_sync_bytes(c, R, 2, 2) - (R - 1.0) / R * 4 * n) <= padding);
     }
 }
 
@@ -346,6 +350,14 @@ TEST_CASE("both trainers print the same plan") {
     };
     CHECK(plan(a) == plan(b));
     CHECK(plan(a).find("replicas  accumulation") != std::string::npos);  // (the cut left the table above it)
+    // --grad-sync-dtype bf16 (the GPU trainer's): the sync moves 2 bytes a gradient, not 4
+    std::string bf16;
+    REQUIRE(run_command("./train_gpt_cpu " + args + " --link-gbps 8 --grad-sync-dtype bf16", &bf16) == 0);
+    REQUIRE(run_command("./train_gpt_cpu " + args + " --link-gbps 8", &b) == 0);
+    double fp32_s = quantity_after(from_line(b, "estimate for "), "+ gradient sync ");
+    double bf16_s = quantity_after(from_line(bf16, "estimate for "), "+ gradient sync ");
+    CHECK(fp32_s > 0);
+    CHECK(bf16_s == doctest::Approx(fp32_s / 2).epsilon(0.01));  // 3 printed digits
 }
 
 TEST_CASE("bad device figures: one line naming the problem, exit 2") {
@@ -485,8 +497,12 @@ TEST_CASE("the step predicted: each kernel max(FLOPs / rate, bytes / bandwidth);
     overlap.grad_sync_overlap = true;
     StepPrediction s = predict_step(c, p8, slow, fused), t = predict_step(c, p8, slow, overlap);
     CHECK(s.sync == doctest::Approx(plan_run(c, p8, 1, slow).comm_s));
+    CHECK(s.sync == doctest::Approx(2.0 * 7 / 8 * 4 * c.num_params() * 8 / 10e9));  // float32 at 10 Gbit/s
     CHECK(t.sync < s.sync);
     CHECK(t.sync > 0);
+    StepOptions bf16_sync;  // --grad-sync-dtype bf16: half the bytes, so half the time
+    bf16_sync.sync_grad_bytes = 2;
+    CHECK(predict_step(c, p8, slow, bf16_sync).sync == doctest::Approx(s.sync / 2));
     // no bandwidth known (--device-tflops alone): no table
     CHECK(kernel_table(c, p, device_speed("", 500, 0), fused).empty());
     std::vector<std::string> rows = kernel_table(c, p, d, fused);
