@@ -92,6 +92,9 @@ mutations=(
 "SIGUSR1 (Slurm's --signal) not caught: the run dies without a checkpoint|host/stop.h|s#{SIGINT, SIGTERM, SIGUSR1}#{SIGINT, SIGTERM}#|auto|./test/test_cpu -tc=signals*"
 "fc's epilogue: GELU without the bias|gpu/matmul.cuh|s#(bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)#CUBLASLT_EPILOGUE_GELU_AUX#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=matmul*"
 "cuBLASLt emulation: aux keeps the GELU's output, not its input|cpu_cuda/cublas_cpu.h|/if (e.aux_out) store_floats(e.aux_type, v, rows, aux());/d;s#^            case Activation::none: break;\$#&\n        }\n        if (e.aux_out) { store_floats(e.aux_type, v, rows, aux());#|auto|./test/test_cpu_cublas"
+"LayerNorm backward in column chunks: each block's partial sums stored from column 0|gpu/layernorm.cuh|s#partial_w\[(size_t)chunk \* C + c0 + c\] = sw, partial_b\[(size_t)chunk \* C + c0 + c\] = sb;#partial_w[(size_t)chunk * C + c] = sw, partial_b[(size_t)chunk * C + c] = sb;#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=LayerNorm*"
+"CPU runtime: over 48 KiB of dynamic shared memory taken without opting in|cpu_cuda/exec.h|s#^    size_t limit = DEFAULT_DYNAMIC_SMEM;\$#    size_t limit = max_dynamic_smem_optin();#|auto|./test/test_cpu_cuda -tc=dynamic*"
+"planner: an overlapped sync hides behind the whole micro-batch, not its backward|host/cost.h|s#if (backward \&\& !k.per_step \&\& k.layer != \"loss\") last_backward += t;#if (!k.per_step) last_backward += t;#|auto|./test/test_plan -tc=*step predicted*"
 )
 
 # The programs make test builds: what "auto" chooses from.
