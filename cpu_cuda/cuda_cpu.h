@@ -62,6 +62,10 @@
 #define gridDim cpu_cuda_gridDim
 constexpr int warpSize = 32;
 
+// ---- clock(): the device's cycle counter inside a kernel, the C library's elsewhere
+// (device_math.h, which has included <ctime> before this point).
+#define clock() cpu_cuda_clock()
+
 // ---- barriers and warp collectives: they carry their source line, for error messages
 namespace cpu_cuda {
 template <class T>

@@ -10,7 +10,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <chrono>
+#include <cassert>
+#include <cerrno>
 #include <cmath>
+#include <ctime>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -250,7 +254,39 @@ CPU_CUDA_SCOPED_ATOMIC(atomicDec)
 #undef CPU_CUDA_SCOPED_ATOMIC
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline long long clock64() { return (long long)__builtin_ia32_rdtsc(); }
+// ---- clock64() and clock(): an SM's cycle counter, here following real time at the preset
+// GPU's clock rate (cudaDevAttrClockRate, 1,980,000 kHz on the default h100), counted from the
+// first call. Kernels that wait "until N cycles have passed" (a sample's clock_block, sized
+// from cudaDevAttrClockRate to take 10 ms) then wait the time they meant to; the host's clock()
+// counts CPU time in microseconds, so such a wait took 2,000 times longer than meant.
+namespace cpu_cuda {
+inline long long device_clock_ticks() {
+    static const auto start = std::chrono::steady_clock::now();
+    const long long ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    const long long khz = cpu_cuda::device_preset().clock_khz;  // cycles per ms
+    return ns / 1000000 * khz + ns % 1000000 * khz / 1000000;     // no overflow for 146 years
+}
+}  // namespace cpu_cuda
+inline long long clock64() { return cpu_cuda::device_clock_ticks(); }
+
+// ---- assert() in a kernel: glibc's assert macro calls __assert_fail, which the program's own
+// definition here replaces (a definition in the executable comes before the C library's). In a
+// kernel it fails the launch with cudaErrorAssert and the program goes on, as on a GPU; in host
+// code it prints glibc's message and aborts, as before.
+extern "C" inline void __assert_fail(const char* expr, const char* file, unsigned int line,
+                                     const char* func) noexcept {
+    if (cpu_cuda::current_block) cpu_cuda::assert_failed(expr, file, line, func);
+    fprintf(stderr, "%s: %s:%u: %s: Assertion `%s' failed.\n", program_invocation_short_name, file, line, func, expr);
+    fflush(stderr);
+    abort();
+}
+// clock() in a kernel is the device's (clock_t, as CUDA declares it); in host code, the C
+// library's. cuda_cpu.h turns `clock()` into this call (std::clock() too).
+inline clock_t cpu_cuda_clock() { return cpu_cuda::current_block ? (clock_t)cpu_cuda::device_clock_ticks() : ::clock(); }
+namespace std {
+using ::cpu_cuda_clock;
+}
 inline void __nanosleep(unsigned) {}
 
 // ---- bf16 and fp16 math that the toolkit headers define for the device only. Each rounds

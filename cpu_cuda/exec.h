@@ -52,6 +52,12 @@ inline cudaError_t set_error(cudaError_t e) {
     if (e != cudaSuccess) last_error = e;
     return e;
 }
+// A sticky error: after a device assert() fails, CUDA documents that every later call of the
+// process returns cudaErrorAssert ("the process must be terminated and relaunched"). Launches,
+// synchronisations, cudaMalloc, cudaMemcpy and cudaGetLastError answer it here. (Other launch
+// failures stay the launch's own, so that a test can go on after one it provoked.)
+inline std::atomic<cudaError_t> sticky_error{cudaSuccess};
+inline cudaError_t sticky() { return set_error(sticky_error.load()); }
 
 // ----------------------------------------------------------------------------
 // What one launch is: the kernel bound to its arguments, and the grid.
@@ -745,6 +751,16 @@ inline bool in_shared_memory(const void* p, size_t bytes) { return current_block
     current_block->fail(std::string("__trap() at ") + file + ":" + std::to_string(line));
 }
 
+// A device assert() that fails: the message in a GPU's form, then the launch fails with
+// cudaErrorAssert, which stays (sticky_error, above).
+[[noreturn]] inline void assert_failed(const char* expr, const char* file, unsigned line, const char* func) {
+    const uint3 b = current_block->block_idx, t = cpu_cuda_threadIdx;
+    fprintf(stderr, "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.\n", file, line, func,
+            b.x, b.y, b.z, t.x, t.y, t.z, expr);
+    current_block->fail(std::string("assert(") + expr + ") failed at " + file + ":" + std::to_string(line),
+                        cudaErrorAssert);
+}
+
 // ----------------------------------------------------------------------------
 // Faults inside kernels: the kernel, block and thread, and where the address falls.
 
@@ -1123,6 +1139,7 @@ inline std::string race_check(const Launch& l, const std::vector<const void*>& p
 inline cudaError_t execute(const Launch& l, const void* kernel, const std::vector<const void*>& pointers) {
     DeviceAccess access;
     install_fault_handler();
+    if (sticky_error != cudaSuccess) return sticky();
     cudaError_t e;
     std::string refused = launch_refusal(l, kernel, &e);
     if (e != cudaSuccess) {
@@ -1132,6 +1149,7 @@ inline cudaError_t execute(const Launch& l, const void* kernel, const std::vecto
     std::string err = settings().racecheck ? race_check(l, pointers) : run_grid(l, settings().schedule, false);
     if (!err.empty()) {
         fprintf(stderr, "cpu_cuda: %s\n", err.c_str());
+        if (failed_launch_code == cudaErrorAssert) sticky_error = cudaErrorAssert;
         return set_error(failed_launch_code);
     }
     return cudaSuccess;

@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <ctime>
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
 #include <cooperative_groups/scan.h>
@@ -632,4 +635,78 @@ TEST_CASE("CUDA graphs answer cudaErrorNotSupported, and say so once") {
     CHECK(contains(err, "cpu_cuda: cudaStreamBeginCapture: CUDA graphs are not supported on the CPU runtime"));
     CHECK(err.find("cpu_cuda:") == err.rfind("cpu_cuda:"));  // once
     cudaStreamDestroy(stream);
+}
+
+// ----------------------------------------------------------------------------
+// 10. clock() and clock64(); a device assert()
+
+// The programming guide: clock() and clock64() read a per-multiprocessor counter that is
+// incremented every clock cycle; cudaDevAttrClockRate gives that clock in kHz. A kernel that
+// waits `cycles` on clock64() then reads clock() on both sides of the wait.
+__global__ void clock_wait(long long cycles, long long* out) {
+    clock_t c0 = clock();
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+    clock_t c1 = clock();
+    out[0] = (long long)(c1 - c0);
+}
+
+TEST_CASE("clock() and clock64() in a kernel: one counter, at cudaDevAttrClockRate in real time") {
+    int khz = 0;
+    REQUIRE(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0) == cudaSuccess);
+    REQUIRE(khz > 0);
+    const long long cycles = 20LL * khz;  // 20 ms at the device's clock
+    Dev<long long> out(1);
+    auto start = std::chrono::steady_clock::now();
+    clock_wait<<<1, 1>>>(cycles, out.p);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    // clock() read before and after the same counter's wait: at least `cycles` apart, exactly
+    // (the host C library's clock(), CPU microseconds, would give about 20,000)
+    CHECK(out.host()[0] >= cycles);
+    // 20 ms of cycles at the stated rate take at least 20 ms: a lower bound, which a slow or
+    // busy machine only lengthens (a counter faster than the stated rate ends it early)
+    CHECK(ms >= 20.0);
+    // host code keeps the C library's clock(): CPU time, CLOCKS_PER_SEC a second
+    clock_t c = std::clock();
+    CHECK(c >= 0);
+    CHECK(c < (clock_t)CLOCKS_PER_SEC * 3600);  // this process has not used an hour of CPU
+}
+
+// CUDA C++ Programming Guide, "Assertion": a failed assert in a kernel prints the file, line,
+// function, block, thread and condition, and stops the kernel; the host then gets
+// cudaErrorAssert from the next synchronising call, and every later call fails the same way
+// (the context is unusable). Run in a child process, as that state cannot be left.
+__global__ void assert_below(int n) {
+    int gtid = blockIdx.x * blockDim.x + threadIdx.x;
+    assert(gtid < n);
+}
+
+TEST_CASE("a device assert() that fails: cudaErrorAssert from the sync and every later call, with its message") {
+    assert_below<<<2, 32>>>(64);  // every thread's condition holds
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    std::string err;
+    int status = in_child(
+        [] {
+            int failed = 0;
+            assert_below<<<2, 32>>>(40);
+            failed |= (cudaDeviceSynchronize() != cudaErrorAssert) << 0;
+            failed |= (cudaGetLastError() != cudaErrorAssert) << 1;
+            failed |= (cudaGetLastError() != cudaErrorAssert) << 2;  // not reset: sticky
+            void* p = nullptr;
+            failed |= (cudaMalloc(&p, 16) != cudaErrorAssert) << 3;
+            assert_below<<<1, 1>>>(64);  // a launch that would pass
+            failed |= (cudaGetLastError() != cudaErrorAssert) << 4;
+            failed |= (strcmp(cudaGetErrorString(cudaErrorAssert), "device-side assert triggered") != 0) << 5;
+            failed |= (strcmp(cudaGetErrorName(cudaErrorAssert), "cudaErrorAssert") != 0) << 6;
+            _exit(failed);
+        },
+        &err);
+    REQUIRE(WIFEXITED(status));  // not aborted
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(contains(err, "test/test_cpu_cuda_features.cu:" + std::to_string(line_of("assert(gtid < n);")) +
+                            ": void assert_below(int): block: [1,0,0], thread: ["));
+    CHECK(contains(err, "Assertion `gtid < n` failed."));
 }
