@@ -622,6 +622,15 @@ template <class T>
 inline cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
     return cudaFuncSetAttribute((const void*)entry, attr, value);
 }
+// The L1/shared-memory split a kernel prefers: a hint that CUDA lets a device ignore; nothing here
+// (one memory). Both forms, so that a kernel template's instance (k<float>) may be named.
+inline cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache) {
+    return func ? cudaSuccess : cpu_cuda::set_error(cudaErrorInvalidDeviceFunction);
+}
+template <class T>
+inline cudaError_t cudaFuncSetCacheConfig(T* entry, cudaFuncCache config) {
+    return cudaFuncSetCacheConfig((const void*)entry, config);
+}
 
 // ----------------------------------------------------------------------------
 // CUDA graphs: not here. Each call says so once and answers cudaErrorNotSupported, rather

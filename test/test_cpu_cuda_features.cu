@@ -20,6 +20,8 @@
 #include <cooperative_groups/reduce.h>
 #include <cooperative_groups/scan.h>
 #include <cstdio>
+#include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -709,4 +711,117 @@ TEST_CASE("a device assert() that fails: cudaErrorAssert from the sync and every
     CHECK(contains(err, "test/test_cpu_cuda_features.cu:" + std::to_string(line_of("assert(gtid < n);")) +
                             ": void assert_below(int): block: [1,0,0], thread: ["));
     CHECK(contains(err, "Assertion `gtid < n` failed."));
+}
+
+// ----------------------------------------------------------------------------
+// 11. Directed rounding: __fadd_rn/rz/ru/rd and the others (CUDA Math API: the operation
+// rounded to nearest even, toward zero, up or down, as IEEE 754 defines them)
+
+enum DirectedOp { op_add, op_sub, op_mul, op_div, op_rcp, op_sqrt };
+struct DirectedCase {
+    DirectedOp op;
+    long double a, b;
+};
+// 4 results per case: rn, rz, ru, rd
+__global__ void directed_float(const DirectedCase* c, int n, float* out) {
+    for (int i = 0; i < n; i++) {
+        float a = (float)c[i].a, b = (float)c[i].b, *o = out + 4 * i;
+        switch (c[i].op) {
+            case op_add: o[0] = __fadd_rn(a, b), o[1] = __fadd_rz(a, b), o[2] = __fadd_ru(a, b), o[3] = __fadd_rd(a, b); break;
+            case op_sub: o[0] = __fsub_rn(a, b), o[1] = __fsub_rz(a, b), o[2] = __fsub_ru(a, b), o[3] = __fsub_rd(a, b); break;
+            case op_mul: o[0] = __fmul_rn(a, b), o[1] = __fmul_rz(a, b), o[2] = __fmul_ru(a, b), o[3] = __fmul_rd(a, b); break;
+            case op_div: o[0] = __fdiv_rn(a, b), o[1] = __fdiv_rz(a, b), o[2] = __fdiv_ru(a, b), o[3] = __fdiv_rd(a, b); break;
+            case op_rcp: o[0] = __frcp_rn(a), o[1] = __frcp_rz(a), o[2] = __frcp_ru(a), o[3] = __frcp_rd(a); break;
+            case op_sqrt: o[0] = __fsqrt_rn(a), o[1] = __fsqrt_rz(a), o[2] = __fsqrt_ru(a), o[3] = __fsqrt_rd(a); break;
+        }
+    }
+}
+__global__ void directed_double(const DirectedCase* c, int n, double* out) {
+    for (int i = 0; i < n; i++) {
+        double a = (double)c[i].a, b = (double)c[i].b, *o = out + 4 * i;
+        switch (c[i].op) {
+            case op_add: o[0] = __dadd_rn(a, b), o[1] = __dadd_rz(a, b), o[2] = __dadd_ru(a, b), o[3] = __dadd_rd(a, b); break;
+            case op_sub: o[0] = __dsub_rn(a, b), o[1] = __dsub_rz(a, b), o[2] = __dsub_ru(a, b), o[3] = __dsub_rd(a, b); break;
+            case op_mul: o[0] = __dmul_rn(a, b), o[1] = __dmul_rz(a, b), o[2] = __dmul_ru(a, b), o[3] = __dmul_rd(a, b); break;
+            case op_div: o[0] = __ddiv_rn(a, b), o[1] = __ddiv_rz(a, b), o[2] = __ddiv_ru(a, b), o[3] = __ddiv_rd(a, b); break;
+            case op_rcp: o[0] = __drcp_rn(a), o[1] = __drcp_rz(a), o[2] = __drcp_ru(a), o[3] = __drcp_rd(a); break;
+            case op_sqrt: o[0] = __dsqrt_rn(a), o[1] = __dsqrt_rz(a), o[2] = __dsqrt_ru(a), o[3] = __dsqrt_rd(a); break;
+        }
+    }
+}
+
+// The exact result's side of each rounding, from x87 long double (64-bit significand): every
+// case's exact value is either representable there (sums, products of these inputs) or at
+// least 2^-30 ulps of the tested type away from its neighbours (1/3, 1/7, sqrt 2, sqrt 3).
+template <class F>
+void check_directed(const std::vector<DirectedCase>& cases, const std::vector<F>& out) {
+    for (size_t i = 0; i < cases.size(); i++) {
+        const DirectedCase& c = cases[i];
+        long double a = (F)c.a, b = (F)c.b;
+        long double exact = c.op == op_add ? a + b : c.op == op_sub ? a - b : c.op == op_mul ? a * b
+                          : c.op == op_div ? a / b : c.op == op_rcp ? 1.0L / a : sqrtl(a);
+        F rn = out[4 * i], rz = out[4 * i + 1], ru = out[4 * i + 2], rd = out[4 * i + 3];
+        INFO("case " << i << ": op " << (int)c.op << " of " << (double)a << ", " << (double)b);
+        CHECK(rn == (F)exact);  // the compiler's own conversion rounds to nearest even
+        if ((long double)(F)exact == exact) {  // representable: no rounding in any direction
+            CHECK((rz == rn && ru == rn && rd == rn));
+            continue;
+        }
+        CHECK((long double)rd < exact);
+        CHECK((long double)ru > exact);
+        CHECK(ru == std::nextafter(rd, std::numeric_limits<F>::infinity()));  // neighbours
+        CHECK(rz == (exact > 0 ? rd : ru));
+    }
+}
+
+TEST_CASE("directed rounding: __fadd_rz/ru/rd, __fsub, __fmul, __fdiv, __frcp, __fsqrt and the double forms") {
+    const long double e30 = ldexpl(1, -30), e12 = ldexpl(1, -12), e60 = ldexpl(1, -60), e27 = ldexpl(1, -27);
+    std::vector<DirectedCase> fc = {
+        {op_add, 1, e30},  {op_add, -1, -e30}, {op_sub, 1, e30},  {op_sub, -1, e30},  {op_add, 1.5L, 0.25L},
+        {op_mul, 1 + e12, 1 + e12}, {op_mul, -(1 + e12), 1 + 2 * e12}, {op_mul, 3, 7},
+        {op_div, 1, 3}, {op_div, -1, 3}, {op_div, 2, -7}, {op_div, 6, 3}, {op_rcp, 3, 0}, {op_rcp, -7, 0},
+        {op_sqrt, 2, 0}, {op_sqrt, 3, 0}, {op_sqrt, 16, 0}};
+    std::vector<DirectedCase> dc = {
+        {op_add, 1, e60},  {op_add, -1, -e60}, {op_sub, 1, e60},  {op_mul, 1 + e27, 1 + e27},
+        {op_mul, -(1 + e27), 1 + 2 * e27}, {op_div, 1, 3}, {op_div, -2, 7}, {op_rcp, 3, 0}, {op_sqrt, 2, 0},
+        {op_sqrt, 3, 0}, {op_sqrt, 0.25L, 0}};
+    Dev<DirectedCase> dfc(fc), ddc(dc);
+    Dev<float> fo(4 * fc.size());
+    Dev<double> doo(4 * dc.size());
+    directed_float<<<1, 1>>>(dfc.p, (int)fc.size(), fo.p);
+    directed_double<<<1, 1>>>(ddc.p, (int)dc.size(), doo.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> f = fo.host();
+    std::vector<double> d = doo.host();
+    check_directed(fc, f);
+    check_directed(dc, d);
+    // the first case by value: 1 + 2^-30 rounds up to the next float, 1 + 2^-23, and down to 1
+    CHECK(f[2] == 1.0f + FLT_EPSILON);
+    CHECK(f[3] == 1.0f);
+    // overflow: rounding down or toward zero stops at the largest finite value (IEEE 754 7.4)
+    CHECK(__fmul_ru(FLT_MAX, 2.0f) == INFINITY);
+    CHECK(__fmul_rd(FLT_MAX, 2.0f) == FLT_MAX);
+    CHECK(__fmul_rz(-FLT_MAX, 2.0f) == -FLT_MAX);
+    CHECK(__dadd_rd(-DBL_MAX, -DBL_MAX) == -INFINITY);
+    CHECK(__dadd_ru(-DBL_MAX, -DBL_MAX) == -DBL_MAX);
+    // an exact zero sum is -0 rounding down, +0 otherwise (IEEE 754 6.3)
+    CHECK(std::signbit(__fadd_rd(1.0f, -1.0f)));
+    CHECK(!std::signbit(__fadd_ru(1.0f, -1.0f)));
+    CHECK(!std::signbit(__fadd_rz(1.0f, -1.0f)));
+    CHECK(std::signbit(__dsub_rd(0.0, 0.0)));
+    CHECK(!std::signbit(__dsub_ru(0.0, 0.0)));
+}
+
+// cudaFuncSetCacheConfig, the C++ form (a kernel template's instance, which does not convert to
+// const void* by itself) and the C form: a preference the runtime API lets a device ignore
+template <class T>
+__global__ void cache_config_kernel(T* out) {
+    out[threadIdx.x] = T(1);
+}
+
+TEST_CASE("cudaFuncSetCacheConfig takes a kernel template's instance, or its address") {
+    CHECK(cudaFuncSetCacheConfig(cache_config_kernel<float>, cudaFuncCachePreferL1) == cudaSuccess);
+    CHECK(cudaFuncSetCacheConfig((const void*)cache_config_kernel<double>, cudaFuncCachePreferShared) == cudaSuccess);
+    CHECK(cudaFuncSetCacheConfig((const void*)nullptr, cudaFuncCachePreferL1) == cudaErrorInvalidDeviceFunction);
+    CHECK(cudaGetLastError() == cudaErrorInvalidDeviceFunction);
 }
