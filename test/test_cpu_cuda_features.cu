@@ -825,3 +825,56 @@ TEST_CASE("cudaFuncSetCacheConfig takes a kernel template's instance, or its add
     CHECK(cudaFuncSetCacheConfig((const void*)nullptr, cudaFuncCachePreferL1) == cudaErrorInvalidDeviceFunction);
     CHECK(cudaGetLastError() == cudaErrorInvalidDeviceFunction);
 }
+
+// ----------------------------------------------------------------------------
+// 12. labeled_partition and binary_partition (programming guide, "Partitioning": the parent's
+// threads grouped by equal label, each group a coalesced_group ranked in lane order)
+
+__device__ unsigned partition_label(unsigned lane) { return lane % 3 + (lane % 5 == 0 ? 0x10000u : 0u); }
+// per thread, three groups, four answers each: size, rank, the rank-0 thread's lane, reduce(lane + 1)
+__global__ void partitions(int* out) {
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(block);
+    unsigned lane = tile.thread_rank();
+    int* o = out + 12 * block.thread_rank();
+    cg::coalesced_group labeled = cg::labeled_partition(tile, partition_label(lane));
+    o[0] = (int)labeled.size(), o[1] = (int)labeled.thread_rank(), o[2] = labeled.shfl((int)lane, 0);
+    o[3] = cg::reduce(labeled, (int)lane + 1, cg::plus<int>());
+    cg::coalesced_group binary = cg::binary_partition(tile, lane % 3 == 0);
+    o[4] = (int)binary.size(), o[5] = (int)binary.thread_rank(), o[6] = binary.shfl((int)lane, 0);
+    o[7] = cg::reduce(binary, (int)lane + 1, cg::plus<int>());
+    if (lane < 20) {  // of a coalesced group: the 20 lanes that arrive
+        cg::coalesced_group some = cg::labeled_partition(cg::coalesced_threads(), lane % 4);
+        o[8] = (int)some.size(), o[9] = (int)some.thread_rank(), o[10] = some.shfl((int)lane, 0);
+        o[11] = cg::reduce(some, (int)lane + 1, cg::plus<int>());
+    }
+}
+
+TEST_CASE("cooperative groups: labeled_partition and binary_partition of a tile or a coalesced group, reduce on them") {
+    Dev<int> out(12 * 64);
+    out.fill_nan();
+    partitions<<<1, 64>>>(out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<int> h = out.host();
+    auto label = [](unsigned l) { return l % 3 + (l % 5 == 0 ? 0x10000u : 0u); };
+    // the group of lane l among the parent's lanes [0, n) whose key equals l's
+    auto expect = [](unsigned l, unsigned n, const std::function<unsigned(unsigned)>& key, const int* o) {
+        int size = 0, rank = 0, leader = -1, sum = 0;
+        for (unsigned m = 0; m < n; m++)
+            if (key(m) == key(l)) size++, rank += m < l, leader = leader < 0 ? (int)m : leader, sum += (int)m + 1;
+        return o[0] == size && o[1] == rank && o[2] == leader && o[3] == sum;
+    };
+    bool ok = true;
+    for (unsigned t = 0; t < 64; t++) {
+        unsigned l = t % 32;
+        const int* o = &h[12 * t];
+        ok &= expect(l, 32, label, o);
+        ok &= expect(l, 32, [](unsigned m) { return (unsigned)(m % 3 == 0); }, o + 4);
+        if (l < 20) ok &= expect(l, 20, [](unsigned m) { return m % 4; }, o + 8);
+        if (!ok) {
+            FAIL_CHECK("thread " << t);
+            break;
+        }
+    }
+    CHECK(ok);
+}
