@@ -91,10 +91,12 @@ for n in shfl_scan threadFenceReduction inlinePTX streamOrderedAllocation; do
     measure $n "$WORK/$S/Samples/2_Concepts_and_Techniques/$n" $n.cu "" "$C"
 done
 measure scalarProd "$WORK/$S/Samples/2_Concepts_and_Techniques/scalarProd" scalarProd.cu scalarProd_cpu.cpp "$C"
-for n in warpAggregatedAtomicsCG binaryPartitionCG cudaTensorCoreGemm bf16TensorCoreGemm tf32TensorCoreGemm \
-    globalToShmemAsyncCopy simpleCudaGraphs; do
+for n in warpAggregatedAtomicsCG binaryPartitionCG cudaTensorCoreGemm bf16TensorCoreGemm tf32TensorCoreGemm; do
     measure $n "$WORK/$S/Samples/3_CUDA_Features/$n" $n.cu "" "$C"
 done
+measure globalToShmemAsyncCopy "$WORK/$S/Samples/3_CUDA_Features/globalToShmemAsyncCopy" globalToShmemAsyncCopy.cu \
+    "" "$C" "-wA=128 -hA=128 -wB=128 -hB=128"  # (1280 x 1280, 101 times, by default: 212 G multiply-adds)
+measure simpleCudaGraphs "$WORK/$S/Samples/3_CUDA_Features/simpleCudaGraphs" simpleCudaGraphs.cu "" "$C"
 measure conjugateGradientMultiBlockCG "$WORK/$S/Samples/4_CUDA_Libraries/conjugateGradientMultiBlockCG" \
     conjugateGradientMultiBlockCG.cu "" "$C"
 for n in transpose alignedTypes; do
