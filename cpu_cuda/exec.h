@@ -176,10 +176,12 @@ class Block {
         warps_ = (n_ + 31) / 32;
         lanes_.resize(n_);
         if (ready_.slots.size() < n_) ready_.slots.resize(n_);
-        for (unsigned i = 0; i < n_; i++) {
+        uint3 t{0, 0, 0};  // thread i's index, counted up (three divisions a thread were a quarter of a
+        for (unsigned i = 0; i < n_; i++) {  // short kernel's time: simpleStreams, 16 M threads a launch)
             Lane& lane = lanes_[i];
-            lane.tid = {i % d.x, i / d.x % d.y, i / (d.x * d.y)};
+            lane.tid = t;
             lane.id = i, lane.state = LaneState::unstarted, lane.fiber = -1;
+            if (++t.x == d.x) t.x = 0, t.y = t.y + 1 == d.y ? (t.z++, 0) : t.y + 1;
         }
         make_order();
         live_.assign(warps_, ~0u);
@@ -742,6 +744,18 @@ inline unsigned ballot(const char* file, int line, WarpOp op, unsigned mask, int
     return warp_op(file, line, op, mask, 0u, 0, 0, pred != 0);
 }
 inline unsigned activemask(const char* file, int line) { return current_block->activemask(file, line); }
+
+// PTX's special registers that kernels read through inline asm (the rewrite turns
+// asm("mov.u32 %0, %%laneid;" : "=r"(x)) into a call): the lane within the warp, the warp
+// within the block, and the masks of the lanes below, at, above this one (PTX ISA, "Special
+// Registers")
+inline unsigned ptx_sreg_laneid() { return current_lane->id % 32; }
+inline unsigned ptx_sreg_warpid() { return current_lane->id / 32; }
+inline unsigned ptx_sreg_lanemask_eq() { return 1u << ptx_sreg_laneid(); }
+inline unsigned ptx_sreg_lanemask_lt() { return ptx_sreg_lanemask_eq() - 1; }
+inline unsigned ptx_sreg_lanemask_le() { return ptx_sreg_lanemask_lt() | ptx_sreg_lanemask_eq(); }
+inline unsigned ptx_sreg_lanemask_ge() { return ~ptx_sreg_lanemask_lt(); }
+inline unsigned ptx_sreg_lanemask_gt() { return ~ptx_sreg_lanemask_le(); }
 
 inline void shared_touch(void* p, size_t bytes) { current_block->touch_shared(p, bytes); }
 inline void* dynamic_shared() { return current_block->dynamic_shared(); }

@@ -878,3 +878,47 @@ TEST_CASE("cooperative groups: labeled_partition and binary_partition of a tile 
     }
     CHECK(ok);
 }
+
+// The toolkit's structs with members named like the built-ins (cudaKernelNodeParams, used by
+// CUDA graphs' kernel nodes, and cudaLaunchConfig_t): host code sets and reads them by name
+TEST_CASE("built-in names: members gridDim and blockDim of the toolkit's structs") {
+    cudaKernelNodeParams p = {};
+    p.gridDim = dim3(7, 2, 1);
+    p.blockDim = dim3(64, 1, 1);
+    cudaLaunchConfig_t c = {};
+    c.gridDim = p.gridDim;
+    c.blockDim = p.blockDim;
+    CHECK((c.gridDim.x == 7 && c.gridDim.y == 2 && c.blockDim.x == 64));
+}
+
+// Inline PTX that reads a special register (PTX ISA, "Special Registers"): the rewrite turns
+// it into the runtime's value; other inline asm still goes to the assembler
+__global__ void special_registers(unsigned* out) {
+    unsigned lane, warp, lt, le, eq, ge, gt;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    asm volatile("mov.u32 %0, %%warpid;" : "=r"(warp));
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
+    asm("mov.u32 %0, %%lanemask_le;" : "=r"(le));
+    asm("mov.u32 %0, %%lanemask_eq;" : "=r"(eq));
+    asm("mov.u32 %0, %%lanemask_ge;"
+        : "=r"(ge));
+    asm("mov.u32 %0, %%lanemask_gt;" : "=r"(gt));
+    unsigned* o = out + 7 * threadIdx.x;
+    o[0] = lane, o[1] = warp, o[2] = lt, o[3] = le, o[4] = eq, o[5] = ge, o[6] = gt;
+}
+
+TEST_CASE("inline PTX: reads of %laneid, %warpid and %lanemask_* give the thread's own values") {
+    Dev<unsigned> out(7 * 70);
+    special_registers<<<1, 70>>>(out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<unsigned> h = out.host();
+    bool ok = true;
+    for (unsigned t = 0; t < 70; t++) {
+        unsigned l = t % 32;
+        unsigned long long below = (1ull << l) - 1, upto = (2ull << l) - 1;  // 64-bit: l = 31
+        const unsigned* o = &h[7 * t];
+        ok &= o[0] == l && o[1] == t / 32 && o[2] == (unsigned)below && o[3] == (unsigned)upto &&
+              o[4] == 1u << l && o[5] == ~(unsigned)below && o[6] == ~(unsigned)upto;
+    }
+    CHECK(ok);
+}
