@@ -91,6 +91,9 @@ mutations=(
 "SIGUSR1 (Slurm's --signal) not caught: the run dies without a checkpoint|host/stop.h|s#{SIGINT, SIGTERM, SIGUSR1}#{SIGINT, SIGTERM}#|auto|./test/test_cpu -tc=signals*"
 "fc's epilogue: GELU without the bias|gpu/matmul.cuh|s#(bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)#CUBLASLT_EPILOGUE_GELU_AUX#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=matmul*"
 "cuBLASLt emulation: aux keeps the GELU's output, not its input|cpu_cuda/cublas_cpu.h|/if (e.aux_out) store_floats(e.aux_type, v, rows, aux());/d;s#^            case Activation::none: break;\$#&\n        }\n        if (e.aux_out) { store_floats(e.aux_type, v, rows, aux());#|auto|./test/test_cpu_cublas"
+"CPU runtime: __fadd_ru and the other round-up intrinsics step down when the exact value lies above|cpu_cuda/device_math.h|s#if (err > 0 \&\& (mode == Round::ru#if (err < 0 \&\& (mode == Round::ru#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=directed*"
+"CPU runtime: labeled_partition keeps the lanes whose label bit is set, whatever this lane's|cpu_cuda/cooperative_groups.h|s#same \&= bit ? ones : ~ones;#same \&= ones;#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=*labeled_partition*"
+"CPU runtime: a failed device assert is not sticky (the next sync answers cudaSuccess)|cpu_cuda/exec.h|/if (failed_launch_code == cudaErrorAssert) sticky_error = cudaErrorAssert;/d|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=*assert*"
 )
 
 # The programs make test builds: what "auto" chooses from.
