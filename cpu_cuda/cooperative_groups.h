@@ -22,7 +22,8 @@
 // (or do not exist: a block that is not a multiple of N) fails the launch naming the call,
 // as the runtime's shuffles do. grid_group (this_grid()): sync (with cudaLaunchCooperativeKernel),
 // size / num_threads, thread_rank, num_blocks, block_rank, block_index, dim_blocks, is_valid.
-// Not here: labeled_partition, cg::memcpy_async, reduce_update_async: a program using them does
+// Also labeled_partition and binary_partition (of a coalesced group or a tile of up to 32).
+// Not here: cg::memcpy_async, reduce_update_async: a program using them does
 // not compile. Here as well: coalesced_threads() / coalesced_group (sync, thread_rank, size,
 // shfl, shfl_up, shfl_down, ballot, any, all) and tiles of 64 to 1024 threads (sync, shfl*,
 // any, all, reduce, scans; their sync is a barrier of the tile's own).
@@ -309,6 +310,8 @@ class coalesced_group {
         return b == (size() == 32 ? ~0u : (1u << size()) - 1);
     }
 
+    unsigned lanes() const { return mask_; }  // the warp's lanes in the group (the runtime's own)
+
   private:
     unsigned mask_;
     static unsigned lane() { return ::cpu_cuda::cg_detail::block_rank() % 32; }
@@ -322,6 +325,43 @@ class coalesced_group {
 };
 inline coalesced_group coalesced_threads(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     return coalesced_group(::cpu_cuda::activemask(file, line));
+}
+
+// labeled_partition(parent, label): the parent's threads split into coalesced groups of equal
+// label; binary_partition(parent, pred) the same for a bool. The parent is a coalesced group or a
+// tile of up to 32 threads, every thread of which must make the call (the programming guide).
+// How: a ballot per bit of the label, each keeping the lanes that agree on it, until no lane has
+// a higher bit set (two votes a bit: 8 for a label below 16).
+namespace partition_detail {
+inline unsigned same_label_lanes(unsigned parent, unsigned label, const char* call, const char* file, int line) {
+    unsigned same = parent;
+    for (unsigned b = 0; b < 32; b++) {
+        const unsigned bit = label >> b & 1;
+        const unsigned ones = ::cpu_cuda::warp_op(file, line, ::cpu_cuda::WarpOp::ballot, parent, 0u, 0, 0, bit, call);
+        same &= bit ? ones : ~ones;
+        const unsigned higher = b < 31 ? label >> (b + 1) : 0;
+        if (!::cpu_cuda::warp_op(file, line, ::cpu_cuda::WarpOp::ballot, parent, 0u, 0, 0, higher != 0, call)) break;
+    }
+    return same;
+}
+template <unsigned N, class P>
+unsigned parent_lanes(const thread_block_tile<N, P>&) {
+    static_assert(N <= 32, "labeled_partition and binary_partition take a tile of up to 32 threads");
+    return ::cpu_cuda::cg_detail::tile_mask(N);
+}
+inline unsigned parent_lanes(const coalesced_group& g) { return g.lanes(); }
+}  // namespace partition_detail
+template <class Parent>
+coalesced_group labeled_partition(const Parent& parent, unsigned label, const char* file = __builtin_FILE(),
+                                  int line = __builtin_LINE()) {
+    return coalesced_group(partition_detail::same_label_lanes(partition_detail::parent_lanes(parent),
+                                                                    label, "labeled_partition", file, line));
+}
+template <class Parent>
+coalesced_group binary_partition(const Parent& parent, bool pred, const char* file = __builtin_FILE(),
+                                 int line = __builtin_LINE()) {
+    return coalesced_group(partition_detail::same_label_lanes(partition_detail::parent_lanes(parent),
+                                                                    pred, "binary_partition", file, line));
 }
 
 // A block or a tile, chosen at run time (tiled_partition(parent, n), or a group passed as one)
@@ -396,6 +436,35 @@ auto reduce(const thread_block_tile<N, P>& g, T val, Op op, const char* file = _
         out = op(out, g.shfl_labelled(::cpu_cuda::WarpOp::shfl_bfly, out, m, "cooperative_groups::reduce", file,
                                       line));
     return out;
+}
+
+// A coalesced group (coalesced_threads(), labeled_partition, binary_partition), in CUDA's order
+// (cooperative_groups/details/coalesced_reduce.h): the butterfly when it is the whole warp,
+// otherwise a Hillis-Steele scan over ranks, op(out, value of rank r - i), whose last rank's
+// result every thread gets.
+template <class T, class Op>
+auto inclusive_scan(const coalesced_group& g, T val, Op op, const char* file = __builtin_FILE(),
+                    int line = __builtin_LINE()) -> std::decay_t<decltype(op(val, val))> {
+    using R = std::decay_t<decltype(op(val, val))>;
+    R out = val;
+    const unsigned n = g.size(), r = g.thread_rank();
+    for (unsigned i = 1; i < n; i <<= 1) {
+        R earlier = g.shfl(out, i <= r ? r - i : r, file, line);
+        if (i <= r) out = op(out, earlier);
+    }
+    return out;
+}
+template <class T, class Op>
+auto reduce(const coalesced_group& g, T val, Op op, const char* file = __builtin_FILE(),
+            int line = __builtin_LINE()) -> std::decay_t<decltype(op(val, val))> {
+    using R = std::decay_t<decltype(op(val, val))>;
+    const unsigned n = g.size(), r = g.thread_rank();
+    if (n == 32) {
+        R out = val;
+        for (unsigned m = 16; m > 0; m >>= 1) out = op(out, g.shfl(out, r ^ m, file, line));
+        return out;
+    }
+    return g.shfl(inclusive_scan(g, val, op, file, line), n - 1, file, line);
 }
 
 template <unsigned N, class P, class T, class Op>

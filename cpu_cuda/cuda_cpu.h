@@ -19,6 +19,18 @@
 // Programs are one translation unit each (the project's are), which is what lets the
 // runtime live in headers.
 #pragma once
+
+// ---- the built-in variables: the runtime's copies for the thread and block running on this
+// OS thread (exec.h). Names, not expressions: host code may declare `dim3 gridDim(4)` and a
+// parameter may be named dim3, as nvcc allows. Defined before the toolkit's headers, so that
+// their members of these names (cudaKernelNodeParams::gridDim, cudaLaunchConfig_t::blockDim)
+// are renamed alike and `params.gridDim` still names the member. (The toolkit declares the
+// built-ins themselves for nvcc only.)
+#define threadIdx cpu_cuda_threadIdx
+#define blockIdx cpu_cuda_blockIdx
+#define blockDim cpu_cuda_blockDim
+#define gridDim cpu_cuda_gridDim
+
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -53,14 +65,11 @@
 #define __CUDA_ARCH__ CPU_CUDA_ARCH
 #endif
 
-// ---- the built-in variables: the runtime's copies for the thread and block running on this
-// OS thread (exec.h). Names, not expressions: host code may declare `dim3 gridDim(4)` and a
-// parameter may be named dim3, as nvcc allows. (The toolkit's header declares the originals.)
-#define threadIdx cpu_cuda_threadIdx
-#define blockIdx cpu_cuda_blockIdx
-#define blockDim cpu_cuda_blockDim
-#define gridDim cpu_cuda_gridDim
 constexpr int warpSize = 32;
+
+// ---- clock(): the device's cycle counter inside a kernel, the C library's elsewhere
+// (device_math.h, which has included <ctime> before this point).
+#define clock() cpu_cuda_clock()
 
 // ---- barriers and warp collectives: they carry their source line, for error messages
 namespace cpu_cuda {

@@ -10,9 +10,14 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <chrono>
+#include <cassert>
+#include <cerrno>
 #include <cmath>
+#include <ctime>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "exec.h"
@@ -74,6 +79,85 @@ inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+
+// ---- directed rounding: __fadd_rz/ru/rd, __fsub_, __fmul_, __fdiv_, __frcp_, __fsqrt_ and the
+// __d... forms for double (the toolkit declares them for the device only). Each takes the
+// round-to-nearest result r and the sign of the exact result minus r, from an exact
+// error-free transform (TwoSum for a sum; fma for the remainder of a product, quotient or square
+// root), then steps r one ulp in the asked direction when the exact value lies on that side.
+// No floating-point environment is touched, so -O3 cannot move the operation out of a mode.
+// Limits: the remainder's sign is exact unless it underflows to zero (results near the
+// subnormal range); the fma forms (__fmaf_rz, ...) are not provided.
+namespace cpu_cuda {
+enum class Round { rz, ru, rd };
+// r: the round-to-nearest result of an operation on finite operands; err: the sign of exact - r
+template <class F>
+F round_toward(F r, F err, Round mode) {
+    const F inf = std::numeric_limits<F>::infinity(), big = std::numeric_limits<F>::max();
+    if (std::isinf(r)) {  // the exact value overflowed: past the largest finite, toward r
+        if (mode == Round::ru) return r > 0 ? inf : -big;
+        if (mode == Round::rd) return r > 0 ? big : -inf;
+        return r > 0 ? big : -big;
+    }
+    if (err > 0 && (mode == Round::ru || (mode == Round::rz && r < 0))) return std::nextafter(r, inf);
+    if (err < 0 && (mode == Round::rd || (mode == Round::rz && r > 0))) return std::nextafter(r, -inf);
+    return r;
+}
+template <class F>
+F add_round(F a, F b, Round mode) {
+    const F s = a + b;
+    if (!std::isfinite(a) || !std::isfinite(b)) return s;
+    if (s == 0) {  // IEEE 754: a zero sum is -0 rounding down unless both are +0; otherwise +0 unless both are -0
+        const bool negative = mode == Round::rd ? (a != 0 || std::signbit(a) || std::signbit(b))
+                                                : (a == 0 && std::signbit(a) && std::signbit(b));
+        return negative ? -F(0) : F(0);
+    }
+    const F bb = s - a, err = (a - (s - bb)) + (b - bb);  // TwoSum (Knuth): a + b = s + err exactly
+    return round_toward(s, err, mode);
+}
+template <class F>
+F mul_round(F a, F b, Round mode) {
+    const F p = a * b;
+    if (!std::isfinite(a) || !std::isfinite(b) || p == 0) return p;
+    return round_toward(p, std::isinf(p) ? F(0) : std::fma(a, b, -p), mode);  // a*b - p
+}
+template <class F>
+F div_round(F a, F b, Round mode) {
+    const F q = a / b;
+    if (!std::isfinite(a) || !std::isfinite(b) || b == 0 || q == 0) return q;
+    if (std::isinf(q)) return round_toward(q, F(0), mode);
+    const F rem = std::fma(-q, b, a);  // a - q*b: the exact quotient minus q has its sign times b's
+    return round_toward(q, b > 0 ? rem : -rem, mode);
+}
+template <class F>
+F sqrt_round(F a, Round mode) {
+    const F r = std::sqrt(a);
+    if (!(a > 0) || std::isinf(a)) return r;
+    return round_toward(r, std::fma(-r, r, a), mode);  // a - r*r
+}
+}  // namespace cpu_cuda
+#define CPU_CUDA_DIRECTED(SUFFIX, MODE)                                                                         \
+    inline float __fadd_##SUFFIX(float a, float b) { return cpu_cuda::add_round(a, b, MODE); }                  \
+    inline float __fsub_##SUFFIX(float a, float b) { return cpu_cuda::add_round(a, -b, MODE); }                 \
+    inline float __fmul_##SUFFIX(float a, float b) { return cpu_cuda::mul_round(a, b, MODE); }                  \
+    inline float __fdiv_##SUFFIX(float a, float b) { return cpu_cuda::div_round(a, b, MODE); }                  \
+    inline float __frcp_##SUFFIX(float a) { return cpu_cuda::div_round(1.0f, a, MODE); }                        \
+    inline float __fsqrt_##SUFFIX(float a) { return cpu_cuda::sqrt_round(a, MODE); }                            \
+    inline double __dadd_##SUFFIX(double a, double b) { return cpu_cuda::add_round(a, b, MODE); }               \
+    inline double __dsub_##SUFFIX(double a, double b) { return cpu_cuda::add_round(a, -b, MODE); }              \
+    inline double __dmul_##SUFFIX(double a, double b) { return cpu_cuda::mul_round(a, b, MODE); }               \
+    inline double __ddiv_##SUFFIX(double a, double b) { return cpu_cuda::div_round(a, b, MODE); }               \
+    inline double __drcp_##SUFFIX(double a) { return cpu_cuda::div_round(1.0, a, MODE); }                       \
+    inline double __dsqrt_##SUFFIX(double a) { return cpu_cuda::sqrt_round(a, MODE); }
+CPU_CUDA_DIRECTED(rz, cpu_cuda::Round::rz)
+CPU_CUDA_DIRECTED(ru, cpu_cuda::Round::ru)
+CPU_CUDA_DIRECTED(rd, cpu_cuda::Round::rd)
+#undef CPU_CUDA_DIRECTED
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __drcp_rn(double a) { return 1.0 / a; }
+inline double __dsqrt_rn(double a) { return sqrt(a); }
+
 inline float __saturatef(float x) { return x != x ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
 inline int __float2int_rz(float x) { return (int)x; }
@@ -250,7 +334,39 @@ CPU_CUDA_SCOPED_ATOMIC(atomicDec)
 #undef CPU_CUDA_SCOPED_ATOMIC
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline long long clock64() { return (long long)__builtin_ia32_rdtsc(); }
+// ---- clock64() and clock(): an SM's cycle counter, here following real time at the preset
+// GPU's clock rate (cudaDevAttrClockRate, 1,980,000 kHz on the default h100), counted from the
+// first call. Kernels that wait "until N cycles have passed" (a sample's clock_block, sized
+// from cudaDevAttrClockRate to take 10 ms) then wait the time they meant to; the host's clock()
+// counts CPU time in microseconds, so such a wait took 2,000 times longer than meant.
+namespace cpu_cuda {
+inline long long device_clock_ticks() {
+    static const auto start = std::chrono::steady_clock::now();
+    const long long ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    const long long khz = cpu_cuda::device_preset().clock_khz;  // cycles per ms
+    return ns / 1000000 * khz + ns % 1000000 * khz / 1000000;     // no overflow for 146 years
+}
+}  // namespace cpu_cuda
+inline long long clock64() { return cpu_cuda::device_clock_ticks(); }
+
+// ---- assert() in a kernel: glibc's assert macro calls __assert_fail, which the program's own
+// definition here replaces (a definition in the executable comes before the C library's). In a
+// kernel it fails the launch with cudaErrorAssert and the program goes on, as on a GPU; in host
+// code it prints glibc's message and aborts, as before.
+extern "C" inline void __assert_fail(const char* expr, const char* file, unsigned int line,
+                                     const char* func) noexcept {
+    if (cpu_cuda::current_block) cpu_cuda::assert_failed(expr, file, line, func);
+    fprintf(stderr, "%s: %s:%u: %s: Assertion `%s' failed.\n", program_invocation_short_name, file, line, func, expr);
+    fflush(stderr);
+    abort();
+}
+// clock() in a kernel is the device's (clock_t, as CUDA declares it); in host code, the C
+// library's. cuda_cpu.h turns `clock()` into this call (std::clock() too).
+inline clock_t cpu_cuda_clock() { return cpu_cuda::current_block ? (clock_t)cpu_cuda::device_clock_ticks() : ::clock(); }
+namespace std {
+using ::cpu_cuda_clock;
+}
 inline void __nanosleep(unsigned) {}
 
 // ---- bf16 and fp16 math that the toolkit headers define for the device only. Each rounds

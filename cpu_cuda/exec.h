@@ -52,6 +52,12 @@ inline cudaError_t set_error(cudaError_t e) {
     if (e != cudaSuccess) last_error = e;
     return e;
 }
+// A sticky error: after a device assert() fails, CUDA documents that every later call of the
+// process returns cudaErrorAssert ("the process must be terminated and relaunched"). Launches,
+// synchronisations, cudaMalloc, cudaMemcpy and cudaGetLastError answer it here. (Other launch
+// failures stay the launch's own, so that a test can go on after one it provoked.)
+inline std::atomic<cudaError_t> sticky_error{cudaSuccess};
+inline cudaError_t sticky() { return set_error(sticky_error.load()); }
 
 // ----------------------------------------------------------------------------
 // What one launch is: the kernel bound to its arguments, and the grid.
@@ -170,10 +176,12 @@ class Block {
         warps_ = (n_ + 31) / 32;
         lanes_.resize(n_);
         if (ready_.slots.size() < n_) ready_.slots.resize(n_);
-        for (unsigned i = 0; i < n_; i++) {
+        uint3 t{0, 0, 0};  // thread i's index, counted up (three divisions a thread were a quarter of a
+        for (unsigned i = 0; i < n_; i++) {  // short kernel's time: simpleStreams, 16 M threads a launch)
             Lane& lane = lanes_[i];
-            lane.tid = {i % d.x, i / d.x % d.y, i / (d.x * d.y)};
+            lane.tid = t;
             lane.id = i, lane.state = LaneState::unstarted, lane.fiber = -1;
+            if (++t.x == d.x) t.x = 0, t.y = t.y + 1 == d.y ? (t.z++, 0) : t.y + 1;
         }
         make_order();
         live_.assign(warps_, ~0u);
@@ -261,11 +269,11 @@ class Block {
         std::vector<WarpGroup>& groups = groups_[warp];
         WarpGroup* group = nullptr;
         for (WarpGroup& g : groups) {
-            if (!(g.mask & me.mask)) continue;
-            if (g.mask != me.mask)
-                fail(strf_("warp %u: %s at %s:%d with mask 0x%08x overlaps %s at %s:%d with mask 0x%08x", warp,
-                           op_label(me.op, me.label), me.file, me.line, me.mask, op_label(g.op, g.label), g.file,
-                           g.line, g.mask));
+            // Another mask that overlaps this one: groups of a split warp (labeled_partition, a
+            // half warp's shuffle) that sm_70's independent thread scheduling runs apart. This
+            // lane waits in a group of its own mask, which the other group's lanes join once
+            // theirs completes (if it never can, that is the deadlock reported at the end).
+            if (g.mask != me.mask) continue;
             if (g.op != me.op || g.file != me.file || g.line != me.line)
                 fail(strf_("warp %u diverged: lane %u reached %s at %s:%d while lanes of mask 0x%08x wait in %s at "
                            "%s:%d",
@@ -737,12 +745,34 @@ inline unsigned ballot(const char* file, int line, WarpOp op, unsigned mask, int
 }
 inline unsigned activemask(const char* file, int line) { return current_block->activemask(file, line); }
 
+// PTX's special registers that kernels read through inline asm (the rewrite turns
+// asm("mov.u32 %0, %%laneid;" : "=r"(x)) into a call): the lane within the warp, the warp
+// within the block, and the masks of the lanes below, at, above this one (PTX ISA, "Special
+// Registers")
+inline unsigned ptx_sreg_laneid() { return current_lane->id % 32; }
+inline unsigned ptx_sreg_warpid() { return current_lane->id / 32; }
+inline unsigned ptx_sreg_lanemask_eq() { return 1u << ptx_sreg_laneid(); }
+inline unsigned ptx_sreg_lanemask_lt() { return ptx_sreg_lanemask_eq() - 1; }
+inline unsigned ptx_sreg_lanemask_le() { return ptx_sreg_lanemask_lt() | ptx_sreg_lanemask_eq(); }
+inline unsigned ptx_sreg_lanemask_ge() { return ~ptx_sreg_lanemask_lt(); }
+inline unsigned ptx_sreg_lanemask_gt() { return ~ptx_sreg_lanemask_le(); }
+
 inline void shared_touch(void* p, size_t bytes) { current_block->touch_shared(p, bytes); }
 inline void* dynamic_shared() { return current_block->dynamic_shared(); }
 inline bool in_shared_memory(const void* p, size_t bytes) { return current_block->in_shared(p, bytes); }
 
 [[noreturn]] inline void trap(const char* file, int line) {
     current_block->fail(std::string("__trap() at ") + file + ":" + std::to_string(line));
+}
+
+// A device assert() that fails: the message in a GPU's form, then the launch fails with
+// cudaErrorAssert, which stays (sticky_error, above).
+[[noreturn]] inline void assert_failed(const char* expr, const char* file, unsigned line, const char* func) {
+    const uint3 b = current_block->block_idx, t = cpu_cuda_threadIdx;
+    fprintf(stderr, "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.\n", file, line, func,
+            b.x, b.y, b.z, t.x, t.y, t.z, expr);
+    current_block->fail(std::string("assert(") + expr + ") failed at " + file + ":" + std::to_string(line),
+                        cudaErrorAssert);
 }
 
 // ----------------------------------------------------------------------------
@@ -1123,6 +1153,7 @@ inline std::string race_check(const Launch& l, const std::vector<const void*>& p
 inline cudaError_t execute(const Launch& l, const void* kernel, const std::vector<const void*>& pointers) {
     DeviceAccess access;
     install_fault_handler();
+    if (sticky_error != cudaSuccess) return sticky();
     cudaError_t e;
     std::string refused = launch_refusal(l, kernel, &e);
     if (e != cudaSuccess) {
@@ -1132,6 +1163,7 @@ inline cudaError_t execute(const Launch& l, const void* kernel, const std::vecto
     std::string err = settings().racecheck ? race_check(l, pointers) : run_grid(l, settings().schedule, false);
     if (!err.empty()) {
         fprintf(stderr, "cpu_cuda: %s\n", err.c_str());
+        if (failed_launch_code == cudaErrorAssert) sticky_error = cudaErrorAssert;
         return set_error(failed_launch_code);
     }
     return cudaSuccess;

@@ -20,6 +20,8 @@
 //       and cudaLaunchKernel(...) -> ::cpu_cuda::kernel_launch("k", k, ...): the kernel's own
 //       type, which a cast to void* has lost, tells the runtime its parameters (runtime.h)
 //   #pragma unroll N  -> #pragma GCC unroll N   (g++ warns about CUDA's spelling)
+//   asm("mov.u32 %0, %%laneid;" : "=r"(x))  -> ((x) = ::cpu_cuda::ptx_sreg_laneid())
+//       (reads of the special registers laneid, warpid and lanemask_*; other asm is kept)
 //   __global__ void __launch_bounds__(256) k(float* x) { ...
 //       -> __global__ void  k(float* x) { ::cpu_cuda::kernel_entry("k", __FILE__, __LINE__, 256); ...
 //       (every kernel's body starts with kernel_entry: it fails a launch beyond the launch
@@ -110,6 +112,8 @@ class Rewriter {
                 }
                 if ((word == "cudaLaunchCooperativeKernel" || word == "cudaLaunchKernel") && depth_ > 0 &&
                     array_launch(word, end))
+                    continue;
+                if ((word == "asm" || word == "__asm__" || word == "__asm") && depth_ > 0 && special_register(end))
                     continue;
                 if (kernel_.pending && !kernel_.seen_params && kernel_.angles == 0 && word != "__global__")
                     kernel_.name = word;  // the last name before the parameters
@@ -259,6 +263,35 @@ class Rewriter {
     // cudaLaunchCooperativeKernel(FIRST, rest) / cudaLaunchKernel(FIRST, rest): FIRST without a
     // cast to void* (or const void*) and without &, named and passed as itself. False (nothing
     // done) when the word is not followed by a call with arguments.
+    // asm("mov.u32 %0, %%laneid;" : "=r"(x)): a read of one of PTX's special registers that
+    // the runtime knows (laneid, warpid, lanemask_eq/lt/le/ge/gt) becomes
+    // (x) = ::cpu_cuda::ptx_sreg_NAME(); any other asm is left for the assembler to refuse.
+    bool special_register(size_t word_end) {
+        size_t open = word_end;
+        auto skip_space = [&] {
+            while (open < s_.size() && isspace((unsigned char)s_[open])) open++;
+        };
+        skip_space();
+        for (const char* q : {"volatile", "__volatile__"})
+            if (s_.compare(open, strlen_(q), q) == 0 && !ident_char(s_[open + strlen_(q)])) open += strlen_(q), skip_space();
+        if (open >= s_.size() || s_[open] != '(') return false;
+        size_t close = find_top_level(open + 1, ")");
+        if (close == std::string::npos) return false;
+        std::string inside = s_.substr(open + 1, close - open - 1);
+        int newlines = 0;
+        for (char& c : inside)
+            if (c == '\n') c = ' ', newlines++;
+        static const std::regex read(
+            R"re(^\s*"\s*mov\.u32\s+%0\s*,\s*%%(laneid|warpid|lanemask_eq|lanemask_lt|lanemask_le|lanemask_ge|lanemask_gt)\s*;?\s*"\s*:\s*"=r"\s*\((.*)\)\s*$)re");
+        std::smatch m;
+        if (!std::regex_match(inside, m, read)) return false;
+        out_ += "((" + m[2].str() + ") = ::cpu_cuda::ptx_sreg_" + m[1].str() + "())";
+        out_ += std::string(newlines, '\n');
+        line_ += newlines;
+        i_ = close + 1;
+        return true;
+    }
+
     bool array_launch(const std::string& word, size_t word_end) {
         size_t open = word_end;
         while (open < s_.size() && (s_[open] == ' ' || s_[open] == '\t')) open++;

@@ -182,11 +182,14 @@ inline cudaError_t fill(void* p, int value, size_t count, const char* call) {
 // Errors
 
 inline cudaError_t cudaGetLastError() {
+    if (cpu_cuda::sticky_error != cudaSuccess) return cpu_cuda::sticky();
     cudaError_t e = cpu_cuda::last_error;
     cpu_cuda::last_error = cudaSuccess;
     return e;
 }
-inline cudaError_t cudaPeekAtLastError() { return cpu_cuda::last_error; }
+inline cudaError_t cudaPeekAtLastError() {
+    return cpu_cuda::sticky_error != cudaSuccess ? cpu_cuda::sticky() : cpu_cuda::last_error;
+}
 
 inline const char* cudaGetErrorName(cudaError_t e) {
     switch (e) {
@@ -206,6 +209,7 @@ inline const char* cudaGetErrorName(cudaError_t e) {
         CPU_CUDA_NAME(cudaErrorLaunchOutOfResources)
         CPU_CUDA_NAME(cudaErrorNoDevice)
         CPU_CUDA_NAME(cudaErrorNotSupported)
+        CPU_CUDA_NAME(cudaErrorAssert)
 #undef CPU_CUDA_NAME
         default: return "cudaErrorUnknown";
     }
@@ -226,6 +230,7 @@ inline const char* cudaGetErrorString(cudaError_t e) {
         case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
         case cudaErrorNoDevice: return "no CUDA-capable device is detected";
         case cudaErrorNotSupported: return "operation not supported";
+        case cudaErrorAssert: return "device-side assert triggered";
         default: return "unrecognized error code";
     }
 }
@@ -397,7 +402,7 @@ inline cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
 }
 inline cudaError_t cudaDeviceSynchronize() {  // what streams have queued (streams.h); the rest is done
     cpu_cuda::settle();
-    return cudaSuccess;
+    return cpu_cuda::sticky();
 }
 inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
 inline cudaError_t cudaRuntimeGetVersion(int* v) {
@@ -411,6 +416,7 @@ inline cudaError_t cudaDriverGetVersion(int* v) { return cudaRuntimeGetVersion(v
 // Memory
 
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+    if (cpu_cuda::sticky_error != cudaSuccess) return cpu_cuda::sticky();
     if (!p) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *p = nullptr;
     if (bytes == 0) return cudaSuccess;
@@ -490,6 +496,7 @@ inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 }
 
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+    if (cpu_cuda::sticky_error != cudaSuccess) return cpu_cuda::sticky();
     return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpy");
 }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
@@ -527,7 +534,7 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     cpu_cuda::stream_queue(s).drain();
-    return cudaSuccess;
+    return cpu_cuda::sticky();
 }
 inline cudaError_t cudaStreamQuery(cudaStream_t s) {
     if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
@@ -570,7 +577,7 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!cpu_cuda_valid_event(e)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (e->pending) cpu_cuda::settle();
-    return cudaSuccess;
+    return cpu_cuda::sticky();
 }
 inline cudaError_t cudaEventQuery(cudaEvent_t e) {
     if (!cpu_cuda_valid_event(e)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
@@ -614,6 +621,15 @@ inline cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr
 template <class T>
 inline cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
     return cudaFuncSetAttribute((const void*)entry, attr, value);
+}
+// The L1/shared-memory split a kernel prefers: a hint that CUDA lets a device ignore; nothing here
+// (one memory). Both forms, so that a kernel template's instance (k<float>) may be named.
+inline cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache) {
+    return func ? cudaSuccess : cpu_cuda::set_error(cudaErrorInvalidDeviceFunction);
+}
+template <class T>
+inline cudaError_t cudaFuncSetCacheConfig(T* entry, cudaFuncCache config) {
+    return cudaFuncSetCacheConfig((const void*)entry, config);
 }
 
 // ----------------------------------------------------------------------------

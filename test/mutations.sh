@@ -96,6 +96,9 @@ mutations=(
 "LayerNorm backward in column chunks: each block's partial sums stored from column 0|gpu/layernorm.cuh|s#partial_w\[(size_t)chunk \* C + c0 + c\] = sw, partial_b\[(size_t)chunk \* C + c0 + c\] = sb;#partial_w[(size_t)chunk * C + c] = sw, partial_b[(size_t)chunk * C + c] = sb;#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=LayerNorm*"
 "CPU runtime: over 48 KiB of dynamic shared memory taken without opting in|cpu_cuda/exec.h|s#^    size_t limit = DEFAULT_DYNAMIC_SMEM;\$#    size_t limit = max_dynamic_smem_optin();#|auto|./test/test_cpu_cuda -tc=dynamic*"
 "planner: an overlapped sync hides behind the whole micro-batch, not its backward|host/cost.h|s#if (backward \&\& !k.per_step \&\& k.layer != \"loss\") last_backward += t;#if (!k.per_step) last_backward += t;#|auto|./test/test_plan -tc=*step*predicted*"
+"CPU runtime: __fadd_ru and the other round-up intrinsics step down when the exact value lies above|cpu_cuda/device_math.h|s#if (err > 0 \&\& (mode == Round::ru#if (err < 0 \&\& (mode == Round::ru#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=directed*"
+"CPU runtime: labeled_partition keeps the lanes whose label bit is set, whatever this lane's|cpu_cuda/cooperative_groups.h|s#same \&= bit ? ones : ~ones;#same \&= ones;#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=*labeled_partition*"
+"CPU runtime: a failed device assert is not sticky (the next sync answers cudaSuccess)|cpu_cuda/exec.h|/if (failed_launch_code == cudaErrorAssert) sticky_error = cudaErrorAssert;/d|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=*assert*"
 )
 
 # The programs make test builds: what "auto" chooses from.

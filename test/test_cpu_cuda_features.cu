@@ -13,10 +13,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <ctime>
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
 #include <cooperative_groups/scan.h>
 #include <cstdio>
+#include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -632,4 +637,288 @@ TEST_CASE("CUDA graphs answer cudaErrorNotSupported, and say so once") {
     CHECK(contains(err, "cpu_cuda: cudaStreamBeginCapture: CUDA graphs are not supported on the CPU runtime"));
     CHECK(err.find("cpu_cuda:") == err.rfind("cpu_cuda:"));  // once
     cudaStreamDestroy(stream);
+}
+
+// ----------------------------------------------------------------------------
+// 10. clock() and clock64(); a device assert()
+
+// The programming guide: clock() and clock64() read a per-multiprocessor counter that is
+// incremented every clock cycle; cudaDevAttrClockRate gives that clock in kHz. A kernel that
+// waits `cycles` on clock64() then reads clock() on both sides of the wait.
+__global__ void clock_wait(long long cycles, long long* out) {
+    clock_t c0 = clock();
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+    clock_t c1 = clock();
+    out[0] = (long long)(c1 - c0);
+}
+
+TEST_CASE("clock() and clock64() in a kernel: one counter, at cudaDevAttrClockRate in real time") {
+    int khz = 0;
+    REQUIRE(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0) == cudaSuccess);
+    REQUIRE(khz > 0);
+    const long long cycles = 20LL * khz;  // 20 ms at the device's clock
+    Dev<long long> out(1);
+    auto start = std::chrono::steady_clock::now();
+    clock_wait<<<1, 1>>>(cycles, out.p);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    // clock() read before and after the same counter's wait: at least `cycles` apart, exactly
+    // (the host C library's clock(), CPU microseconds, would give about 20,000)
+    CHECK(out.host()[0] >= cycles);
+    // 20 ms of cycles at the stated rate take at least 20 ms: a lower bound, which a slow or
+    // busy machine only lengthens (a counter faster than the stated rate ends it early)
+    CHECK(ms >= 20.0);
+    // host code keeps the C library's clock(): CPU time, CLOCKS_PER_SEC a second
+    clock_t c = std::clock();
+    CHECK(c >= 0);
+    CHECK(c < (clock_t)CLOCKS_PER_SEC * 3600);  // this process has not used an hour of CPU
+}
+
+// CUDA C++ Programming Guide, "Assertion": a failed assert in a kernel prints the file, line,
+// function, block, thread and condition, and stops the kernel; the host then gets
+// cudaErrorAssert from the next synchronising call, and every later call fails the same way
+// (the context is unusable). Run in a child process, as that state cannot be left.
+__global__ void assert_below(int n) {
+    int gtid = blockIdx.x * blockDim.x + threadIdx.x;
+    assert(gtid < n);
+}
+
+TEST_CASE("a device assert() that fails: cudaErrorAssert from the sync and every later call, with its message") {
+    assert_below<<<2, 32>>>(64);  // every thread's condition holds
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    std::string err;
+    int status = in_child(
+        [] {
+            int failed = 0;
+            assert_below<<<2, 32>>>(40);
+            failed |= (cudaDeviceSynchronize() != cudaErrorAssert) << 0;
+            failed |= (cudaGetLastError() != cudaErrorAssert) << 1;
+            failed |= (cudaGetLastError() != cudaErrorAssert) << 2;  // not reset: sticky
+            void* p = nullptr;
+            failed |= (cudaMalloc(&p, 16) != cudaErrorAssert) << 3;
+            assert_below<<<1, 1>>>(64);  // a launch that would pass
+            failed |= (cudaGetLastError() != cudaErrorAssert) << 4;
+            failed |= (strcmp(cudaGetErrorString(cudaErrorAssert), "device-side assert triggered") != 0) << 5;
+            failed |= (strcmp(cudaGetErrorName(cudaErrorAssert), "cudaErrorAssert") != 0) << 6;
+            _exit(failed);
+        },
+        &err);
+    REQUIRE(WIFEXITED(status));  // not aborted
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(contains(err, "test/test_cpu_cuda_features.cu:" + std::to_string(line_of("assert(gtid < n);")) +
+                            ": void assert_below(int): block: [1,0,0], thread: ["));
+    CHECK(contains(err, "Assertion `gtid < n` failed."));
+}
+
+// ----------------------------------------------------------------------------
+// 11. Directed rounding: __fadd_rn/rz/ru/rd and the others (CUDA Math API: the operation
+// rounded to nearest even, toward zero, up or down, as IEEE 754 defines them)
+
+enum DirectedOp { op_add, op_sub, op_mul, op_div, op_rcp, op_sqrt };
+struct DirectedCase {
+    DirectedOp op;
+    long double a, b;
+};
+// 4 results per case: rn, rz, ru, rd
+__global__ void directed_float(const DirectedCase* c, int n, float* out) {
+    for (int i = 0; i < n; i++) {
+        float a = (float)c[i].a, b = (float)c[i].b, *o = out + 4 * i;
+        switch (c[i].op) {
+            case op_add: o[0] = __fadd_rn(a, b), o[1] = __fadd_rz(a, b), o[2] = __fadd_ru(a, b), o[3] = __fadd_rd(a, b); break;
+            case op_sub: o[0] = __fsub_rn(a, b), o[1] = __fsub_rz(a, b), o[2] = __fsub_ru(a, b), o[3] = __fsub_rd(a, b); break;
+            case op_mul: o[0] = __fmul_rn(a, b), o[1] = __fmul_rz(a, b), o[2] = __fmul_ru(a, b), o[3] = __fmul_rd(a, b); break;
+            case op_div: o[0] = __fdiv_rn(a, b), o[1] = __fdiv_rz(a, b), o[2] = __fdiv_ru(a, b), o[3] = __fdiv_rd(a, b); break;
+            case op_rcp: o[0] = __frcp_rn(a), o[1] = __frcp_rz(a), o[2] = __frcp_ru(a), o[3] = __frcp_rd(a); break;
+            case op_sqrt: o[0] = __fsqrt_rn(a), o[1] = __fsqrt_rz(a), o[2] = __fsqrt_ru(a), o[3] = __fsqrt_rd(a); break;
+        }
+    }
+}
+__global__ void directed_double(const DirectedCase* c, int n, double* out) {
+    for (int i = 0; i < n; i++) {
+        double a = (double)c[i].a, b = (double)c[i].b, *o = out + 4 * i;
+        switch (c[i].op) {
+            case op_add: o[0] = __dadd_rn(a, b), o[1] = __dadd_rz(a, b), o[2] = __dadd_ru(a, b), o[3] = __dadd_rd(a, b); break;
+            case op_sub: o[0] = __dsub_rn(a, b), o[1] = __dsub_rz(a, b), o[2] = __dsub_ru(a, b), o[3] = __dsub_rd(a, b); break;
+            case op_mul: o[0] = __dmul_rn(a, b), o[1] = __dmul_rz(a, b), o[2] = __dmul_ru(a, b), o[3] = __dmul_rd(a, b); break;
+            case op_div: o[0] = __ddiv_rn(a, b), o[1] = __ddiv_rz(a, b), o[2] = __ddiv_ru(a, b), o[3] = __ddiv_rd(a, b); break;
+            case op_rcp: o[0] = __drcp_rn(a), o[1] = __drcp_rz(a), o[2] = __drcp_ru(a), o[3] = __drcp_rd(a); break;
+            case op_sqrt: o[0] = __dsqrt_rn(a), o[1] = __dsqrt_rz(a), o[2] = __dsqrt_ru(a), o[3] = __dsqrt_rd(a); break;
+        }
+    }
+}
+
+// The exact result's side of each rounding, from x87 long double (64-bit significand): every
+// case's exact value is either representable there (sums, products of these inputs) or at
+// least 2^-30 ulps of the tested type away from its neighbours (1/3, 1/7, sqrt 2, sqrt 3).
+template <class F>
+void check_directed(const std::vector<DirectedCase>& cases, const std::vector<F>& out) {
+    for (size_t i = 0; i < cases.size(); i++) {
+        const DirectedCase& c = cases[i];
+        long double a = (F)c.a, b = (F)c.b;
+        long double exact = c.op == op_add ? a + b : c.op == op_sub ? a - b : c.op == op_mul ? a * b
+                          : c.op == op_div ? a / b : c.op == op_rcp ? 1.0L / a : sqrtl(a);
+        F rn = out[4 * i], rz = out[4 * i + 1], ru = out[4 * i + 2], rd = out[4 * i + 3];
+        INFO("case " << i << ": op " << (int)c.op << " of " << (double)a << ", " << (double)b);
+        CHECK(rn == (F)exact);  // the compiler's own conversion rounds to nearest even
+        if ((long double)(F)exact == exact) {  // representable: no rounding in any direction
+            CHECK((rz == rn && ru == rn && rd == rn));
+            continue;
+        }
+        CHECK((long double)rd < exact);
+        CHECK((long double)ru > exact);
+        CHECK(ru == std::nextafter(rd, std::numeric_limits<F>::infinity()));  // neighbours
+        CHECK(rz == (exact > 0 ? rd : ru));
+    }
+}
+
+TEST_CASE("directed rounding: __fadd_rz/ru/rd, __fsub, __fmul, __fdiv, __frcp, __fsqrt and the double forms") {
+    const long double e30 = ldexpl(1, -30), e12 = ldexpl(1, -12), e60 = ldexpl(1, -60), e27 = ldexpl(1, -27);
+    std::vector<DirectedCase> fc = {
+        {op_add, 1, e30},  {op_add, -1, -e30}, {op_sub, 1, e30},  {op_sub, -1, e30},  {op_add, 1.5L, 0.25L},
+        {op_mul, 1 + e12, 1 + e12}, {op_mul, -(1 + e12), 1 + 2 * e12}, {op_mul, 3, 7},
+        {op_div, 1, 3}, {op_div, -1, 3}, {op_div, 2, -7}, {op_div, 6, 3}, {op_rcp, 3, 0}, {op_rcp, -7, 0},
+        {op_sqrt, 2, 0}, {op_sqrt, 3, 0}, {op_sqrt, 16, 0}};
+    std::vector<DirectedCase> dc = {
+        {op_add, 1, e60},  {op_add, -1, -e60}, {op_sub, 1, e60},  {op_mul, 1 + e27, 1 + e27},
+        {op_mul, -(1 + e27), 1 + 2 * e27}, {op_div, 1, 3}, {op_div, -2, 7}, {op_rcp, 3, 0}, {op_sqrt, 2, 0},
+        {op_sqrt, 3, 0}, {op_sqrt, 0.25L, 0}};
+    Dev<DirectedCase> dfc(fc), ddc(dc);
+    Dev<float> fo(4 * fc.size());
+    Dev<double> doo(4 * dc.size());
+    directed_float<<<1, 1>>>(dfc.p, (int)fc.size(), fo.p);
+    directed_double<<<1, 1>>>(ddc.p, (int)dc.size(), doo.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> f = fo.host();
+    std::vector<double> d = doo.host();
+    check_directed(fc, f);
+    check_directed(dc, d);
+    // the first case by value: 1 + 2^-30 rounds up to the next float, 1 + 2^-23, and down to 1
+    CHECK(f[2] == 1.0f + FLT_EPSILON);
+    CHECK(f[3] == 1.0f);
+    // overflow: rounding down or toward zero stops at the largest finite value (IEEE 754 7.4)
+    CHECK(__fmul_ru(FLT_MAX, 2.0f) == INFINITY);
+    CHECK(__fmul_rd(FLT_MAX, 2.0f) == FLT_MAX);
+    CHECK(__fmul_rz(-FLT_MAX, 2.0f) == -FLT_MAX);
+    CHECK(__dadd_rd(-DBL_MAX, -DBL_MAX) == -INFINITY);
+    CHECK(__dadd_ru(-DBL_MAX, -DBL_MAX) == -DBL_MAX);
+    // an exact zero sum is -0 rounding down, +0 otherwise (IEEE 754 6.3)
+    CHECK(std::signbit(__fadd_rd(1.0f, -1.0f)));
+    CHECK(!std::signbit(__fadd_ru(1.0f, -1.0f)));
+    CHECK(!std::signbit(__fadd_rz(1.0f, -1.0f)));
+    CHECK(std::signbit(__dsub_rd(0.0, 0.0)));
+    CHECK(!std::signbit(__dsub_ru(0.0, 0.0)));
+}
+
+// cudaFuncSetCacheConfig, the C++ form (a kernel template's instance, which does not convert to
+// const void* by itself) and the C form: a preference the runtime API lets a device ignore
+template <class T>
+__global__ void cache_config_kernel(T* out) {
+    out[threadIdx.x] = T(1);
+}
+
+TEST_CASE("cudaFuncSetCacheConfig takes a kernel template's instance, or its address") {
+    CHECK(cudaFuncSetCacheConfig(cache_config_kernel<float>, cudaFuncCachePreferL1) == cudaSuccess);
+    CHECK(cudaFuncSetCacheConfig((const void*)cache_config_kernel<double>, cudaFuncCachePreferShared) == cudaSuccess);
+    CHECK(cudaFuncSetCacheConfig((const void*)nullptr, cudaFuncCachePreferL1) == cudaErrorInvalidDeviceFunction);
+    CHECK(cudaGetLastError() == cudaErrorInvalidDeviceFunction);
+}
+
+// ----------------------------------------------------------------------------
+// 12. labeled_partition and binary_partition (programming guide, "Partitioning": the parent's
+// threads grouped by equal label, each group a coalesced_group ranked in lane order)
+
+__device__ unsigned partition_label(unsigned lane) { return lane % 3 + (lane % 5 == 0 ? 0x10000u : 0u); }
+// per thread, three groups, four answers each: size, rank, the rank-0 thread's lane, reduce(lane + 1)
+__global__ void partitions(int* out) {
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(block);
+    unsigned lane = tile.thread_rank();
+    int* o = out + 12 * block.thread_rank();
+    cg::coalesced_group labeled = cg::labeled_partition(tile, partition_label(lane));
+    o[0] = (int)labeled.size(), o[1] = (int)labeled.thread_rank(), o[2] = labeled.shfl((int)lane, 0);
+    o[3] = cg::reduce(labeled, (int)lane + 1, cg::plus<int>());
+    cg::coalesced_group binary = cg::binary_partition(tile, lane % 3 == 0);
+    o[4] = (int)binary.size(), o[5] = (int)binary.thread_rank(), o[6] = binary.shfl((int)lane, 0);
+    o[7] = cg::reduce(binary, (int)lane + 1, cg::plus<int>());
+    if (lane < 20) {  // of a coalesced group: the 20 lanes that arrive
+        cg::coalesced_group some = cg::labeled_partition(cg::coalesced_threads(), lane % 4);
+        o[8] = (int)some.size(), o[9] = (int)some.thread_rank(), o[10] = some.shfl((int)lane, 0);
+        o[11] = cg::reduce(some, (int)lane + 1, cg::plus<int>());
+    }
+}
+
+TEST_CASE("cooperative groups: labeled_partition and binary_partition of a tile or a coalesced group, reduce on them") {
+    Dev<int> out(12 * 64);
+    out.fill_nan();
+    partitions<<<1, 64>>>(out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<int> h = out.host();
+    auto label = [](unsigned l) { return l % 3 + (l % 5 == 0 ? 0x10000u : 0u); };
+    // the group of lane l among the parent's lanes [0, n) whose key equals l's
+    auto expect = [](unsigned l, unsigned n, const std::function<unsigned(unsigned)>& key, const int* o) {
+        int size = 0, rank = 0, leader = -1, sum = 0;
+        for (unsigned m = 0; m < n; m++)
+            if (key(m) == key(l)) size++, rank += m < l, leader = leader < 0 ? (int)m : leader, sum += (int)m + 1;
+        return o[0] == size && o[1] == rank && o[2] == leader && o[3] == sum;
+    };
+    bool ok = true;
+    for (unsigned t = 0; t < 64; t++) {
+        unsigned l = t % 32;
+        const int* o = &h[12 * t];
+        ok &= expect(l, 32, label, o);
+        ok &= expect(l, 32, [](unsigned m) { return (unsigned)(m % 3 == 0); }, o + 4);
+        if (l < 20) ok &= expect(l, 20, [](unsigned m) { return m % 4; }, o + 8);
+        if (!ok) {
+            FAIL_CHECK("thread " << t);
+            break;
+        }
+    }
+    CHECK(ok);
+}
+
+// The toolkit's structs with members named like the built-ins (cudaKernelNodeParams, used by
+// CUDA graphs' kernel nodes, and cudaLaunchConfig_t): host code sets and reads them by name
+TEST_CASE("built-in names: members gridDim and blockDim of the toolkit's structs") {
+    cudaKernelNodeParams p = {};
+    p.gridDim = dim3(7, 2, 1);
+    p.blockDim = dim3(64, 1, 1);
+    cudaLaunchConfig_t c = {};
+    c.gridDim = p.gridDim;
+    c.blockDim = p.blockDim;
+    CHECK((c.gridDim.x == 7 && c.gridDim.y == 2 && c.blockDim.x == 64));
+}
+
+// Inline PTX that reads a special register (PTX ISA, "Special Registers"): the rewrite turns
+// it into the runtime's value; other inline asm still goes to the assembler
+__global__ void special_registers(unsigned* out) {
+    unsigned lane, warp, lt, le, eq, ge, gt;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    asm volatile("mov.u32 %0, %%warpid;" : "=r"(warp));
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
+    asm("mov.u32 %0, %%lanemask_le;" : "=r"(le));
+    asm("mov.u32 %0, %%lanemask_eq;" : "=r"(eq));
+    asm("mov.u32 %0, %%lanemask_ge;"
+        : "=r"(ge));
+    asm("mov.u32 %0, %%lanemask_gt;" : "=r"(gt));
+    unsigned* o = out + 7 * threadIdx.x;
+    o[0] = lane, o[1] = warp, o[2] = lt, o[3] = le, o[4] = eq, o[5] = ge, o[6] = gt;
+}
+
+TEST_CASE("inline PTX: reads of %laneid, %warpid and %lanemask_* give the thread's own values") {
+    Dev<unsigned> out(7 * 70);
+    special_registers<<<1, 70>>>(out.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<unsigned> h = out.host();
+    bool ok = true;
+    for (unsigned t = 0; t < 70; t++) {
+        unsigned l = t % 32;
+        unsigned long long below = (1ull << l) - 1, upto = (2ull << l) - 1;  // 64-bit: l = 31
+        const unsigned* o = &h[7 * t];
+        ok &= o[0] == l && o[1] == t / 32 && o[2] == (unsigned)below && o[3] == (unsigned)upto &&
+              o[4] == 1u << l && o[5] == ~(unsigned)below && o[6] == ~(unsigned)upto;
+    }
+    CHECK(ok);
 }

@@ -299,6 +299,35 @@ __global__ void pipeline_block_scope(float* out, const float* in, int stages) {
     out[t] = acc;
 }
 
+// A partitioned block pipeline (libcu++: make_pipeline(group, state, role), or the first
+// producer_count ranks as producers): 16 producer threads fill each stage's 64 floats, 48
+// consumers each read two of them, through 2 slots over 6 stages
+template <bool by_count>
+__global__ void pipeline_roles(float* out, const float* in, int stages) {
+    auto block = cooperative_groups::this_thread_block();
+    __shared__ cuda::pipeline_shared_state<cuda::thread_scope_block, 2> state;
+    __shared__ float buf[2][64];
+    const int t = threadIdx.x;
+    const bool producer = by_count ? t < 16 : t >= 48;
+    auto pipe = by_count ? cuda::make_pipeline(block, &state, (size_t)16)
+                         : cuda::make_pipeline(block, &state, producer ? cuda::pipeline_role::producer
+                                                                       : cuda::pipeline_role::consumer);
+    const int p = by_count ? t : t - 48, c = by_count ? t - 16 : t;  // rank among producers, consumers
+    float acc = 0;
+    for (int s = 0; s < stages; s++) {
+        if (producer) {
+            pipe.producer_acquire();
+            for (int k = p; k < 64; k += 16) cuda::memcpy_async(&buf[s % 2][k], &in[s * 64 + k], sizeof(float), pipe);
+            pipe.producer_commit();
+        } else {
+            pipe.consumer_wait();
+            acc += buf[s % 2][c] + buf[s % 2][c + 16];
+            pipe.consumer_release();
+        }
+    }
+    if (!producer) out[c] = acc;
+}
+
 __global__ void misaligned_memcpy_async(float* out, const float* in) {
     __shared__ cuda::barrier<cuda::thread_scope_block> bar;
     alignas(16) __shared__ float tile[8];
@@ -364,6 +393,27 @@ TEST_CASE("libcu++: pipelines of a thread and of a block") {
         float want = 0;
         for (int s = 0; s < stages; s++) want += h[s * 64 + (t + 1) % 64];
         CHECK(got[t] == want);
+    }
+}
+
+TEST_CASE("libcu++: a partitioned pipeline, producers and consumers by pipeline_role or by producer count") {
+    const int stages = 6;
+    std::vector<float> h(stages * 64);
+    for (size_t i = 0; i < h.size(); i++) h[i] = (float)(i % 89) + 0.25f;
+    Dev<float> in(h), out(48);
+    for (bool by_count : {false, true}) {
+        out.fill_nan();
+        if (by_count)
+            pipeline_roles<true><<<1, 64>>>(out.p, in.p, stages);
+        else
+            pipeline_roles<false><<<1, 64>>>(out.p, in.p, stages);
+        REQUIRE(cudaGetLastError() == cudaSuccess);
+        std::vector<float> o = out.host();
+        for (int c = 0; c < 48; c++) {
+            float want = 0;  // sums of small integers plus quarters: exact in float in any order
+            for (int s = 0; s < stages; s++) want += h[s * 64 + c] + h[s * 64 + c + 16];
+            CHECK(o[c] == want);
+        }
     }
 }
 
