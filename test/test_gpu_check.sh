@@ -183,7 +183,8 @@ check "runner: the next stages ran" has_re "$work/out/summary.md" "^\| flash \| 
 check "runner: a stage's skip and why" has_re "$work/out/summary.md" "^\| test_gpu \| [0-9]+ s \| skipped: $work/no_gpu_test found no GPU \|"
 check "runner: the commit" has "$work/out/summary.md" "- commit: feedbee"
 check "runner: the summary is there while a stage runs" has_re "$work/during.md" "^\| test_gpu \| [0-9]+ s \| was running when the check stopped \|"
-check "runner: ... with the stages before it" has "$work/during.md" "| build | 20 s | ok |"
+# (the build's limit is what the budget has left when it starts: 20 s, less on a busy machine)
+check "runner: ... with the stages before it" has_re "$work/during.md" "^\| build \| [0-9]+ s \| ok \|"
 check "runner: ... and those after it" has "$work/during.md" "| flash | | not reached | | |"
 check "runner: two files in \$OUT" [ "$(ls "$work/out" | tr '\n' ' ')" = "logs.tar.gz summary.md " ]
 check "runner: the logs in one archive" bash -c "tar -tzf '$work/out/logs.tar.gz' | grep -q '^logs/stage_bench.log$'"
