@@ -165,9 +165,9 @@ fi
 # enough: the compile matrix above has compiled every other one (to PTX, and sm_75 to machine
 # code), so here it is sm_90 alone (half the time of the default "80 90").
 if command -v nvcc >/dev/null && [ -f gpu.mk ]; then
-    arch=()
-    nvidia-smi -L >/dev/null 2>&1 || arch=(CUDA_ARCH=90)
-    echo "==== nvcc build: train_gpt and test/test_gpu ${arch[*]:-(this machine's GPU)}"
+    arch=() where="for this machine's GPU"
+    nvidia-smi -L >/dev/null 2>&1 || arch=(CUDA_ARCH=90) where="CUDA_ARCH=90: no GPU here"
+    echo "==== nvcc build: train_gpt and test/test_gpu ($where)"
     if make -s train_gpt test/test_gpu "${arch[@]}" >/tmp/test_gpu_build.log 2>&1; then
         echo "PASS nvcc build"
         add 1 0
