@@ -49,6 +49,7 @@
 #include "wmma.h"
 #include "mma.h"
 #include "runtime.h"
+#include "textures.h"
 #if __has_include("cublas_cpu.h")
 #include "cublas_cpu.h"
 #endif

@@ -27,10 +27,11 @@ export_tree() {  # REPO PATH...: the files at HEAD, into WORK/REPO
     local repo=$1
     shift
     mkdir -p "$WORK/$repo"
-    # (source files only, one by one: the snapshots lack some large documents and images)
+    # (source files and the samples' input images only, one by one: the snapshots lack some
+    # large documents and other images)
     local f
     git --git-dir="$MIRRORS/$repo/repo" ls-tree -r --name-only HEAD -- "$@" |
-        grep -E '\.(cu|cuh|h|hpp|cpp|c|inl)$' | while read -r f; do
+        grep -E '\.(cu|cuh|h|hpp|cpp|c|inl)$|/data/[^/]+\.pgm$' | while read -r f; do
         mkdir -p "$WORK/$repo/$(dirname "$f")"
         git --git-dir="$MIRRORS/$repo/repo" show "HEAD:$f" >"$WORK/$repo/$f"
     done

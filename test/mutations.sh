@@ -99,6 +99,8 @@ mutations=(
 "CPU runtime: __fadd_ru and the other round-up intrinsics step down when the exact value lies above|cpu_cuda/device_math.h|s#if (err > 0 \&\& (mode == Round::ru#if (err < 0 \&\& (mode == Round::ru#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=directed*"
 "CPU runtime: labeled_partition keeps the lanes whose label bit is set, whatever this lane's|cpu_cuda/cooperative_groups.h|s#same \&= bit ? ones : ~ones;#same \&= ones;#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=*labeled_partition*"
 "CPU runtime: a failed device assert is not sticky (the next sync answers cudaSuccess)|cpu_cuda/exec.h|/if (failed_launch_code == cudaErrorAssert) sticky_error = cudaErrorAssert;/d|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=*assert*"
+"CPU runtime: a texture's linear filter weight not kept in 8 fractional bits|cpu_cuda/textures.h|s#{ return std::nearbyint(f \* 256.0) / 256.0; }#{ return f; }#|test/test_cpu_cuda_surface|./test/test_cpu_cuda_surface -tc=*linear*filtering*"
+"CPU runtime: mirror addressing ignores floor(x)'s parity (it wraps)|cpu_cuda/textures.h|s#((long long)whole \& 1 ? 1.0 - frac : frac)#frac#|test/test_cpu_cuda_surface|./test/test_cpu_cuda_surface -tc=*address*modes*"
 )
 
 # The programs make test builds: what "auto" chooses from.

@@ -687,25 +687,279 @@ TEST_CASE("rewrite: extern __shared__ T s[][N], extern T __shared__ s[], a launc
 }
 
 // ----------------------------------------------------------------------------
-// Not supported, with a message: textures and surfaces (a kernel that fetches from one stops
-// the compile with a static_assert naming the call; the host calls answer cudaErrorNotSupported)
+// Textures and surfaces. Every expected value is the Programming Guide's arithmetic ("Texture
+// Fetching"), written out here by hand: point sampling reads T[floor(x)]; linear filtering
+// (1-a) T[i] + a T[i+1] with i = floor(x - 0.5) and a = frac(x - 0.5) kept in 9-bit fixed point
+// with 8 fractional bits; wrap takes frac(x) of a normalized coordinate, mirror 1 - frac(x) on
+// odd floor(x); normalized-float reads divide by 255 (unsigned 8-bit) or 127 (signed).
 
-TEST_CASE("textures answer cudaErrorNotSupported, and say so once") {
+// One fetch per thread: out[k] = tex1D or tex2D at (x[k], y[k])
+__global__ void fetch_2d(cudaTextureObject_t tex, const float* x, const float* y, float* out, int n) {
+    int k = threadIdx.x;
+    if (k < n) out[k] = tex2D<float>(tex, x[k], y[k]);
+}
+__global__ void fetch_1d(cudaTextureObject_t tex, const float* x, float* out, int n) {
+    int k = threadIdx.x;
+    if (k < n) out[k] = tex1D<float>(tex, x[k]);
+}
+
+struct Texture1D {  // a 1-D CUDA array of floats and a texture object over it
+    cudaArray_t array = nullptr;
+    cudaTextureObject_t tex = 0;
+    Texture1D(const std::vector<float>& texels, cudaTextureDesc desc) {
+        cudaChannelFormatDesc ch = cudaCreateChannelDesc<float>();
+        REQUIRE(cudaMallocArray(&array, &ch, texels.size()) == cudaSuccess);
+        REQUIRE(cudaMemcpy2DToArray(array, 0, 0, texels.data(), texels.size() * 4, texels.size() * 4, 1,
+                                    cudaMemcpyHostToDevice) == cudaSuccess);
+        cudaResourceDesc res = {};
+        res.resType = cudaResourceTypeArray, res.res.array.array = array;
+        REQUIRE(cudaCreateTextureObject(&tex, &res, &desc, nullptr) == cudaSuccess);
+    }
+    ~Texture1D() { cudaDestroyTextureObject(tex), cudaFreeArray(array); }
+    std::vector<float> at(const std::vector<float>& xs) {
+        Dev<float> x(xs), out(xs.size());
+        fetch_1d<<<1, 32>>>(tex, x.p, out.p, (int)xs.size());
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        return out.host();
+    }
+};
+static cudaTextureDesc texture_desc(cudaTextureAddressMode mode, cudaTextureFilterMode filter, bool normalized) {
+    cudaTextureDesc d = {};
+    d.addressMode[0] = d.addressMode[1] = mode;
+    d.filterMode = filter, d.normalizedCoords = normalized, d.readMode = cudaReadModeElementType;
+    return d;
+}
+
+TEST_CASE("textures: point sampling and the four address modes") {
+    const std::vector<float> t = {10, 11, 12, 13};  // N = 4
+    SUBCASE("unnormalized, clamp: T[floor(x)], the edge texel outside") {
+        Texture1D tex(t, texture_desc(cudaAddressModeClamp, cudaFilterModePoint, false));
+        CHECK(tex.at({0.0f, 0.99f, 1.0f, 3.5f, -3.0f, 9.0f}) == std::vector<float>{10, 10, 11, 13, 10, 13});
+    }
+    SUBCASE("normalized, wrap: frac(x) * N") {
+        Texture1D tex(t, texture_desc(cudaAddressModeWrap, cudaFilterModePoint, true));
+        // 0.3 * 4 = 1.2 -> 1; 1.3 -> 1.2 -> 1; -0.2 -> frac 0.8 -> 3.2 -> 3; 0.99 -> 3
+        CHECK(tex.at({0.3f, 1.3f, -0.2f, 0.99f}) == std::vector<float>{11, 11, 13, 13});
+    }
+    SUBCASE("normalized, mirror: 1 - frac(x) where floor(x) is odd") {
+        Texture1D tex(t, texture_desc(cudaAddressModeMirror, cudaFilterModePoint, true));
+        // 1.1 -> 0.9 -> 3.6 -> 3; 1.8 -> 0.2 -> 0.8 -> 0; 2.3 (even) -> 0.3 -> 1
+        CHECK(tex.at({1.1f, 1.8f, 2.3f}) == std::vector<float>{13, 10, 11});
+    }
+    SUBCASE("border: the border colour outside") {
+        cudaTextureDesc d = texture_desc(cudaAddressModeBorder, cudaFilterModePoint, false);
+        d.borderColor[0] = -7.0f;
+        Texture1D tex(t, d);
+        CHECK(tex.at({-0.5f, 2.5f, 4.0f}) == std::vector<float>{-7, 12, -7});
+    }
+}
+
+TEST_CASE("textures: linear filtering keeps its weight in 8 fractional bits") {
+    Texture1D tex({0.0f, 1.0f, 5.0f}, texture_desc(cudaAddressModeClamp, cudaFilterModeLinear, false));
+    // x = 0.8: i = floor(0.3) = 0, a = 0.3, in 8 fractional bits round(0.3 * 256) / 256 = 77/256
+    // (the exact 0.3 would be 7.8e-4 away). x = 1.75: i = 1, a = 0.25 exactly: 1 + 0.25 * 4 = 2.
+    // x = 0.25: i = -1, clamped to T[0] on both sides: 0. x = 2.9: T[2] and the clamped T[2]: 5.
+    std::vector<float> got = tex.at({0.8f, 1.75f, 0.25f, 2.9f, 0.5f});
+    CHECK(got[0] == 77.0f / 256.0f);  // exact: both are sums of powers of two
+    CHECK(got[1] == 2.0f);
+    CHECK(got[2] == 0.0f);
+    CHECK(got[3] == 5.0f);
+    CHECK(got[4] == 0.0f);  // a texel's centre reads the texel
+}
+
+TEST_CASE("textures: a 2-D array, bilinear, with normalized coordinates and wrap") {
+    const int W = 4, H = 2;
+    const std::vector<float> t = {0, 1, 2, 3,   //
+                                  10, 11, 12, 13};
+    cudaChannelFormatDesc ch = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
+    cudaArray_t array;
+    REQUIRE(cudaMallocArray(&array, &ch, W, H) == cudaSuccess);
+    REQUIRE(cudaMemcpy2DToArray(array, 0, 0, t.data(), W * 4, W * 4, H, cudaMemcpyHostToDevice) == cudaSuccess);
+    cudaResourceDesc res = {};
+    res.resType = cudaResourceTypeArray, res.res.array.array = array;
+    cudaTextureDesc d = texture_desc(cudaAddressModeWrap, cudaFilterModeLinear, true);
+    cudaTextureObject_t tex;
+    REQUIRE(cudaCreateTextureObject(&tex, &res, &d, nullptr) == cudaSuccess);
+    // (u, v) = (0.25, 0.5): x = 1.0, y = 1.0 -> i = 0, a = 0.5; j = 0, b = 0.5: the mean of
+    // 0, 1, 10, 11 = 5.5. (0.0, 0.25): x = 0 -> i = -1 wraps to 3, a = 0.5; y = 0.5 -> j = 0,
+    // b = 0: (3 + 0) / 2 = 1.5. (0.625, 0.75): x = 2.5 -> T[2] of row j = 1 (b = 0): 12.
+    Dev<float> x(std::vector<float>{0.25f, 0.0f, 0.625f}), y(std::vector<float>{0.5f, 0.25f, 0.75f}), out(3);
+    fetch_2d<<<1, 32>>>(tex, x.p, y.p, out.p, 3);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(out.host() == std::vector<float>{5.5f, 1.5f, 12.0f});
+    std::vector<float> back(W * H);
+    REQUIRE(cudaMemcpy2DFromArray(back.data(), W * 4, array, 0, 0, W * 4, H, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(back == t);
+    CHECK(cudaDestroyTextureObject(tex) == cudaSuccess);
+    CHECK(cudaFreeArray(array) == cudaSuccess);
+}
+
+__global__ void fetch_uchar4(cudaTextureObject_t tex, float4* out) { *out = tex2D<float4>(tex, 0.5f, 0.5f); }
+__global__ void fetch_schar(cudaTextureObject_t tex, float* out) {
+    for (int i = 0; i < 3; i++) out[i] = tex1Dfetch<float>(tex, i);
+}
+__global__ void fetch_int(cudaTextureObject_t tex, int* out) {
+    for (int i = 0; i < 4; i++) out[i] = tex1Dfetch<int>(tex, i - 1);  // index -1 and 3: outside, 0
+}
+
+TEST_CASE("textures: normalized-float reads of 8-bit integers, and tex1Dfetch over linear memory") {
+    SUBCASE("unsigned 8-bit over pitched memory: v / 255") {
+        void* p = nullptr;
+        size_t pitch = 0;
+        REQUIRE(cudaMallocPitch(&p, &pitch, 4, 2) == cudaSuccess);
+        CHECK(pitch % 32 == 0);  // cudaDeviceProp::texturePitchAlignment
+        CHECK(pitch >= 4);
+        const unsigned char texels[2][4] = {{255, 51, 0, 102}, {1, 2, 3, 4}};
+        REQUIRE(cudaMemcpy2D(p, pitch, texels, 4, 4, 2, cudaMemcpyHostToDevice) == cudaSuccess);
+        cudaResourceDesc res = {};
+        res.resType = cudaResourceTypePitch2D;
+        res.res.pitch2D = {p, cudaCreateChannelDesc<uchar4>(), 1, 2, pitch};
+        cudaTextureDesc d = texture_desc(cudaAddressModeClamp, cudaFilterModePoint, false);
+        d.readMode = cudaReadModeNormalizedFloat;
+        cudaTextureObject_t tex;
+        REQUIRE(cudaCreateTextureObject(&tex, &res, &d, nullptr) == cudaSuccess);
+        Dev<float4> out(1);
+        fetch_uchar4<<<1, 1>>>(tex, out.p);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        float4 v = out.host()[0];
+        CHECK(v.x == 1.0f);
+        CHECK(v.y == doctest::Approx(0.2f).epsilon(1e-7));  // 51/255 exactly 0.2, to float rounding
+        CHECK(v.z == 0.0f);
+        CHECK(v.w == doctest::Approx(0.4f).epsilon(1e-7));
+        cudaDestroyTextureObject(tex);
+        cudaFree(p);
+    }
+    SUBCASE("signed 8-bit: v / 127, and -128 reads -1") {
+        Dev<signed char> m(std::vector<signed char>{-128, 127, -127});
+        cudaResourceDesc res = {};
+        res.resType = cudaResourceTypeLinear;
+        res.res.linear = {m.p, cudaCreateChannelDesc<signed char>(), 3};
+        cudaTextureDesc d = {};
+        d.readMode = cudaReadModeNormalizedFloat;
+        cudaTextureObject_t tex;
+        REQUIRE(cudaCreateTextureObject(&tex, &res, &d, nullptr) == cudaSuccess);
+        Dev<float> out(3);
+        fetch_schar<<<1, 1>>>(tex, out.p);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        CHECK(out.host() == std::vector<float>{-1.0f, 1.0f, -1.0f});
+        cudaDestroyTextureObject(tex);
+    }
+    SUBCASE("32-bit integers as elements; tex1Dfetch reads 0 outside") {
+        Dev<int> m(std::vector<int>{7, -8, 9});
+        cudaResourceDesc res = {};
+        res.resType = cudaResourceTypeLinear;
+        res.res.linear = {m.p, cudaCreateChannelDesc<int>(), 3 * sizeof(int)};
+        cudaTextureDesc d = {};
+        cudaTextureObject_t tex;
+        REQUIRE(cudaCreateTextureObject(&tex, &res, &d, nullptr) == cudaSuccess);
+        Dev<int> out(4);
+        fetch_int<<<1, 1>>>(tex, out.p);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        CHECK(out.host() == std::vector<int>{0, 7, -8, 9});
+        cudaDestroyTextureObject(tex);
+    }
+}
+
+// A surface is written by byte offset: x counts bytes, not elements
+__global__ void write_surface(cudaSurfaceObject_t s, cudaSurfaceBoundaryMode mode, int x, int y, float v) {
+    surf2Dwrite(v, s, x, y, mode);
+}
+__global__ void read_surface(cudaSurfaceObject_t s, cudaSurfaceBoundaryMode mode, int x, int y, float* out) {
+    *out = surf2Dread<float>(s, x, y, mode);
+}
+
+TEST_CASE("surfaces: byte offsets, and the three boundary modes") {
+    const int W = 3, H = 2;
+    cudaChannelFormatDesc ch = cudaCreateChannelDesc<float>();
+    cudaArray_t array;
+    REQUIRE(cudaMallocArray(&array, &ch, W, H, cudaArraySurfaceLoadStore) == cudaSuccess);
+    std::vector<float> zero(W * H, 0.0f);
+    REQUIRE(cudaMemcpy2DToArray(array, 0, 0, zero.data(), W * 4, W * 4, H, cudaMemcpyHostToDevice) == cudaSuccess);
+    cudaResourceDesc res = {};
+    res.resType = cudaResourceTypeArray, res.res.array.array = array;
+    cudaSurfaceObject_t s;
+    REQUIRE(cudaCreateSurfaceObject(&s, &res) == cudaSuccess);
+    auto contents = [&] {
+        std::vector<float> h(W * H);
+        REQUIRE(cudaMemcpy2DFromArray(h.data(), W * 4, array, 0, 0, W * 4, H, cudaMemcpyDeviceToHost) == cudaSuccess);
+        return h;
+    };
+    write_surface<<<1, 1>>>(s, cudaBoundaryModeTrap, 2 * 4, 1, 5.0f);  // element (2, 1)
+    write_surface<<<1, 1>>>(s, cudaBoundaryModeZero, 3 * 4, 0, 6.0f);  // outside: dropped
+    write_surface<<<1, 1>>>(s, cudaBoundaryModeClamp, -4, 0, 7.0f);    // clamped to (0, 0)
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(contents() == std::vector<float>{7, 0, 0, 0, 0, 5});
+    Dev<float> out(1);
+    read_surface<<<1, 1>>>(s, cudaBoundaryModeZero, 0, 5, out.p);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(out.host()[0] == 0.0f);
+    read_surface<<<1, 1>>>(s, cudaBoundaryModeClamp, 100, 1, out.p);  // clamped to the row's last element
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(out.host()[0] == 5.0f);
+    std::string err = capture_stderr([&] {
+        write_surface<<<1, 1>>>(s, cudaBoundaryModeTrap, 0, 2, 1.0f);  // row 2 of 2
+        CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    });
+    CHECK(contains(err, "surf2Dwrite: 4 bytes at byte 0 of row 2 fall outside the surface of 12 bytes x 2 rows"));
+    CHECK(cudaDestroySurfaceObject(s) == cudaSuccess);
+    CHECK(cudaFreeArray(array) == cudaSuccess);
+}
+
+TEST_CASE("textures: wrong use is refused with a message naming the call") {
+    cudaArray_t array = nullptr;
+    cudaChannelFormatDesc three = cudaCreateChannelDesc(32, 32, 32, 0, cudaChannelFormatKindFloat);
+    cudaChannelFormatDesc one = cudaCreateChannelDesc<int>();
+    cudaTextureDesc linear = texture_desc(cudaAddressModeClamp, cudaFilterModeLinear, false);
+    std::string err = capture_stderr([&] {
+        // CUDA arrays have 1, 2 or 4 channels
+        CHECK(cudaMallocArray(&array, &three, 8, 8) == cudaErrorInvalidChannelDescriptor);
+        CHECK(array == nullptr);
+        REQUIRE(cudaMallocArray(&array, &one, 8, 8) == cudaSuccess);
+        cudaResourceDesc res = {};
+        res.resType = cudaResourceTypeArray, res.res.array.array = array;
+        cudaTextureObject_t tex = 1;
+        // linear filtering of integers read as integers
+        CHECK(cudaCreateTextureObject(&tex, &res, &linear, nullptr) == cudaErrorInvalidValue);
+        CHECK(tex == 0);
+        cudaSurfaceObject_t s = 1;  // a surface needs cudaArraySurfaceLoadStore
+        CHECK(cudaCreateSurfaceObject(&s, &res) == cudaErrorInvalidValue);
+        std::vector<int> h(8 * 8);  // a copy that runs past the array's last row
+        CHECK(cudaMemcpy2DToArray(array, 0, 1, h.data(), 32, 32, 8, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+        CHECK(cudaFreeArray(array) == cudaSuccess);
+        CHECK(cudaFreeArray(array) == cudaErrorInvalidValue);  // twice
+    });
+    CHECK(contains(err, "cpu_cuda: cudaMallocArray: no CUDA array holds {32, 32, 32, 0} bits of float"));
+    CHECK(contains(err, "cpu_cuda: cudaCreateTextureObject: linear filtering needs a float result"));
+    CHECK(contains(err, "cpu_cuda: cudaCreateSurfaceObject: the array was not made with cudaArraySurfaceLoadStore"));
+    CHECK(contains(err, "cpu_cuda: cudaMemcpy2DToArray: 32 bytes x 8 rows at (0, 1) fall outside the array of 32 bytes x 8 rows"));
+    CHECK(contains(err, "cpu_cuda: cudaFreeArray: not a live CUDA array"));
+    cudaGetLastError();
+}
+
+TEST_CASE("textures: a fetch from a destroyed texture, or of the wrong type, fails the launch") {
+    cudaTextureObject_t tex;
+    {
+        Texture1D t({1, 2}, texture_desc(cudaAddressModeClamp, cudaFilterModePoint, false));
+        tex = t.tex;
+    }
+    Dev<float> x(std::vector<float>{0.0f}), out(1);
+    std::string err = capture_stderr([&] {
+        fetch_1d<<<1, 1>>>(tex, x.p, out.p, 1);
+        CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    });
+    CHECK(contains(err, "is not a live texture object (it was destroyed)"));
+    Dev<int> m(std::vector<int>{1});
     cudaResourceDesc res = {};
     res.resType = cudaResourceTypeLinear;
-    cudaTextureDesc desc = {};
-    cudaTextureObject_t tex = 1;
-    cudaArray_t array;
-    cudaChannelFormatDesc ch = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
-    CHECK(ch.x == 32);
-    std::string err = capture_stderr([&] {
-        CHECK(cudaCreateTextureObject(&tex, &res, &desc, nullptr) == cudaErrorNotSupported);
-        CHECK(cudaMallocArray(&array, &ch, 64, 64, 0) == cudaErrorNotSupported);
+    res.res.linear = {m.p, cudaCreateChannelDesc<int>(), sizeof(int)};
+    cudaTextureDesc d = {};
+    REQUIRE(cudaCreateTextureObject(&tex, &res, &d, nullptr) == cudaSuccess);
+    err = capture_stderr([&] {
+        fetch_schar<<<1, 1>>>(tex, out.p);  // tex1Dfetch<float> of 32-bit integers
+        CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
     });
-    CHECK(tex == 0);
-    CHECK(cudaGetLastError() == cudaErrorNotSupported);
-    CHECK(contains(err, "cpu_cuda: cudaCreateTextureObject: textures, surfaces and CUDA arrays are not supported"));
-    CHECK(err.find("cpu_cuda:") == err.rfind("cpu_cuda:"));  // once
+    CHECK(contains(err, "tex1Dfetch: a texture of {32, 0, 0, 0} bits of signed read as elements returns integer types, not float ones"));
+    cudaDestroyTextureObject(tex);
 }
 
 // ----------------------------------------------------------------------------
