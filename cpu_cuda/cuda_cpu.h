@@ -50,6 +50,7 @@
 #include "mma.h"
 #include "runtime.h"
 #include "textures.h"
+#include "graphs.h"
 #if __has_include("cublas_cpu.h")
 #include "cublas_cpu.h"
 #endif

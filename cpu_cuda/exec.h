@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "capture.h"
 #include "fiber.h"
 #include "memory.h"
 #include "pool.h"
@@ -1325,6 +1326,7 @@ struct LaunchConfig {
     dim3 grid, block;
     size_t smem;
     bool cooperative = false;
+    cudaStream_t stream = nullptr;  // (work runs at once, in order; a capturing stream records it)
 
     template <class... A>
     void operator()(A&&... args) const {
@@ -1335,6 +1337,14 @@ struct LaunchConfig {
         if (current_block)  // a launch inside a kernel
             current_block->fail(std::string("kernel '") + kernel +
                                 "' launched from device code: dynamic parallelism is not supported on the CPU runtime");
+        if (capturing(stream)) {  // a graph's kernel node: this launch, with copies of the arguments
+            LaunchConfig later = *this;
+            later.stream = nullptr;
+            return capture(stream, cudaGraphNodeTypeKernel,
+                           [later, args = std::tuple<std::decay_t<A>...>(std::forward<A>(args)...)](cudaStream_t) {
+                               return std::apply([&](const auto&... a) { return later.launch(a...); }, args);
+                           });
+        }
         Bound<Thunk, std::decay_t<A>...> bound{thunk, {std::forward<A>(args)...}};
         std::vector<const void*> pointers;
         bool ok = true;
@@ -1352,8 +1362,9 @@ struct LaunchConfig {
 template <class Thunk>
 LaunchConfig<Thunk> launch_config(const char* kernel, const void* address, Thunk thunk, dim3 grid, dim3 block,
                                   size_t smem = 0, cudaStream_t stream = nullptr) {
-    (void)stream;  // streams run in order, at once
-    return {kernel, address, thunk, grid, block, smem};
+    LaunchConfig<Thunk> config{kernel, address, thunk, grid, block, smem};
+    config.stream = stream;
+    return config;
 }
 
 template <class... P>

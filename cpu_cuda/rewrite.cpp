@@ -19,6 +19,9 @@
 //       -> ::cpu_cuda::cooperative_launch("k", k, grid, block, args, smem, stream)
 //       and cudaLaunchKernel(...) -> ::cpu_cuda::kernel_launch("k", k, ...): the kernel's own
 //       type, which a cast to void* has lost, tells the runtime its parameters (runtime.h)
+//   (void*)k  (a kernel declared above, cast as a whole operand)
+//       -> ::cpu_cuda::kernel_address("k", k): the same address, its type remembered, so that
+//       cudaLaunchKernel with a void* variable and a graph's kernel node can launch it
 //   #pragma unroll N  -> #pragma GCC unroll N   (g++ warns about CUDA's spelling)
 //   asm("mov.u32 %0, %%laneid;" : "=r"(x))  -> ((x) = ::cpu_cuda::ptx_sreg_laneid())
 //       (reads of the special registers laneid, warpid and lanemask_*; other asm is kept)
@@ -35,6 +38,7 @@
 #include <fstream>
 #include <iostream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -79,8 +83,12 @@ class Rewriter {
                 if (c == ')') kernel_.parens--;
                 if (c == '<' && !kernel_.seen_params) kernel_.angles++;
                 if (c == '>' && !kernel_.seen_params && kernel_.angles > 0) kernel_.angles--;
-                if (c == ';' && kernel_.parens == 0) kernel_ = {};  // a declaration: nothing to check
+                if (c == ';' && kernel_.parens == 0) {  // a declaration: nothing to check
+                    if (kernel_.seen_params) kernels_.insert(kernel_.name);
+                    kernel_ = {};
+                }
                 if (c == '{' && kernel_.parens == 0 && kernel_.seen_params) {
+                    kernels_.insert(kernel_.name);
                     out_ += "{ ::cpu_cuda::kernel_entry(\"" + kernel_.name + "\", __FILE__, __LINE__" +
                             (kernel_.bounds.empty() ? "" : ", " + kernel_.bounds) + ");";
                     kernel_ = {};
@@ -94,6 +102,8 @@ class Rewriter {
                 launch();
                 continue;
             }
+            if (c == '(' && depth_ > 0 && kernel_address())
+                continue;
             if (ident_char(c) && (i_ == 0 || !ident_char(s_[i_ - 1]))) {
                 size_t end = i_;
                 while (end < s_.size() && ident_char(s_[end])) end++;
@@ -130,6 +140,7 @@ class Rewriter {
     std::string path_, s_, out_;
     size_t i_ = 0;
     int line_ = 1, depth_ = 0;
+    std::set<std::string> kernels_;  // the __global__ functions declared so far
     struct Kernel {  // a __global__ function being read, up to its body
         bool pending = false, seen_params = false;
         int parens = 0, angles = 0;
@@ -289,6 +300,22 @@ class Rewriter {
         out_ += std::string(newlines, '\n');
         line_ += newlines;
         i_ = close + 1;
+        return true;
+    }
+
+    // (void*)k, (const void*)&k or (void*)k<T>, of a kernel declared above, as a whole operand
+    // (followed by ; , ) or }): ::cpu_cuda::kernel_address("k", k), the same address, with the
+    // kernel's type remembered, so that a launch from the void* (cudaLaunchKernel with a
+    // variable, a graph's kernel node) knows its parameters.
+    bool kernel_address() {
+        static const std::regex cast(R"(^\(\s*(const\s+)?void\s*\*\s*\)\s*&?\s*([A-Za-z_]\w*)(\s*<[^<>;()]*>)?(\s*)[;,)}])");
+        std::smatch m;
+        const size_t line_end = std::min(s_.find('\n', i_), s_.size());
+        const std::string window = s_.substr(i_, line_end - i_);
+        if (!std::regex_search(window, m, cast) || !kernels_.count(m[2].str())) return false;
+        const std::string name = m[2].str() + m[3].str();
+        out_ += "::cpu_cuda::kernel_address(\"" + name + "\", " + name + ")" + m[4].str();
+        i_ += m.length(0) - 1;  // (the terminator is read as usual)
         return true;
     }
 

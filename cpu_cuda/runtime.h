@@ -31,6 +31,8 @@ struct CUevent_st {
     double ms;  // host time of the last record, in ms
     bool recorded;
     std::atomic<int> pending{0};  // records queued behind a stream's work, not yet done
+    CUgraph_st* captured_in = nullptr;           // recorded on a capturing stream: that capture's graph,
+    std::vector<CUgraphNode_st*> captured_nodes;  // and the nodes a stream waiting on it then depends on
 };
 
 namespace cpu_cuda {
@@ -502,6 +504,10 @@ inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemc
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                                    cudaStream_t stream) {
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (cpu_cuda::capturing(stream))
+        return cpu_cuda::capture(stream, cudaGraphNodeTypeMemcpy, [=](cudaStream_t) {
+            return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpyAsync (a graph's node)");
+        });
     return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpyAsync", true, stream);
 }
 inline cudaError_t cudaMemset(void* p, int value, size_t count) {
@@ -509,6 +515,10 @@ inline cudaError_t cudaMemset(void* p, int value, size_t count) {
 }
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t stream) {
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (cpu_cuda::capturing(stream))
+        return cpu_cuda::capture(stream, cudaGraphNodeTypeMemset, [=](cudaStream_t) {
+            return cpu_cuda::fill(p, value, count, "cudaMemsetAsync (a graph's node)");
+        });
     return cpu_cuda::fill(p, value, count, "cudaMemsetAsync");
 }
 
@@ -533,6 +543,7 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
 // Only queued work (streams.h) can still be running when a call has returned.
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (cpu_cuda::capturing(s)) return cpu_cuda::set_error(cudaErrorStreamCaptureUnsupported);  // (CUDA's answer)
     cpu_cuda::stream_queue(s).drain();
     return cpu_cuda::sticky();
 }
@@ -547,7 +558,7 @@ inline bool cpu_cuda_valid_event(cudaEvent_t e) {
 }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
     if (!e) return cpu_cuda::set_error(cudaErrorInvalidValue);
-    *e = new CUevent_st{0.0, false, {}};
+    *e = new CUevent_st{0.0, false, {}, nullptr, {}};
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
     cpu_cuda::live_handles().insert(*e);
     return cudaSuccess;
@@ -560,9 +571,41 @@ inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
     delete e;
     return cudaSuccess;
 }
+// Events in a capture: recorded on a capturing stream, an event stands for the stream's last
+// nodes; a stream that waits on it depends on them, and one not capturing yet joins the capture
+// (how a capture forks onto other streams). An event of a capture that has ended is an ordinary one.
+namespace cpu_cuda {
+inline bool record_in_capture(cudaEvent_t e, cudaStream_t s) {
+    if (!capturing(s)) return false;
+    std::lock_guard<std::mutex> lock(capture_mutex());
+    const Capture& c = captures().at(s);
+    e->captured_in = c.graph, e->captured_nodes = c.frontier;
+    return true;
+}
+inline bool wait_in_capture(cudaStream_t s, cudaEvent_t e) {
+    if (!e->captured_in || capturing_streams == 0) return false;
+    std::lock_guard<std::mutex> lock(capture_mutex());
+    const Capture* of_event = nullptr;
+    for (const auto& [stream, c] : captures())
+        if (c.graph == e->captured_in) of_event = &c;
+    if (!of_event) return false;
+    auto it = captures().find(s);
+    if (it == captures().end()) {
+        captures()[s] = {of_event->graph, of_event->origin, e->captured_nodes};
+        capturing_streams++;
+        return true;
+    }
+    for (CUgraphNode_st* n : e->captured_nodes)
+        if (std::find(it->second.frontier.begin(), it->second.frontier.end(), n) == it->second.frontier.end())
+            it->second.frontier.push_back(n);
+    return true;
+}
+}  // namespace cpu_cuda
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!cpu_cuda_valid_event(e) || !cpu_cuda::valid_stream(s))
         return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (cpu_cuda::record_in_capture(e, s)) return cudaSuccess;
+    e->captured_in = nullptr;
     if (cpu_cuda::stream_busy(s)) {  // the event completes when the stream's queued work has
         e->pending++;
         cpu_cuda::stream_queue(s).enqueue([e] {
@@ -588,6 +631,7 @@ inline cudaError_t cudaEventQuery(cudaEvent_t e) {
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
     if (!cpu_cuda::valid_stream(s) || !cpu_cuda_valid_event(e))
         return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (cpu_cuda::wait_in_capture(s, e)) return cudaSuccess;
     if (e->pending) cpu_cuda::settle();
     return cudaSuccess;
 }
@@ -631,39 +675,6 @@ template <class T>
 inline cudaError_t cudaFuncSetCacheConfig(T* entry, cudaFuncCache config) {
     return cudaFuncSetCacheConfig((const void*)entry, config);
 }
-
-// ----------------------------------------------------------------------------
-// CUDA graphs: not here. Each call says so once and answers cudaErrorNotSupported, rather
-// than leaving a program that uses them to a link error.
-
-namespace cpu_cuda {
-inline cudaError_t graphs_not_supported(const char* call) {
-    static std::once_flag once;
-    std::call_once(once, [call] {
-        fprintf(stderr,
-                "cpu_cuda: %s: CUDA graphs are not supported on the CPU runtime (cudaErrorNotSupported); launch "
-                "the kernels directly\n",
-                call);
-    });
-    return set_error(cudaErrorNotSupported);
-}
-}  // namespace cpu_cuda
-inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
-    return cpu_cuda::graphs_not_supported("cudaStreamBeginCapture");
-}
-inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph) {
-    if (graph) *graph = nullptr;
-    return cpu_cuda::graphs_not_supported("cudaStreamEndCapture");
-}
-inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t, unsigned long long) {
-    if (exec) *exec = nullptr;
-    return cpu_cuda::graphs_not_supported("cudaGraphInstantiate");
-}
-inline cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) {
-    return cpu_cuda::graphs_not_supported("cudaGraphLaunch");
-}
-inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }  // (nothing was made)
-inline cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }
 
 // ----------------------------------------------------------------------------
 // Symbols: __constant__ and __device__ variables. Without nvcc they are ordinary globals of
@@ -992,21 +1003,31 @@ inline cudaError_t unnamed_launch(const char* call, const char* name) {
             call, name);
     return set_error(cudaErrorInvalidDeviceFunction);
 }
-inline cudaError_t cooperative_launch(const char* name, const void*, dim3, dim3, void**, size_t = 0,
-                                      cudaStream_t = nullptr) {
-    return unnamed_launch("cudaLaunchCooperativeKernel", name);
+// A void* whose kernel a cast of its name has filed (capture.h) launches as that kernel.
+inline cudaError_t cooperative_launch(const char* name, const void* func, dim3 grid, dim3 block, void** args,
+                                      size_t smem = 0, cudaStream_t stream = nullptr) {
+    const KnownKernel* k = known_kernel(func);
+    if (!k) return unnamed_launch("cudaLaunchCooperativeKernel", name);
+    if (cudaError_t e = check_cooperative(k->name, func, grid, block, smem)) return e;
+    GraphWork run = k->bind(func, k->name, grid, block, args, smem, true);
+    return run ? run(stream) : set_error(cudaErrorInvalidValue);
 }
-inline cudaError_t kernel_launch(const char* name, const void*, dim3, dim3, void**, size_t = 0,
-                                 cudaStream_t = nullptr) {
-    return unnamed_launch("cudaLaunchKernel", name);
+inline cudaError_t kernel_launch(const char* name, const void* func, dim3 grid, dim3 block, void** args,
+                                 size_t smem = 0, cudaStream_t stream = nullptr) {
+    const KnownKernel* k = known_kernel(func);
+    if (!k) return unnamed_launch("cudaLaunchKernel", name);
+    GraphWork run = k->bind(func, k->name, grid, block, args, smem, false);
+    return run ? run(stream) : set_error(cudaErrorInvalidValue);
 }
 }  // namespace cpu_cuda
 // Calls the rewrite did not see (code built without it) land here.
-inline cudaError_t cudaLaunchCooperativeKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
-    return cpu_cuda::unnamed_launch("cudaLaunchCooperativeKernel", "?");
+inline cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void** args, size_t smem,
+                                               cudaStream_t stream) {
+    return cpu_cuda::cooperative_launch("?", func, grid, block, args, smem, stream);
 }
-inline cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
-    return cpu_cuda::unnamed_launch("cudaLaunchKernel", "?");
+inline cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t smem,
+                                    cudaStream_t stream) {
+    return cpu_cuda::kernel_launch("?", func, grid, block, args, smem, stream);
 }
 
 // ----------------------------------------------------------------------------

@@ -410,6 +410,10 @@ inline cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_
 inline cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                      size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (cpu_cuda::capturing(stream))
+        return cpu_cuda::capture(stream, cudaGraphNodeTypeMemcpy, [=](cudaStream_t) {
+            return cpu_cuda::copy_rows(dst, dpitch, src, spitch, width, height, kind, "cudaMemcpy2DAsync (a graph's node)");
+        });
     return cpu_cuda::copy_rows(dst, dpitch, src, spitch, width, height, kind, "cudaMemcpy2DAsync", true, stream);
 }
 inline cudaError_t cudaMemset2D(void* p, size_t pitch, int value, size_t width, size_t height) {
@@ -420,6 +424,9 @@ inline cudaError_t cudaMemset2D(void* p, size_t pitch, int value, size_t width, 
 }
 inline cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream) {
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (cpu_cuda::capturing(stream))
+        return cpu_cuda::capture(stream, cudaGraphNodeTypeMemset,
+                                 [=](cudaStream_t) { return cudaMemset2D(p, pitch, value, width, height); });
     return cudaMemset2D(p, pitch, value, width, height);  // (at once, as cudaMemsetAsync)
 }
 

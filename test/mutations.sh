@@ -101,6 +101,8 @@ mutations=(
 "CPU runtime: a failed device assert is not sticky (the next sync answers cudaSuccess)|cpu_cuda/exec.h|/if (failed_launch_code == cudaErrorAssert) sticky_error = cudaErrorAssert;/d|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=*assert*"
 "CPU runtime: a texture's linear filter weight not kept in 8 fractional bits|cpu_cuda/textures.h|s#{ return std::nearbyint(f \* 256.0) / 256.0; }#{ return f; }#|test/test_cpu_cuda_surface|./test/test_cpu_cuda_surface -tc=*linear*filtering*"
 "CPU runtime: mirror addressing ignores floor(x)'s parity (it wraps)|cpu_cuda/textures.h|s#((long long)whole \& 1 ? 1.0 - frac : frac)#frac#|test/test_cpu_cuda_surface|./test/test_cpu_cuda_surface -tc=*address*modes*"
+"CPU runtime: a launch on a capturing stream runs at once instead of becoming a graph node|cpu_cuda/exec.h|s#if (capturing(stream)) {  // a graph's kernel node#if (false) {  // a graph's kernel node#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=graphs*by*stream*capture*"
+"CPU runtime: a capture whose forked stream never joins back ends without an error|cpu_cuda/graphs.h|s#unjoined |= std::none_of#unjoined |= false \&\& std::none_of#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=graphs:*refused*"
 )
 
 # The programs make test builds: what "auto" chooses from.
