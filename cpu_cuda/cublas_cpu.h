@@ -544,9 +544,17 @@ class Runner {
     std::vector<float> partial_sums_;  // the bias gradient per chunk of columns: each task owns rows
 };
 
-// Checks the operands' memory, then computes. Arguments have been validated.
-inline cublasStatus_t execute(const Gemm& g) {
+// Checks the operands' memory, then computes. Arguments have been validated. On a capturing
+// stream (capture.h) the product becomes a graph node instead, its scalars already read, as
+// cuBLAS reads host-side alpha and beta at the call.
+inline cublasStatus_t execute(const Gemm& g, cudaStream_t stream) {
     if (g.m == 0 || g.n == 0 || g.batch == 0) return CUBLAS_STATUS_SUCCESS;
+    if (capturing(stream)) {
+        capture(stream, cudaGraphNodeTypeKernel, [g](cudaStream_t) {
+            return execute(g, nullptr) == CUBLAS_STATUS_SUCCESS ? cudaSuccess : set_error(cudaErrorIllegalAddress);
+        });
+        return CUBLAS_STATUS_SUCCESS;
+    }
     if (!operands_in_memory(g, g.k > 0 && g.alpha != 0)) return CUBLAS_STATUS_EXECUTION_FAILED;
     Runner(g).compute();
     return CUBLAS_STATUS_SUCCESS;
@@ -628,7 +636,7 @@ inline cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperat
     g.A = {A, a_type, lda, stride_a};
     g.B = {B, b_type, ldb, stride_b};
     g.C = g.D = {C, c_type, ldc, stride_c};
-    return execute(g);
+    return execute(g, handle->stream);
 }
 
 // cuBLAS accepts the default and numbered algorithms (plain and tensor-op) and autotuning;
@@ -1163,7 +1171,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
                                      const void* A, cublasLtMatrixLayout_t Adesc, const void* B,
                                      cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C,
                                      cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
-                                     const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t) {
+                                     const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t stream) {
     using namespace cpu_cuda::blas;
     cpu_cuda::DeviceAccess access;
     const char* call = "cublasLtMatmul";
@@ -1187,7 +1195,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
     g.call = call;
     g.A.ptr = A, g.B.ptr = B, g.C.ptr = C, g.D.ptr = D;
     e.bias_ptr = d.bias, e.aux = d.aux;
-    return execute(g);
+    return execute(g, stream);
 }
 
 // ----------------------------------------------------------------------------
@@ -1264,6 +1272,10 @@ inline cublasStatus_t cublasDgemm(cublasHandle_t handle, cublasOperation_t trans
     cpu_cuda::DeviceAccess access;
     cublasStatus_t status = cpu_cuda::blas::check_gemm(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc, 1);
     if (status != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0) return status;
+    if (cpu_cuda::capturing(handle->stream)) {
+        fprintf(stderr, "cpu_cuda: cublasDgemm on a capturing stream: not recorded into graphs on the CPU runtime\n");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     bool device = handle->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
     if (device && (!cpu_cuda::check_range(alpha, sizeof(double), "cublasDgemm", "alpha") ||
                    !cpu_cuda::check_range(beta, sizeof(double), "cublasDgemm", "beta")))

@@ -832,6 +832,8 @@ inline ncclResult_t collective(const char* call, const Call& c, const void* send
         return report(ncclInvalidArgument, where,
                       format("sendbuff %p and recvbuff %p overlap without being in place (%s)", sendbuff, recvbuff, form));
     }
+    if (capturing(stream))  // (NCCL records into graphs on a GPU; not here)
+        return report(ncclInvalidUsage, where, "a collective on a capturing stream is not recorded into graphs on the CPU runtime");
     // The collective runs on the stream's worker, after the stream's earlier work; a failure
     // then shows in ncclCommGetAsyncError, as on a GPU.
     stream_queue(stream).enqueue([=] {

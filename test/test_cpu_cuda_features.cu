@@ -730,6 +730,35 @@ TEST_CASE("graphs by stream capture: a fork onto a second stream and the join ba
     cudaEventDestroy(fork), cudaEventDestroy(join), cudaStreamDestroy(s1), cudaStreamDestroy(s2);
 }
 
+TEST_CASE("graphs: a cuBLAS product on a capturing stream is a node, its scalars read at the call") {
+    // C (2x2) = alpha A B with A = [[1, 2], [3, 4]], B = I, column-major: C = alpha A
+    Dev<float> A(std::vector<float>{1, 3, 2, 4}), B(std::vector<float>{1, 0, 0, 1}), C(std::vector<float>(4, -1.0f));
+    cublasHandle_t handle;
+    REQUIRE(cublasCreate(&handle) == CUBLAS_STATUS_SUCCESS);
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    REQUIRE(cublasSetStream(handle, s) == CUBLAS_STATUS_SUCCESS);
+    float alpha = 2.0f, beta = 0.0f;
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    CHECK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &alpha, A.p, 2, B.p, 2, &beta, C.p, 2) ==
+          CUBLAS_STATUS_SUCCESS);
+    alpha = 10.0f;  // too late: host-side scalars are read at the call
+    double one = 1.0;
+    std::string err = capture_stderr([&] {  // float64 products are not recorded: refused, not run at once
+        CHECK(cublasDgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, nullptr, 1, nullptr, 1, &one, nullptr, 1) ==
+              CUBLAS_STATUS_NOT_SUPPORTED);
+    });
+    CHECK(contains(err, "cpu_cuda: cublasDgemm on a capturing stream"));
+    cudaGraph_t graph = nullptr;
+    REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+    CHECK(C.host() == std::vector<float>(4, -1.0f));  // recorded, not run
+    cudaGraphExec_t exec = nullptr;
+    REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+    CHECK(C.host() == std::vector<float>{2, 6, 4, 8});
+    cudaGraphExecDestroy(exec), cudaGraphDestroy(graph), cublasDestroy(handle), cudaStreamDestroy(s);
+}
+
 TEST_CASE("graphs: a kernel launched from a void* that a cast filed, and what is refused") {
     const int n = 8;
     Dev<float> x(std::vector<float>(n, 1.0f)), y(std::vector<float>(n, 0.0f));
