@@ -61,6 +61,12 @@ inline bool capturing(const void* stream) {
     std::lock_guard<std::mutex> lock(capture_mutex());
     return captures().count(stream) > 0;
 }
+// A destroyed stream leaves any capture it was in (a later stream may reuse its address)
+inline void forget_capture(const void* stream) {
+    if (capturing_streams.load() == 0) return;
+    std::lock_guard<std::mutex> lock(capture_mutex());
+    if (captures().erase(stream)) capturing_streams--;
+}
 // Records work as the capturing stream's next node (its call returns cudaSuccess, as CUDA's
 // does during capture: the work runs when the graph is launched).
 inline cudaError_t capture(const void* stream, cudaGraphNodeType type, GraphWork run) {

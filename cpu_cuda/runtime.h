@@ -534,7 +534,7 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags
 }
 inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    if (cpu_cuda::valid_stream(s)) cpu_cuda::stream_queue(s).drain();
+    if (cpu_cuda::valid_stream(s)) cpu_cuda::stream_queue(s).drain(), cpu_cuda::forget_capture(s);
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
     if (!cpu_cuda::live_handles().erase(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     delete s;
