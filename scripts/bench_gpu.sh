@@ -24,7 +24,7 @@
 # sheets, for the precision the products run in:
 #   H100 / H200 SXM: bf16 989, TF32 495, FP32 67 TFLOP/s;  H100 PCIe: 756, 378, 51;
 #   A100: 312, 156, 19.5.   Another GPU: set PEAK_BF16, PEAK_TF32, PEAK_FP32 (TFLOP/s).
-# Each llm.c directory (bash ../shared/peers/llmc-gpu/build.sh makes DEST/cudnn and
+# Each llm.c directory (the build.sh of llm.c's sources, LLMC_PEER/build.sh DEST, makes DEST/cudnn and
 # DEST/nocudnn; or a checkout where make train_gpt2cu was run) holds ./train_gpt2cu and the Tiny
 # Shakespeare shards in dev/data/tinyshakespeare/; its train_gpt2cu is timed on the same shape
 # at the B of our fastest bf16 run (its own "total average iteration time", steps 2..N, like
@@ -135,7 +135,7 @@ for dir in $LLMC_DIRS; do
     echo
     name=$(basename "$dir")
     if [ ! -x "$dir/train_gpt2cu" ]; then
-        echo "llm.c [$name]: no train_gpt2cu in $dir (bash ../shared/peers/llmc-gpu/build.sh, or make train_gpt2cu there)"
+        echo "llm.c [$name]: no train_gpt2cu in $dir (bash \$LLMC_PEER/build.sh, or make train_gpt2cu there)"
         status=1; continue
     fi
     # -e d12: GPT-2 124M from random weights; -v: a validation interval past the run (0 would

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# What a machine with a GPU should check, in one command that fits a 15-minute loan of one: at
-# most 8 minutes on a 16-core H100/H200 machine, builds included (the default stages' caps add
-# up to 480 s), and never more than its budget (540 s). The most valuable figures come first:
+# What a machine with a GPU should check, in one command that fits when the GPU is only there for
+# a few minutes (one rented for a quarter of an hour, a slot on a shared node): at most 8 minutes
+# on a 16-core H100/H200 machine, builds included (the default stages' caps add up to 480 s),
+# and never more than its budget (540 s). The most valuable figures come first:
 #   build        bf16 train_gpt, train, test/test_gpu and test/test_flash_attention (make -j),
-#                and beside them llm.c with and without cuDNN (../shared/peers/llmc-gpu/build.sh)
+#                and beside them llm.c with and without cuDNN (its sources' build.sh: see below)
 #   bench        the whole step at GPT-2 124M, B=64, T=1024, bf16, on each attention path (fused,
 #                cublas, and auto: which one it picks), then llm.c's train_gpt2cu on the same
 #                shape, with cuDNN and without (scripts/bench_gpu.sh)
 #   test_gpu     test/test_gpu, bf16
 #   flash        test/test_flash_attention, bf16
-# and only with --full (longer than a loan; budget 1800 s):
+# and only with --full (longer than a short session; budget 1800 s):
 #   default_run  300 steps of the default model against ./train (scripts/compare_default_run.sh)
 #   fp32         the GPU tests in fp32 (leaves ./train_gpt built fp32: make train_gpt restores bf16)
 #   workbenches  the dev/cuda kernel workbenches, bf16 and fp32
@@ -20,24 +21,27 @@
 # path, what auto picked, llm.c's tokens/s with cuDNN and without, ours/llm.c, test counts) is
 # rewritten after every stage, so a run killed from outside still leaves its table.
 #
-#   scripts/gpu_check.sh [--full] [--budget S] [--batch B] [--steps N] [--plan] [--help]
+#   scripts/gpu_check.sh [--full] [--budget S] [--batch B] [--steps N] [--out DIR] [--plan] [--help]
 #
-#   --plan      prints each stage's commands and time limit, runs nothing (no GPU or nvcc needed)
-#   --full      adds the stages above that a loan has no time for
-#   --budget S  the whole check's seconds (default 540; 1800 with --full)
+#   --plan      prints each stage's commands and time limit and where the results would go,
+#               runs nothing (no GPU or nvcc needed): read it before the GPU is yours
+#   --full      adds the stages above that a short session has no time for
+#   --budget S  the whole check's seconds (default 540; 1800 with --full): a little less than
+#               the time the GPU is yours, so that the results are written before it goes
 #   --batch B   the benchmark's micro-batch (default 64); --steps N: steps per run (default 10)
+#   --out DIR   where the results go (default out/gpu_check/): DIR/summary.md, and every log
+#               packed in DIR/logs.tar.gz, both rewritten after every stage. Two files, so that
+#               copying them off a machine that is going away is one command; the logs
+#               themselves are written in a temporary folder whose name it prints.
 #
-# Results: with $OUT set (the device tool's folder that comes back: at most 8 files), the
-# summary in $OUT/summary.md and every log in $OUT/logs.tar.gz; otherwise both in $LOG_DIR
-# (default out/gpu_check/). On a lent GPU machine it is one call of the device tool:
-#   run  command "scripts/gpu_check.sh"  timeout_s 540
 # Exit status: 0 every stage that ran passed, 1 one failed or timed out, 2 bad usage, 77 no GPU
 # here (nvidia-smi missing or failing): then it says so in one line and builds nothing.
 # Found where they are: nvcc (PATH, CUDA_HOME, /usr/local/cuda); NCCL (CUDA's, the system's,
 # NCCL_HOME, the nvidia-nccl wheel); doctest.h (DOCTEST_INC, /usr/include, or .deps/include:
-# a copy brought along; without it the tests are skipped); llm.c's sources (LLMC_PEER,
-# shared/peers/llmc-gpu or ../shared/peers/llmc-gpu), or LLMC_DIR, an llm.c already built,
-# timed instead. GIT_COMMIT names the commit where the copy has no .git.
+# a copy brought along; without it the tests are skipped); llm.c's sources for the side-by-side
+# (a folder with llm.c's checkout and its build.sh: LLMC_PEER, else shared/peers/llmc-gpu inside
+# this checkout), or LLMC_DIR, an llm.c already built, timed instead. GIT_COMMIT names the commit
+# where the copy has no .git.
 set -uo pipefail
 
 # ---- the stages: cap and minimum, in seconds. The default ones' caps add up to 8 minutes, less
@@ -51,6 +55,8 @@ declare -A MIN=([build]=60 [bench]=40 [test_gpu]=30 [flash]=15 [default_run]=60 
 RESERVE=10                 # seconds kept for the last summary and the archive
 WORKBENCHES="layernorm attention_softmax attention_fused crossentropy gelu encoder_backward adamw"
 LLMC_BUILD=build/llmc-gpu  # where build.sh puts llm.c: cudnn/ and nocudnn/ (ignored by git)
+DEFAULT_OUT=out/gpu_check  # --out's default (out/ is ignored by git)
+LLMC_PLACES="LLMC_PEER, shared/peers/llmc-gpu"  # where llm.c's sources are looked for, in words
 
 usage() {
     sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
@@ -65,7 +71,7 @@ is_full_stage() { [[ " ${FULL_STAGES[*]} " == *" $1 "* ]]; }
 
 # ---- options
 parse_args() {
-    FULL=0 PLAN=0 BUDGET="" BATCH=64 STEPS=10
+    FULL=0 PLAN=0 BUDGET="" BATCH=64 STEPS=10 RESULTS=$DEFAULT_OUT
     while [ $# -gt 0 ]; do
         case "$1" in
             --full) FULL=1 ;;
@@ -73,6 +79,11 @@ parse_args() {
             --budget|--batch|--steps)
                 [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "gpu_check: $1 takes a positive whole number (see --help)" >&2; exit 2; }
                 case "$1" in --budget) BUDGET=$2 ;; --batch) BATCH=$2 ;; --steps) STEPS=$2 ;; esac
+                shift ;;
+            --out)
+                [ -n "${2:-}" ] && [[ "$2" != -* ]] || { echo "gpu_check: --out takes a folder for the results (see --help)" >&2; exit 2; }
+                [ ! -e "$2" ] || [ -d "$2" ] || { echo "gpu_check: --out $2: that is a file, not a folder" >&2; exit 2; }
+                RESULTS=${2%/}; [[ "$RESULTS" == /* ]] || RESULTS=$PWD/$RESULTS  # main works from the checkout
                 shift ;;
             -h|--help) usage; exit 0 ;;
             *) echo "gpu_check: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -105,7 +116,7 @@ find_tools() {
         if [ -f "$d/doctest/doctest.h" ]; then DOCTEST=$d; MAKE_VARS+=("DOCTEST_INC=$d"); break; fi
     done
     LLMC_SRC=""
-    for d in ${LLMC_PEER:-} shared/peers/llmc-gpu ../shared/peers/llmc-gpu; do
+    for d in ${LLMC_PEER:-} shared/peers/llmc-gpu; do
         if [ -f "$d/build.sh" ]; then LLMC_SRC=$d; break; fi
     done
 }
@@ -131,7 +142,7 @@ describe() {
             [ -n "$DOCTEST" ] || echo "(doctest.h not found: the tests are not built; see --help)"
             if [ -n "${LLMC_DIR:-}" ]; then echo "llm.c: LLMC_DIR=$LLMC_DIR, already built"
             elif [ -n "$LLMC_SRC" ]; then echo "beside it: bash $LLMC_SRC/build.sh $LLMC_BUILD"
-            else echo "llm.c: its sources are not here (shared/peers/llmc-gpu, ../shared/peers/llmc-gpu, LLMC_PEER)"; fi ;;
+            else echo "llm.c: its sources are not here ($LLMC_PLACES)"; fi ;;
         bench) bench_cmd "$(llmc_dirs)" ;;
         test_gpu) echo "./test/test_gpu" ;;
         flash) echo "./test/test_flash_attention" ;;
@@ -160,10 +171,7 @@ print_plan() {
     [ "$FULL" -eq 1 ] || echo "(with --full: ${FULL_STAGES[*]})"
     echo "results: $(results_text)"
 }
-results_text() {
-    if [ -n "${OUT:-}" ]; then echo "\$OUT/summary.md and \$OUT/logs.tar.gz ($OUT)"
-    else echo "${LOG_DIR:-out/gpu_check}/ (summary.md and the logs)"; fi
-}
+results_text() { echo "$RESULTS/summary.md and $RESULTS/logs.tar.gz${LOGS:+ (the logs written in $LOGS/)}"; }
 
 # ---- the stages. Each writes its details to logs in $LOGS and a few lines to its own log;
 # exit status 0 ok, 77 skipped (its last line says why), anything else failed.
@@ -176,7 +184,7 @@ stage_build() {
         bash "$LLMC_SRC/build.sh" "$LLMC_BUILD" > "$LOGS/build_llmc.log" 2>&1 &
         llmc_pid=$!
     else
-        echo "llm.c: not built: its sources are not here (shared/peers/llmc-gpu, ../shared/peers/llmc-gpu, LLMC_PEER)"
+        echo "llm.c: not built: its sources are not here ($LLMC_PLACES)"
     fi
     [ -n "$DOCTEST" ] || echo "tests: not built: doctest.h not found (DOCTEST_INC, /usr/include, .deps/include)"
     echo "ours: $(make_cmd) $(our_targets) (log: build_ours.log)"
@@ -316,9 +324,8 @@ record() {
     write_summary > "$RESULTS/summary.md.part" && mv -f "$RESULTS/summary.md.part" "$RESULTS/summary.md"
     pack_logs
 }
-pack_logs() {  # with $OUT: every log in one archive (few files come back), replaced whole
-    [ -n "${OUT:-}" ] || return 0
-    tar -czf "$OUT/logs.tar.gz.part" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" && mv -f "$OUT/logs.tar.gz.part" "$OUT/logs.tar.gz"
+pack_logs() {  # every log in one archive beside the summary, replaced whole
+    tar -czf "$RESULTS/logs.tar.gz.part" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" && mv -f "$RESULTS/logs.tar.gz.part" "$RESULTS/logs.tar.gz"
 }
 
 # ---- reading the logs (the summary is made from them alone, so a partial log gives a partial table)
@@ -450,15 +457,13 @@ collect_info() {
     fi
 }
 
-# where the summary and the logs go: $OUT (logs packed into one archive), else $LOG_DIR
+# where the summary and the logs go: --out's folder gets summary.md and logs.tar.gz; the logs are
+# written in a temporary folder of their own (a stale log from an earlier run is never packed)
 setup_output() {
-    if [ -n "${OUT:-}" ]; then
-        RESULTS=$OUT LOGS=$(mktemp -d /tmp/gpu_check.XXXXXX)/logs
-    else
-        RESULTS=${LOG_DIR:-out/gpu_check} LOGS=${LOG_DIR:-out/gpu_check}
-        rm -f "$LOGS"/*.log "$LOGS"/stages.tsv "$LOGS"/summary.md
-    fi
-    mkdir -p "$RESULTS" "$LOGS"
+    mkdir -p "$RESULTS" || { echo "gpu_check: --out $RESULTS: cannot create that folder" >&2; exit 2; }
+    rm -f "$RESULTS/summary.md" "$RESULTS/logs.tar.gz"
+    LOGS=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")/logs
+    mkdir -p "$LOGS"
     : > "$LOGS/stages.tsv"
 }
 

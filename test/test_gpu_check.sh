@@ -2,7 +2,7 @@
 # scripts/gpu_check.sh without a GPU: --help and --plan (which run nothing), a bad option, the
 # no-GPU exit, the summary parsed from logs in the formats our programs and llm.c print (the
 # step benchmark through scripts/bench_gpu.sh with stand-ins for the trainer and llm.c), and
-# the stage runner (time limits, a stage that runs out, the budget, $OUT) with stand-in
+# the stage runner (time limits, a stage that runs out, the budget, --out) with stand-in
 # stages. A few seconds. Ends with "N passed, M failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -31,14 +31,18 @@ chmod +x "$work/nogpu/nvidia-smi" "$work/gpu/nvidia-smi"
 # ---- usage
 scripts/gpu_check.sh --help > "$work/help" 2>&1
 check "--help exits 0" [ $? -eq 0 ]
-for s in build bench test_gpu flash default_run fp32 workbenches --plan --full '$OUT' 'timeout_s 540'; do
+for s in build bench test_gpu flash default_run fp32 workbenches --plan --full --budget '--out DIR' LLMC_PEER; do
     check "--help mentions $s" has "$work/help" "$s"
 done
 check "--help gives each stage's cap" has "$work/help" "bench         140 s"
 
-LOG_DIR=$work/logs PATH="$work/nogpu:$PATH" scripts/gpu_check.sh --plan > "$work/plan" 2>&1
+PATH="$work/nogpu:$PATH" scripts/gpu_check.sh --plan --out "$work/logs" > "$work/plan" 2>&1
 check "--plan exits 0 without a GPU" [ $? -eq 0 ]
-check "--plan creates no log folder" [ ! -e "$work/logs" ]
+check "--plan --out DIR creates no folder" [ ! -e "$work/logs" ]
+check "--plan --out DIR: the results go to DIR" has "$work/plan" "results: $work/logs/summary.md and $work/logs/logs.tar.gz"
+(cd "$work" && "$root/scripts/gpu_check.sh" --out rel/dir --plan) > "$work/plan_rel" 2>&1
+check "--out DIR: a relative DIR is where the command was given" has "$work/plan_rel" "results: $work/rel/dir/summary.md"
+
 for s in "build        time limit 200 s" "bench        time limit 140 s" "test_gpu     time limit 100 s" \
          "flash        time limit 40 s" "--attention 'fused cublas auto'" "./test/test_flash_attention"; do
     check "--plan lists: $s" has "$work/plan" "$s"
@@ -48,19 +52,27 @@ scripts/gpu_check.sh --plan --full --budget 1000 > "$work/plan_full" 2>&1
 check "--plan --full: a stage the budget cannot fit is skipped, saying so" \
     has "$work/plan_full" "workbenches  skipped: 0 s of the budget left, it needs 60 s"
 check "--plan --full: the last stage that fits gets what is left" has "$work/plan_full" "fp32         time limit 270 s"
+check "--plan without --out: the results go to out/gpu_check/" has "$work/plan_full" "results: out/gpu_check/summary.md and out/gpu_check/logs.tar.gz"
 
 scripts/gpu_check.sh --frobnicate > "$work/bad.out" 2> "$work/bad.err"
 check "a bad option exits 2" [ $? -eq 2 ]
 check "a bad option: one line on stderr, nothing on stdout" [ "$(wc -l < "$work/bad.err")" -eq 1 ] && [ ! -s "$work/bad.out" ]
 scripts/gpu_check.sh --budget soon > /dev/null 2>&1
 check "a bad --budget exits 2" [ $? -eq 2 ]
+for bad in "--out" "--out --plan" "--out scripts/gpu_check.sh --plan"; do
+    scripts/gpu_check.sh $bad > "$work/bad.out" 2> "$work/bad.err"
+    rc=$?
+    check "a bad '$bad' exits 2" [ $rc -eq 2 ]
+    check "a bad '$bad': one line on stderr naming --out, nothing on stdout" \
+        bash -c "[ \$(wc -l < '$work/bad.err') -eq 1 ] && grep -q -- '--out' '$work/bad.err' && [ ! -s '$work/bad.out' ]"
+done
 
-LOG_DIR=$work/logs PATH="$work/nogpu:$PATH" scripts/gpu_check.sh > "$work/nogpu.out" 2>&1
+PATH="$work/nogpu:$PATH" scripts/gpu_check.sh --out "$work/logs" > "$work/nogpu.out" 2>&1
 check "nvidia-smi failing: exit 77" [ $? -eq 77 ]
 check "nvidia-smi failing: one line" [ "$(wc -l < "$work/nogpu.out")" -eq 1 ]
 check "nvidia-smi failing: nothing built or written" [ ! -e "$work/logs" ]
 if ! command -v nvidia-smi > /dev/null; then
-    LOG_DIR=$work/logs scripts/gpu_check.sh > "$work/nosmi.out" 2>&1
+    scripts/gpu_check.sh --out "$work/logs" > "$work/nosmi.out" 2>&1
     check "no nvidia-smi: exit 77" [ $? -eq 77 ]
 fi
 
@@ -68,7 +80,7 @@ fi
 check "train_gpt's average line" grep -qF '"average: %.1f ms/step, %s tokens/s, per replica %s (steps %s..%s)"' host/run.h
 check "train_gpt's auto line" grep -qF '"attention: fused %.2f ms, cublas %s per layer (forward and backward, B=%d T=%d): %s"' train_gpt.cu
 check "train_gpt's memory line" grep -qF '"peak GPU memory: %.0f MiB of %.0f MiB' train_gpt.cu
-for peer in shared/peers/llmc-gpu ../shared/peers/llmc-gpu; do
+for peer in ${LLMC_PEER:-} shared/peers/llmc-gpu; do  # where gpu_check.sh looks for llm.c's sources
     [ -f "$peer/src/train_gpt2.cu" ] || continue
     check "llm.c's average line ($peer)" grep -qF '"total average iteration time: %f ms\n"' "$peer/src/train_gpt2.cu"
     check "build.sh's lines ($peer)" grep -qF 'llmc-gpu: built $dest/nocudnn/train_gpt2cu' "$peer/build.sh"
@@ -106,7 +118,7 @@ check "bench_gpu.sh: llm.c's figures" has "$work/case/logs/stage_bench.log" \
 
 # ---- the summary, from those logs and the others' canned lines
 cat > "$work/case/logs/stage_build.log" <<'EOF'
-llm.c: bash ../shared/peers/llmc-gpu/build.sh build/llmc-gpu (log: build_llmc.log)
+llm.c: bash shared/peers/llmc-gpu/build.sh build/llmc-gpu (log: build_llmc.log)
 ours: make -j16 -k PRECISION=bf16 train_gpt train test/test_gpu test/test_flash_attention (log: build_ours.log)
 built: train_gpt
 built: train
@@ -156,7 +168,7 @@ check "summary: a build that ran out" has "$work/summary2.md" \
     "| build | 200 s | timed out after 200 s | 200 s | ours: unfinished (build_ours.log); llm.c: no result (build_llmc.log) |"
 check "summary: no bench log, no figures" has "$work/summary2.md" "| ours, --attention fused | no figure (stage_bench.log) |"
 
-# ---- the runner: stand-in stages, a fake GPU, $OUT. bench outlives its limit; the check goes on.
+# ---- the runner: stand-in stages, a fake GPU, --out. bench outlives its limit; the check goes on.
 mkdir -p "$work/out"
 printf '#!/bin/sh\necho "test_gpu: no GPU (cudaGetDeviceCount: no CUDA-capable device is detected): tests NOT run"\nexit 77\n' > "$work/no_gpu_test"
 printf '#!/bin/sh\necho "[doctest] test cases: 4 | 4 passed | 0 failed | 0 skipped"\n' > "$work/passing_test"
@@ -169,7 +181,7 @@ chmod +x "$work/no_gpu_test" "$work/passing_test"
     # the test programs' runner, on stand-ins: one finds no GPU (exit 77), one passes
     stage_test_gpu() { cp "$RESULTS/summary.md" "$work/during.md"; run_test "$work/no_gpu_test" test_gpu.log; }
     stage_flash() { run_test "$work/passing_test" flash.log; }
-    cd "$root" && PATH="$work/gpu:$PATH" OUT=$work/out GIT_COMMIT=feedbee main --budget 30
+    cd "$root" && PATH="$work/gpu:$PATH" GIT_COMMIT=feedbee main --budget 30 --out "$work/out"
 ) > "$work/run.out" 2>&1
 rc=$?
 check "runner: a stage that timed out makes exit status 1" [ $rc -eq 1 ]
@@ -186,14 +198,15 @@ check "runner: the summary is there while a stage runs" has_re "$work/during.md"
 # (the build's limit is what the budget has left when it starts: 20 s, less on a busy machine)
 check "runner: ... with the stages before it" has_re "$work/during.md" "^\| build \| [0-9]+ s \| ok \|"
 check "runner: ... and those after it" has "$work/during.md" "| flash | | not reached | | |"
-check "runner: two files in \$OUT" [ "$(ls "$work/out" | tr '\n' ' ')" = "logs.tar.gz summary.md " ]
+check "runner: the results line names --out's folder" has "$work/run.out" "results: $work/out/summary.md and $work/out/logs.tar.gz"
+check "runner: two files in --out's folder" [ "$(ls "$work/out" | tr '\n' ' ')" = "logs.tar.gz summary.md " ]
 check "runner: the logs in one archive" bash -c "tar -tzf '$work/out/logs.tar.gz' | grep -q '^logs/stage_bench.log$'"
 # a budget too small for the last stage: skipped with a line saying so
 (
     source scripts/gpu_check.sh
     stage_build() { :; }; stage_bench() { :; }; stage_test_gpu() { :; }; stage_flash() { :; }
     MIN=([build]=1 [bench]=1 [test_gpu]=1 [flash]=20)
-    cd "$root" && PATH="$work/gpu:$PATH" OUT=$work/out2 main --budget 25
+    cd "$root" && PATH="$work/gpu:$PATH" main --budget 25 --out "$work/out2"
 ) > "$work/run2.out" 2>&1
 check "runner: a stage the budget cannot fit is skipped (exit 0)" [ $? -eq 0 ]
 check "runner: ... saying so" has_re "$work/run2.out" "^==== flash: skipped: 1[0-5] s of the budget left, it needs 20 s$"
