@@ -102,8 +102,9 @@ print-test-programs:
 check: test/check_reference
 	./test/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
 
-# Every quoted output of README.md and docs/*.md against what today's code prints
-# (docs/check-docs.md). make test runs the quick part (test/test_check_docs.sh).
+# Every quoted output of README.md and docs/*.md against what today's code prints, and every
+# file, function and option they name against the checkout (docs/check-docs.md). make test
+# runs the quick part (test/test_check_docs.sh).
 .PHONY: check-docs
 check-docs: train $(if $(CPU_CUDA_OK),train_gpt_cpu)
 	python3 test/check_docs.py

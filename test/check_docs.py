@@ -26,8 +26,24 @@ and each check's filter reads that output: five checks on one `./train` run trai
 run in one scratch directory (the built programs and data/ linked, scripts/ copied), pages in the
 order README.md, docs/reproduce.md (whose default run writes out/, which other pages read), then
 the others. Exit status 1 with the page, the line and both texts when a quote does not match.
+
+Names (--names runs this part alone: pure Python, a second, nothing built): every inline code
+span of the pages (`...`, outside fenced blocks) is read for the names it gives, and each must
+exist in the checkout. A path (a word with a / whose first part is a file or folder at the top of
+the checkout, one that starts with ./ or ../, or one that ends in a source extension: .h .cu
+.py .md ...) must be a file or folder there, relative to the checkout or to the page's folder;
+a bare file name (train.cpp) or a path no top-level folder starts (cooperative_groups/reduce.h)
+may also be the end of a path in the checkout; what .gitignore ignores (out/..., ./train) is a
+build or run output and is not looked for. A function, `name()` or `Class::name()` (also in
+`a.b.name()`), must be defined or called in a source file (.h .cuh .cu .cpp .py .sh, the
+makefiles; not the pages): `name(` there, and for Class::name, `Class::name` or a
+`class|struct|namespace Class` whose body has `name(`. An option, `--name`, must be in
+host/cli.h's option table or written out, `--name`, in a source file. The few names the pages
+give that are not the checkout's (llm.c's files, other programs' options) are listed in
+NOT_OURS with why. Exit status 1, with the page, the line and the name, for each that is missing.
 """
 import argparse
+import fnmatch
 import glob
 import os
 import re
@@ -176,6 +192,176 @@ def scratch_dir(root):
     return work
 
 
+# ---- names: the files, functions and options the pages name must exist ----
+
+SPAN = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.S)  # inline code, within a paragraph
+SOURCE_EXT = (".h", ".cuh", ".cu", ".cpp", ".py", ".sh", ".mk")
+PATH_EXT = SOURCE_EXT + (".md", ".txt", ".cfg", ".json")
+FUNCTION = re.compile(r"(?<![\w:.*])((?:[A-Za-z_]\w*::)*)(?:[A-Za-z_]\w*\.)*([A-Za-z_][\w*]*)\(\)")  # * as in a glob
+OPTION = re.compile(r"(?<![\w-])(--[A-Za-z][\w-]*)")
+# Names the pages give that are not this checkout's, so not looked for in it; each says why.
+NOT_OURS = {
+    # the build script of llm.c's sources, which scripts/gpu_check.sh runs (docs/gpu.md)
+    "build.sh",
+    # doctest's header: installed, or a copy brought along (docs/gpu.md)
+    "doctest.h",
+    # what scripts/gpu_check.sh writes in its --out folder (docs/gpu.md)
+    "summary.md",
+    # the reader's own text file, in docs/reproduce.md's example of text_to_shards.py
+    "book.txt",
+    # a header of another project, in a compiler's message that docs/cpu-runtime.md quotes
+    "torch/types.h",
+}
+
+
+def page_spans(path):
+    """(line number, text) of each inline code span of a page, outside fenced blocks."""
+    lines, fenced = [], False
+    for line in open(path, encoding="utf-8").read().split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            lines.append("")
+        else:
+            lines.append("" if fenced else line)
+    text = "\n".join(lines)
+    for m in SPAN.finditer(text):
+        yield text.count("\n", 0, m.start()) + 1, " ".join(m.group(2).split())
+
+
+def without_comments(name, text):
+    """A source's text without its comments: // and /* */ in C++ and CUDA, # in Python, shell, make."""
+    if name.endswith((".h", ".cuh", ".cu", ".cpp")):
+        return re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    return re.sub(r"(^|\s)#[^\n]*", r"\1", text)
+
+
+class Tree:
+    """What the checkout holds: its files, its sources' text, .gitignore's patterns."""
+
+    def __init__(self, root):
+        self.root = root
+        self.files, self.dirs = set(), set()
+        for d, subdirs, files in os.walk(root):
+            subdirs[:] = [s for s in subdirs if s != ".git"]
+            rel = os.path.relpath(d, root)
+            rel = "" if rel == "." else rel + "/"
+            self.dirs.update(rel + s for s in subdirs)
+            self.files.update(rel + f for f in files)
+        self.top = {p.split("/")[0] for p in self.files | self.dirs}
+        self.ignored = []  # (folder of the .gitignore, pattern)
+        for f in sorted(f for f in self.files if os.path.basename(f) == ".gitignore"):
+            for line in open(os.path.join(root, f), encoding="utf-8"):
+                line = line.strip()
+                if line and not line.startswith("#") and not line.startswith("!"):
+                    self.ignored.append((os.path.dirname(f), line))
+        self.ignored_files = {f for f in self.files if self.is_ignored(f)}
+        sources = [f for f in self.files - self.ignored_files
+                   if (f.endswith(SOURCE_EXT) or os.path.basename(f) == "Makefile") and not f.startswith("docs/")]
+        texts = {f: open(os.path.join(root, f), encoding="utf-8", errors="replace").read() for f in sorted(sources)}
+        # options as written anywhere (a script's usage is its header comment); functions in the
+        # code only, comments taken out ("after a step (device-wide)" is no function step)
+        self.options = set(re.findall(r"(?<![\w-])(--[A-Za-z][\w-]*)", "\n".join(texts.values())))
+        self.text = "\n".join(without_comments(f, t) for f, t in texts.items())
+        self.called = set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", self.text))
+        cli = os.path.join(root, "host/cli.h")
+        if os.path.exists(cli):  # the option table's rows: {"name", 'n' or 0, "kind", ...
+            self.options |= {"--" + n for n in re.findall(r'\{"([a-z][\w-]*)",\s*(?:\'.\'|0),\s*"', open(cli).read())}
+
+    def is_ignored(self, path):
+        """.gitignore's patterns, simply: /a/b anchored at the top, a/ a folder, *.o any file's name."""
+        for folder, pat in self.ignored:
+            if folder and not path.startswith(folder + "/"):
+                continue
+            parts = path[len(folder) + 1 if folder else 0:].strip("/").split("/")
+            anchored, pat = pat.startswith("/") or "/" in pat.rstrip("/"), pat.strip("/")
+            if anchored:
+                if fnmatch.fnmatchcase("/".join(parts[:pat.count("/") + 1]), pat):
+                    return True
+            elif any(fnmatch.fnmatchcase(p, pat) for p in parts):
+                return True
+        return False
+
+    def has_path(self, path, page_dir):
+        p = os.path.normpath(path).rstrip("/")
+        for base in ("", page_dir):
+            q = os.path.normpath(os.path.join(base, p))
+            if q in self.files or q in self.dirs or q == ".":
+                return True
+            if self.is_ignored(q):  # a build or run output
+                return True
+            if any(q + ext in self.files for ext in (".cu", ".cpp")):  # a program built from its source
+                return True
+        # a bare name, or a path no top-level entry starts: the end of a path in the checkout
+        if "/" not in p or (p.split("/")[0] not in self.top and not path.startswith(".")):
+            return any(f == p or f.endswith("/" + p) for f in self.files | self.dirs)
+        return False
+
+    def has_function(self, scope, name):
+        if "*" in name:  # flash_*_tiles(): one of them at least
+            return any(fnmatch.fnmatchcase(n, name) for n in self.called)
+        if not scope:
+            return name in self.called
+        cls = scope.rstrip(":").split("::")[-1]
+        if re.search(rf"\b{re.escape(scope)}{re.escape(name)}\b", self.text):
+            return True
+        for m in re.finditer(rf"\b(?:class|struct|namespace)\s+{re.escape(cls)}\b[^;{{]*\{{", self.text):
+            depth, i = 1, m.end()
+            while depth and i < len(self.text):  # the body, by its braces
+                depth += {"{": 1, "}": -1}.get(self.text[i], 0)
+                i += 1
+            if re.search(rf"\b{re.escape(name)}\s*\(", self.text[m.end():i]):
+                return True
+        return False
+
+
+def path_words(span):
+    """The words of a span that look like paths in the checkout."""
+    for word in span.split():
+        word = word.strip("()[],;:'\"")
+        word = re.sub(r":\d+$", "", word)  # file:line
+        word = word.split("#")[0]
+        if not word or word.startswith(("-", "/", "~")) or "://" in word or re.search(r"[*?{}$<>|=…@%\\]", word):
+            continue
+        if not re.fullmatch(r"[\w.+/-]+", word) or not re.search(r"[A-Za-z]", word):
+            continue
+        stem = os.path.basename(word).split(".")[0]
+        if not stem or (stem.isupper() and len(stem) > 1):  # .cu, an extension; NAME.cu, ./PROGRAM, placeholders
+            continue
+        yield word
+
+
+def check_names(pages, root, docs_root=None):
+    """Every file, function and option the pages name exists in the checkout at root; pages from
+    docs_root (a copy of the checkout's pages) name paths as if they were in root. Returns the
+    number missing, each printed with its page and line."""
+    tree = Tree(root)
+    missing = checked = 0
+    for page in pages:
+        base = docs_root or root
+        name = os.path.relpath(page, base) if os.path.abspath(page).startswith(base + os.sep) else page
+        page_dir = os.path.dirname(name) if not os.path.isabs(name) else ""
+        for line_no, span in page_spans(page):
+            found = []
+            for word in path_words(span):
+                if (("/" in word and (word.split("/")[0] in tree.top or word.startswith(".")))
+                        or word.endswith(PATH_EXT)):
+                    found.append(("file", word, word in NOT_OURS or tree.has_path(word, page_dir)))
+            for m in FUNCTION.finditer(span):
+                scope, fname = m.group(1), m.group(2)
+                shown = scope + fname + "()"
+                found.append(("function", shown, shown in NOT_OURS or fname + "()" in NOT_OURS or tree.has_function(scope, fname)))
+            for m in OPTION.finditer(span):
+                found.append(("option", m.group(1), m.group(1) in NOT_OURS or m.group(1) in tree.options))
+            for kind, what, ok in found:
+                checked += 1
+                if not ok:
+                    missing += 1
+                    print(f"MISSING {name}:{line_no}: {kind} {what}: not in the checkout"
+                          f" (in `{span}`)")
+    print(f"names: {checked} checked, {missing} missing")
+    return missing
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("pages", nargs="*", help="pages to check (default: README.md, docs/*.md)")
@@ -183,11 +369,22 @@ def main():
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     help="the checkout whose programs run (default: this one)")
     ap.add_argument("--list", action="store_true", help="list the checks, run nothing")
+    ap.add_argument("--names", action="store_true",
+                    help="only check that the files, functions and options the pages name exist; run nothing")
+    ap.add_argument("--docs-root", metavar="DIR",
+                    help="the pages are DIR/README.md and DIR/docs/*.md, a copy of the checkout's (default: --root)")
     args = ap.parse_args()
     root = os.path.abspath(args.root)
-    pages = args.pages or ([os.path.join(root, p) for p in ["README.md", "docs/reproduce.md"]] +
-                           sorted(p for p in glob.glob(os.path.join(root, "docs/*.md"))
+    docs_root = os.path.abspath(args.docs_root) if args.docs_root else root
+    if not os.path.isfile(os.path.join(docs_root, "README.md")) and not args.pages:
+        print(f"check_docs: --docs-root {args.docs_root}: no README.md there", file=sys.stderr)
+        return 2
+    pages = args.pages or ([os.path.join(docs_root, p) for p in ["README.md", "docs/reproduce.md"]] +
+                           sorted(p for p in glob.glob(os.path.join(docs_root, "docs/*.md"))
                                   if not p.endswith("/reproduce.md")))
+    missing = 0 if args.list else check_names(pages, root, docs_root)
+    if args.names:
+        return 1 if missing else 0
     work = scratch_dir(root)
     outputs = {}  # base command -> its output lines
     passed = failed = skipped = 0
@@ -241,7 +438,7 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     if not args.list:
         print(f"{passed} passed, {failed} failed, {skipped} skipped")
-    return 1 if failed else 0
+    return 1 if failed or missing else 0
 
 
 if __name__ == "__main__":

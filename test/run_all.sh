@@ -71,7 +71,7 @@ suite "data tools, recipes and plots" python3 test/test_data_tools.py
 suite "SASS report: its parser and arithmetic on a hand-written listing" python3 test/test_sass_report.py
 suite "plot of a real run" bash test/test_plot_run.sh
 suite "the README's commands (docs/commands.txt)" bash test/test_readme_commands.sh
-suite "quoted outputs: the checker fails on a planted digit; the pages' quick checks" bash test/test_check_docs.sh
+suite "quoted outputs and names: the checker fails on a planted digit or name; the pages' quick checks" bash test/test_check_docs.sh
 suite "the GPU check's plan, usage and summary (scripts/gpu_check.sh, no GPU)" bash test/test_gpu_check.sh
 suite "every preset GPU: kernel variants, refusals, one chunked step (CPU runtime)" bash test/test_devices.sh
 suite "compile matrix: sm_75 to sm_120, fp32 and bf16 (nvcc, no GPU)" bash test/test_compile_matrix.sh

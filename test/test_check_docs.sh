@@ -3,7 +3,12 @@
 # on copies with one planted wrong digit (in a table, in an error line, a digit more than the
 # program prints) fails, naming the page, the line and both texts. Then the quick checks of the
 # real pages (the error lines and dry-run plans; make check-docs also reruns the training runs).
+# First, the names the pages give (check_docs.py --names): the real pages pass, and a copy of
+# them with a renamed function, a missing file or a missing option planted fails, naming it.
 # A few seconds: no training.
+#
+#   test/test_check_docs.sh            all of it (needs ./train)
+#   test/test_check_docs.sh --names    the name check's cases only (nothing built needed)
 set -u
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -11,7 +16,47 @@ trap 'rm -rf "$work"' EXIT
 passed=0 failed=0
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1"; failed=$((failed + 1)); }
-[ -x ./train ] || { echo "./train is not built (make train)"; echo "0 passed, 1 failed"; exit 1; }
+case "${1:-}" in
+    "") names_only=0 ;;
+    --names) names_only=1 ;;
+    *) echo "test_check_docs.sh: unknown option '$1' (--names, or none)" >&2; exit 2 ;;
+esac
+
+# ---- the names: the pages' files, functions and options exist
+python3 test/check_docs.py --names >"$work/names.out" 2>&1 && grep -qE "^names: [1-9][0-9]+ checked, 0 missing$" "$work/names.out" &&
+    pass "the files, functions and options README.md and docs/*.md name exist: $(tail -1 "$work/names.out")" ||
+    { cat "$work/names.out"; fail "the names README.md and docs/*.md give"; }
+# plant_name PAGE TEXT KIND NAME: a copy of the pages with TEXT added at the end of PAGE; the
+# checker must fail on it, naming the page, the line, the kind and the name
+plant_name() {
+    rm -rf "$work/tree" && mkdir "$work/tree" && cp -r README.md docs "$work/tree/"
+    printf '\n%s\n' "$2" >>"$work/tree/$1"
+    local line; line=$(wc -l <"$work/tree/$1")
+    python3 test/check_docs.py --names --docs-root "$work/tree" >"$work/planted.out" 2>&1; local rc=$?
+    if [ $rc -eq 1 ] && grep -qF "MISSING $1:$line: $3 $4: not in the checkout" "$work/planted.out" &&
+       grep -q ", 1 missing$" "$work/planted.out"; then
+        pass "a missing $3 in $1 fails the name check, named: $4"
+    else cat "$work/planted.out"; fail "a missing $3 in $1: $4 (exit status $rc)"; fi
+}
+# (each planted name is written in two halves here, so that this file does not define it)
+n="sync_grad""ient()";           plant_name docs/zero.md "The sync is \`$n\` in train.cpp." function "$n"
+n="DataLoader::serve_micro""_batch()"; plant_name README.md "The loader's \`$n\`." function "$n"
+n="DataLoader::train""_step()";  plant_name README.md "The loader's \`$n\`." function "$n"  # a function, not the class's
+n="host/gradient""_sync.h";      plant_name docs/gpu.md "See \`$n\`." file "$n"
+n="../host/cl""ii.h";            plant_name docs/planning.md "As \`$n\` says." file "$n"
+n="--grad-sync""-mode";          plant_name README.md "Pass \`$n overlap\`." option "$n"
+n="--results""-folder";         plant_name docs/gpu.md "Run \`scripts/gpu_check.sh $n DIR\`." option "$n"
+# and what must pass: a path from the page's folder, a build output, a function in a class's body
+rm -rf "$work/tree" && mkdir "$work/tree" && cp -r README.md docs "$work/tree/"
+printf '\n%s\n' "From here \`../host/cli.h\`, built \`./train\` and \`dev/cuda/layernorm\`, run \`out/r1/log.jsonl\`," \
+    "\`DataLoader::micro_batch()\`, \`scripts/gpu_check.sh --out DIR --plan\`." >>"$work/tree/docs/zero.md"
+python3 test/check_docs.py --names --docs-root "$work/tree" >"$work/planted.out" 2>&1 &&
+    pass "paths from the page's folder, build and run outputs, a class's function, a script's options pass" ||
+    { cat "$work/planted.out"; fail "the names that exist"; }
+if [ "$names_only" -eq 1 ]; then echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit; fi
+
+# ---- the quoted outputs
+[ -x ./train ] || { echo "./train is not built (make train)"; echo "$passed passed, $((failed + 1)) failed"; exit 1; }
 
 cat >"$work/page.md" <<'PAGE'
 # A page
