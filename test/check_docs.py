@@ -241,21 +241,21 @@ class Tree:
     def __init__(self, root):
         self.root = root
         self.files, self.dirs = set(), set()
+        self.ignored = []  # (folder of the .gitignore, pattern), each folder's read before its contents
         for d, subdirs, files in os.walk(root):
-            subdirs[:] = [s for s in subdirs if s != ".git"]
             rel = os.path.relpath(d, root)
             rel = "" if rel == "." else rel + "/"
+            if ".gitignore" in files:
+                for line in open(os.path.join(d, ".gitignore"), encoding="utf-8"):
+                    line = line.strip()
+                    if line and not line.startswith("#") and not line.startswith("!"):
+                        self.ignored.append((rel.rstrip("/"), line))
+            # what git ignores is not walked (build/, out/, .deps/: outputs, possibly large)
+            subdirs[:] = sorted(s for s in subdirs if s != ".git" and not self.is_ignored(rel + s, True))
             self.dirs.update(rel + s for s in subdirs)
-            self.files.update(rel + f for f in files)
+            self.files.update(rel + f for f in files if not self.is_ignored(rel + f))
         self.top = {p.split("/")[0] for p in self.files | self.dirs}
-        self.ignored = []  # (folder of the .gitignore, pattern)
-        for f in sorted(f for f in self.files if os.path.basename(f) == ".gitignore"):
-            for line in open(os.path.join(root, f), encoding="utf-8"):
-                line = line.strip()
-                if line and not line.startswith("#") and not line.startswith("!"):
-                    self.ignored.append((os.path.dirname(f), line))
-        self.ignored_files = {f for f in self.files if self.is_ignored(f)}
-        sources = [f for f in self.files - self.ignored_files
+        sources = [f for f in self.files
                    if (f.endswith(SOURCE_EXT) or os.path.basename(f) == "Makefile") and not f.startswith("docs/")]
         texts = {f: open(os.path.join(root, f), encoding="utf-8", errors="replace").read() for f in sorted(sources)}
         # options as written anywhere (a script's usage is its header comment); functions in the
@@ -267,17 +267,22 @@ class Tree:
         if os.path.exists(cli):  # the option table's rows: {"name", 'n' or 0, "kind", ...
             self.options |= {"--" + n for n in re.findall(r'\{"([a-z][\w-]*)",\s*(?:\'.\'|0),\s*"', open(cli).read())}
 
-    def is_ignored(self, path):
-        """.gitignore's patterns, simply: /a/b anchored at the top, a/ a folder, *.o any file's name."""
+    def is_ignored(self, path, is_dir=False):
+        """.gitignore's patterns, simply: /a/b anchored at its folder, a/ folders only, *.o any name."""
+        is_dir = is_dir or path.endswith("/")
         for folder, pat in self.ignored:
             if folder and not path.startswith(folder + "/"):
                 continue
             parts = path[len(folder) + 1 if folder else 0:].strip("/").split("/")
-            anchored, pat = pat.startswith("/") or "/" in pat.rstrip("/"), pat.strip("/")
+            dirs_only, anchored = pat.endswith("/"), pat.startswith("/") or "/" in pat.rstrip("/")
+            pat = pat.strip("/")
+            # the components a match may end at: any, but the last only when it may be a folder
+            ends = range(1, len(parts) + 1) if is_dir or not dirs_only else range(1, len(parts))
             if anchored:
-                if fnmatch.fnmatchcase("/".join(parts[:pat.count("/") + 1]), pat):
+                k = pat.count("/") + 1
+                if k in ends and fnmatch.fnmatchcase("/".join(parts[:k]), pat):
                     return True
-            elif any(fnmatch.fnmatchcase(p, pat) for p in parts):
+            elif any(fnmatch.fnmatchcase(parts[k - 1], pat) for k in ends):
                 return True
         return False
 
@@ -287,7 +292,7 @@ class Tree:
             q = os.path.normpath(os.path.join(base, p))
             if q in self.files or q in self.dirs or q == ".":
                 return True
-            if self.is_ignored(q):  # a build or run output
+            if self.is_ignored(q, path.endswith("/")):  # a build or run output
                 return True
             if any(q + ext in self.files for ext in (".cu", ".cpp")):  # a program built from its source
                 return True
