@@ -35,6 +35,11 @@ for s in build bench test_gpu flash default_run fp32 workbenches --plan --full -
     check "--help mentions $s" has "$work/help" "$s"
 done
 check "--help gives each stage's cap" has "$work/help" "bench         140 s"
+# it describes any machine with a GPU, not one lender's tooling (the words are split here so
+# that this file does not hold them either)
+for w in '$''OUT' "timeout""_s" "../sha""red" "device"" tool"; do
+    check "--help and docs/gpu.md do not name '$w'" bash -c "! grep -qiF -- '$w' '$work/help' docs/gpu.md"
+done
 
 PATH="$work/nogpu:$PATH" scripts/gpu_check.sh --plan --out "$work/logs" > "$work/plan" 2>&1
 check "--plan exits 0 without a GPU" [ $? -eq 0 ]
