@@ -213,7 +213,7 @@ stage_bench() {
 
 # run_test BINARY LOG: a doctest program; exit 77 from it (no GPU) is a skip
 run_test() {
-    [ -n "$DOCTEST" ] || { echo "skipped: doctest.h not found (a copy in .deps/include/doctest/ travels)"; return 77; }
+    [ -n "$DOCTEST" ] || { echo "skipped: doctest.h not found (DOCTEST_INC, or a copy in .deps/include/doctest/)"; return 77; }
     [ -x "$1" ] || { echo "skipped: $1 was not built"; return 77; }
     echo "$1 (log: $2)"
     "$1" > "$LOGS/$2" 2>&1
