@@ -30,7 +30,7 @@
 
 CPU_CUDA_INC := $(or $(CUDA_INC),$(wildcard $(CUDA_HOME)/include))
 CPU_CUDA_OK := $(if $(wildcard $(CPU_CUDA_INC)/cuda_runtime.h),yes)
-CPU_CUDA_HEADERS := $(wildcard cpu_cuda/*.h cpu_cuda/include/*.h cpu_cuda/include/*/*.h cpu_cuda/include/cuda/*) host/cpus.h  # settings.h sizes its pool with it
+CPU_CUDA_HEADERS := $(wildcard cpu_cuda/*.h cpu_cuda/include/*.h cpu_cuda/include/*/*.h cpu_cuda/include/cuda/*)
 # (cpu_cuda/include first: its <cooperative_groups.h> stands in for the toolkit's, which needs nvcc)
 CPU_CUDA_FLAGS := $(CXXFLAGS) -g -I$(CURDIR)/cpu_cuda/include -I$(CPU_CUDA_INC) -include $(CURDIR)/cpu_cuda/cuda_cpu.h
 CPU_CUDA_LIBS := -lpthread -lrt

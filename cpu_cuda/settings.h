@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "../host/cpus.h"
+#include "processors.h"
 
 namespace cpu_cuda {
 
@@ -149,8 +149,8 @@ inline Settings read_settings() {
         }
         s.threads = (int)n;
     }
-    if (s.threads == 0)  // the mask and the cgroup quota (host/cpus.h), within the maps' limit
-        s.threads = std::min(cpu_allowance().usable(), most);
+    if (s.threads == 0)  // the mask and the cgroup quota (processors.h), within the maps' limit
+        s.threads = std::min(usable_processors(), most);
     count("CPU_CUDA_DEVICES", 1, 64, s.devices);
     int stack_kb = (int)(s.stack_bytes >> 10);
     count("CPU_CUDA_STACK_KB", 16, 1 << 20, stack_kb);

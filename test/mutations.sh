@@ -103,6 +103,8 @@ mutations=(
 "CPU runtime: mirror addressing ignores floor(x)'s parity (it wraps)|cpu_cuda/textures.h|s#((long long)whole \& 1 ? 1.0 - frac : frac)#frac#|test/test_cpu_cuda_surface|./test/test_cpu_cuda_surface -tc=*address*modes*"
 "CPU runtime: a launch on a capturing stream runs at once instead of becoming a graph node|cpu_cuda/exec.h|s#if (capturing(stream)) {  // a graph's kernel node#if (false) {  // a graph's kernel node#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=graphs*by*stream*capture*"
 "CPU runtime: a capture whose forked stream never joins back ends without an error|cpu_cuda/graphs.h|s#    if (unjoined) {#    if (false) {#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=graphs:*refused*"
+# ---- issue 43: the CPU runtime stands alone
+"CPU runtime: the pool's cgroup quota, the largest of the ancestors' wins|cpu_cuda/processors.h|s#cpus = cpus ? std::min(cpus, q) : q;#cpus = cpus ? std::max(cpus, q) : q;#|auto|./test/test_cpu_cuda -tc=pool*size*"
 )
 
 # The programs make test builds: what "auto" chooses from.
