@@ -23,7 +23,8 @@
 #   TARGETS  the programs to rebuild, or "auto": the programs of make test that the SUITE
 #            names (in its command, in the script it runs, and the order-only prerequisites of
 #            those, e.g. test/test_gpu_cpu runs train_gpt_cpu); the bug is "NOT APPLIED" when
-#            `make -n -W FILE` rebuilds none of them, i.e. no program the suite runs uses FILE
+#            `make -n -W FILE` rebuilds none of them, i.e. no program the suite runs uses FILE;
+#            or "none": the suite compiles what it checks itself (test/test_cpu_cuda_headers.sh)
 #   SUITE    the command that must fail (exit non-zero) with the bug; split at spaces, so a
 #            doctest filter writes a name's spaces as * (a filter that runs no test fails)
 # A copy starts from the working tree as it is, built programs included (timestamps kept), so
@@ -103,8 +104,10 @@ mutations=(
 "CPU runtime: mirror addressing ignores floor(x)'s parity (it wraps)|cpu_cuda/textures.h|s#((long long)whole \& 1 ? 1.0 - frac : frac)#frac#|test/test_cpu_cuda_surface|./test/test_cpu_cuda_surface -tc=*address*modes*"
 "CPU runtime: a launch on a capturing stream runs at once instead of becoming a graph node|cpu_cuda/exec.h|s#if (capturing(stream)) {  // a graph's kernel node#if (false) {  // a graph's kernel node#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=graphs*by*stream*capture*"
 "CPU runtime: a capture whose forked stream never joins back ends without an error|cpu_cuda/graphs.h|s#    if (unjoined) {#    if (false) {#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=graphs:*refused*"
-# ---- issue 43: the CPU runtime stands alone
+# ---- issue 43: the CPU runtime stands alone (the header suite compiles them itself: TARGETS none)
 "CPU runtime: the pool's cgroup quota, the largest of the ancestors' wins|cpu_cuda/processors.h|s#cpus = cpus ? std::min(cpus, q) : q;#cpus = cpus ? std::max(cpus, q) : q;#|auto|./test/test_cpu_cuda -tc=pool*size*"
+"CPU runtime: a header includes the trainers' code (host/cpus.h)|cpu_cuda/settings.h|s@^#include \"processors.h\"\$@&\n#include \"../host/cpus.h\"@|none|bash test/test_cpu_cuda_headers.sh"
+"CPU runtime: graphs.h compiles only after textures.h (its copy_rows)|cpu_cuda/graphs.h|/^#include \"textures.h\"\$/d|none|bash test/test_cpu_cuda_headers.sh"
 )
 
 # The programs make test builds: what "auto" chooses from.
@@ -137,7 +140,8 @@ used_programs() {
 targets_of() {
     local name file expr targets suite
     IFS='|' read -r name file expr targets suite <<<"$1"
-    if [ "$targets" = auto ] || [ -z "$targets" ]; then used_programs "$suite"; else echo "$targets"; fi
+    if [ "$targets" = none ]; then echo ""
+    elif [ "$targets" = auto ] || [ -z "$targets" ]; then used_programs "$suite"; else echo "$targets"; fi
 }
 
 # selected INDEX NAME [WORDS...]: is the bug asked for (all when none named; and in PART)?
@@ -169,7 +173,7 @@ for i in "${chosen[@]}"; do
     [ -n "${suite_id[$suite]+x}" ] || suite_id[$suite]=${#suite_id[@]}
 done
 echo "==== building without a bug: $(printf '%s\n' "${all_targets[@]}" | sort -u | tr '\n' ' ')"
-if ! make -j"$JOBS" $(printf '%s\n' "${all_targets[@]}" | sort -u) >build.log 2>&1; then
+if [ ${#all_targets[@]} -gt 0 ] && ! make -j"$JOBS" $(printf '%s\n' "${all_targets[@]}" | sort -u) >build.log 2>&1; then
     tail -20 build.log; echo "the tree does not build: nothing tried"; exit 1
 fi
 # the suites side by side, JOBS at a time (each in this copy: they write to their own temporary directories)
@@ -191,17 +195,18 @@ done
 
 # try INDEX: plants bug INDEX in this copy, rebuilds, runs its suite; writes result.INDEX
 try() {
-    local i=$1 name file expr targets suite result start=$SECONDS
+    local i=$1 name file expr targets suite result start=$SECONDS rebuild=yes
     IFS='|' read -r name file expr targets suite <<<"${mutations[$i]}"
+    [ "$targets" = none ] && rebuild=no  # nothing to rebuild: the suite compiles FILE itself
     targets=$(targets_of "${mutations[$i]}")
     cp -p "$file" "$file.orig"
     if [ "${baseline[$suite]}" != pass ]; then
         result="NOT RUN (its suite fails, or runs no test, without the bug)"
     elif ! sed -i -e "$expr" "$file" || cmp -s "$file" "$file.orig"; then
         result="NOT APPLIED (the text is not in $file)"
-    elif [ -z "$(make -n -W "$file" $targets 2>/dev/null | grep -E -- '-o ')" ]; then
+    elif [ $rebuild = yes ] && [ -z "$(make -n -W "$file" $targets 2>/dev/null | grep -E -- '-o ')" ]; then
         result="NOT APPLIED (no program the suite runs uses $file: $targets)"
-    elif ! make -j"$make_jobs" $targets >"build.$i.log" 2>&1; then
+    elif [ $rebuild = yes ] && ! make -j"$make_jobs" $targets >"build.$i.log" 2>&1; then
         tail -5 "build.$i.log"; result="NOT APPLIED (does not build)"
     elif timeout 900 $suite >"suite.$i.log" 2>&1; then
         grep -E "FAIL|ERROR|passed" "suite.$i.log" | tail -3; result="survived"
