@@ -30,9 +30,10 @@
 
 CPU_CUDA_INC := $(or $(CUDA_INC),$(wildcard $(CUDA_HOME)/include))
 CPU_CUDA_OK := $(if $(wildcard $(CPU_CUDA_INC)/cuda_runtime.h),yes)
-CPU_CUDA_HEADERS := $(wildcard cpu_cuda/*.h cpu_cuda/include/*.h cpu_cuda/include/*/*.h cpu_cuda/include/cuda/*) host/cpus.h  # settings.h sizes its pool with it
+CPU_CUDA_HEADERS := $(wildcard cpu_cuda/*.h cpu_cuda/include/*.h cpu_cuda/include/*/*.h cpu_cuda/include/cuda/*)
 # (cpu_cuda/include first: its <cooperative_groups.h> stands in for the toolkit's, which needs nvcc)
-CPU_CUDA_FLAGS := $(CXXFLAGS) -g -I$(CURDIR)/cpu_cuda/include -I$(CPU_CUDA_INC) -include $(CURDIR)/cpu_cuda/cuda_cpu.h
+CPU_CUDA_CXXFLAGS := $(CXXFLAGS) -g -I$(CURDIR)/cpu_cuda/include -I$(CPU_CUDA_INC)
+CPU_CUDA_FLAGS := $(CPU_CUDA_CXXFLAGS) -include $(CURDIR)/cpu_cuda/cuda_cpu.h
 CPU_CUDA_LIBS := -lpthread -lrt
 REWRITE := build/cpu_cuda_rewrite
 
@@ -53,7 +54,12 @@ CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/tes
                      test/test_flash_attention_cpu test/test_flash_attention_cpu_fp32 \
                      test/test_cpu_cublas test/test_cpu_nccl $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu)
 
-.PHONY: cpu_cuda_check bench_cpu_cuda
+.PHONY: cpu_cuda_check bench_cpu_cuda print-cpu-cuda-compiler
+
+# the compiler and flags of the programs above, less the umbrella header: each of cpu_cuda/'s
+# headers must compile alone with them (test/test_cpu_cuda_headers.sh)
+print-cpu-cuda-compiler:
+	@echo $(CXX) $(CPU_CUDA_CXXFLAGS)
 
 cpu_cuda_check:
 ifneq ($(CPU_CUDA_OK),yes)

@@ -305,7 +305,7 @@ struct GpuTrainer {
     // The candidates are the paths whose memory fits at the planned micro-batch (the plan was
     // made with the smaller, fused one); of two, rank 0 times one layer of each at the planned
     // B×T and keeps the faster. Nothing is timed in a dry run, nor on the CPU runtime, which
-    // takes the fused path so that CI runs it, unless CPU_CUDA_ATTENTION_PICK=fused|cublas asks
+    // takes the fused path so that CI runs it, unless TRAIN_GPT_ATTENTION_PICK=fused|cublas asks
     // it to time both as a GPU does and to let the named path win (the tests' way to make auto
     // choose differently from one process to the next, as timing can on a GPU).
     static void choose_kernels(Config& config, const ModelConfig& mc, const BatchPlan& plan, double available,
@@ -353,7 +353,7 @@ struct GpuTrainer {
                         choice.c_str());
             if (!pick.empty() && (pick == "fused" || cublas > 0)) {
                 choice = pick;
-                line += strf("; CPU_CUDA_ATTENTION_PICK=%s keeps %s", pick.c_str(), pick.c_str());
+                line += strf("; TRAIN_GPT_ATTENTION_PICK=%s keeps %s", pick.c_str(), pick.c_str());
             }
         } else if (config.dry_run && !on_cpu_runtime() && gpu::ctx.device >= 0) {
             choice = "auto";  // memory_use counts the fused path, the smaller
@@ -399,11 +399,7 @@ struct GpuTrainer {
         return unfit->empty();
     }
     static std::string cpu_runtime_pick() {
-#ifdef CPU_CUDA
-        return cpu_cuda::settings().attention_pick;
-#else
-        return "";
-#endif
+        return gpu::attention_pick_for_tests();
     }
     static bool on_cpu_runtime() {
 #ifdef CPU_CUDA

@@ -7,6 +7,8 @@
 // exist already, so that order is a topological one, and a launched graph runs its nodes in it,
 // one after another (a GPU may overlap independent nodes; no correct program can tell).
 #pragma once
+#include <cuda_runtime.h>
+
 #include <atomic>
 #include <functional>
 #include <map>

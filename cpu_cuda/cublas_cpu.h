@@ -44,6 +44,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "capture.h"
+#include "exec.h"
 #include "memory.h"
 #include "pool.h"
 

@@ -4,18 +4,33 @@
 //
 // The toolkit's own headers supply the declarations and types (cudaError_t, dim3, float4,
 // __nv_bfloat16, cublasStatus_t, ncclComm_t, ...), so a call with the wrong signature fails
-// to compile here as it would under nvcc; the headers below define what they declare:
+// to compile here as it would under nvcc; the files of cpu_cuda/ define what the toolkit declares:
+//   cuda_cpu.h     this header: the built-in variables, the macros, then all of the below
 //   settings.h     the CPU_CUDA_* switches
+//   processors.h   the processors the pool may use: the affinity mask, the cgroup's CPU quota
 //   memory.h       device memory: tracking, guard pages, NaN fill, range checks
+//   streams.h      the work a stream runs after the call that enqueued it has returned
 //   pool.h         the OS threads that run blocks and matrix tiles
 //   fiber.h        fibers: the CUDA threads of a block
+//   capture.h      what a CUDA graph holds, and the streams that record into one
+//   device_presets.h  the GPU the runtime says it is (CPU_CUDA_DEVICE)
 //   exec.h         launches, blocks, barriers, warp collectives, the race detector
 //   device_math.h  atomics, intrinsics, bf16/fp16 device math
 //   wmma.h         nvcuda::wmma, the tensor-core fragments (m16n16k16)
 //   mma.h          mma.sync, ldmatrix, cp.async (gpu/mma.cuh's instructions) as warp collectives
 //   runtime.h      the runtime API: memory, copies, streams, events, devices, errors
+//   textures.h     textures, surfaces, CUDA arrays and pitched memory
+//   graphs.h       CUDA graphs: built by hand or by stream capture, instantiated, launched
 //   cublas_cpu.h   the cuBLAS calls the project makes
 //   nccl_cpu.h     NCCL, across processes on one machine
+//   cooperative_groups.h  cooperative groups, on exec.h's barriers and warp collectives (not
+//                  included here: a program's <cooperative_groups.h> is include/'s, which includes it)
+//   include/       what stands in for the toolkit's headers that need nvcc, ahead of them on
+//                  the include path (cpu.mk): <cooperative_groups.h> and its reduce.h and
+//                  scan.h, libcu++'s <cuda/barrier> and <cuda/pipeline>
+//   rewrite.cpp    the build's source rewrite: kernel<<<...>>> launches, __shared__ declarations
+// Each header includes what it uses, and compiles alone (test/test_cpu_cuda_headers.sh), and
+// none includes anything of the trainers: the runtime is a library beneath them.
 // Programs are one translation unit each (the project's are), which is what lets the
 // runtime live in headers.
 #pragma once

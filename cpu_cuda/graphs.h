@@ -7,12 +7,20 @@
 // dependency. cudaLaunchHostFunc is here too: outside a capture it runs the function in stream
 // order.
 #pragma once
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "capture.h"
+#include "exec.h"
+#include "runtime.h"
+#include "textures.h"
 
 namespace cpu_cuda {
 

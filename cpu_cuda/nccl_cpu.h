@@ -54,6 +54,8 @@
 // one stream) cannot complete and fails at the timeout. Not provided: Send/Recv, AlltoAll,
 // Gather, Scatter, CommSplit, user-defined reduction ops, and the fp8 types (ncclInvalidArgument).
 #pragma once
+#include <nccl.h>
+
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "../host/cpus.h"
+#include "processors.h"
 
 namespace cpu_cuda {
 
@@ -37,9 +37,6 @@ struct Settings {
     size_t stack_bytes = 64 << 10;  // CPU_CUDA_STACK_KB: each CUDA thread's stack
     double nccl_timeout_s = 300;  // CPU_CUDA_NCCL_TIMEOUT: seconds a rank waits for the others
     bool wmma_shuffled = false;   // CPU_CUDA_WMMA_LAYOUT=shuffled: WMMA fragments' elements on permuted lanes
-    // CPU_CUDA_ATTENTION_PICK=fused|cublas: train_gpt's --attention auto times both paths, as on a
-    // GPU, and the named one wins; unset: auto takes the fused path without timing
-    std::string attention_pick;
 };
 
 // "80GB", "512MiB", "1e9" -> bytes; 0 on a malformed value.
@@ -152,8 +149,8 @@ inline Settings read_settings() {
         }
         s.threads = (int)n;
     }
-    if (s.threads == 0)  // the mask and the cgroup quota (host/cpus.h), within the maps' limit
-        s.threads = std::min(cpu_allowance().usable(), most);
+    if (s.threads == 0)  // the mask and the cgroup quota (processors.h), within the maps' limit
+        s.threads = std::min(usable_processors(), most);
     count("CPU_CUDA_DEVICES", 1, 64, s.devices);
     int stack_kb = (int)(s.stack_bytes >> 10);
     count("CPU_CUDA_STACK_KB", 16, 1 << 20, stack_kb);
@@ -171,10 +168,6 @@ inline Settings read_settings() {
     if (const char* v = getenv("CPU_CUDA_WMMA_LAYOUT")) {
         if (strcmp(v, "natural") && strcmp(v, "shuffled")) bad_setting("CPU_CUDA_WMMA_LAYOUT", v, "natural or shuffled");
         s.wmma_shuffled = v[0] == 's';
-    }
-    if (const char* v = getenv("CPU_CUDA_ATTENTION_PICK")) {
-        if (strcmp(v, "fused") && strcmp(v, "cublas")) bad_setting("CPU_CUDA_ATTENTION_PICK", v, "fused or cublas");
-        s.attention_pick = v;
     }
     return s;
 }

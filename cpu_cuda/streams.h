@@ -12,6 +12,8 @@
 // synchronous call ever sees a buffer that queued work has not finished with. That waits
 // more than CUDA would, never less.
 #pragma once
+#include <cuda_runtime.h>
+
 #include <pthread.h>
 
 #include <condition_variable>

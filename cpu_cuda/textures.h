@@ -12,6 +12,9 @@
 // gathers, sRGB, resource views) stops the compile or answers cudaErrorNotSupported, each with
 // a message naming the call.
 #pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +22,9 @@
 #include <set>
 #include <string>
 #include <type_traits>
+
+#include "exec.h"
+#include "runtime.h"
 
 // The toolkit leaves cudaArray opaque; the runtime defines it.
 struct cudaArray {

@@ -2,6 +2,9 @@
 // backward, timed on each path (gpu/attention.cuh's cuBLAS products, gpu/flash_attention.cuh's
 // fused kernels) at the run's shape, before training; the trainer keeps the faster.
 #pragma once
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "attention.cuh"
@@ -9,6 +12,23 @@
 #include "flash_attention.cuh"
 
 namespace gpu {
+
+// TRAIN_GPT_ATTENTION_PICK=fused|cublas, read on the CPU runtime only: its timings say nothing
+// of a GPU's, so --attention auto takes the fused path there without timing, unless this names
+// the path that is to win; auto then times both as on a GPU and keeps it (the tests' way to
+// make auto choose differently from one process to the next, as timing can on a GPU). "" when
+// unset, and always in a GPU build, where the timing decides.
+inline std::string attention_pick_for_tests() {
+#ifdef CPU_CUDA
+    const char* v = getenv("TRAIN_GPT_ATTENTION_PICK");
+    if (!v) return "";
+    if (strcmp(v, "fused") && strcmp(v, "cublas"))
+        throw UsageError(strf("TRAIN_GPT_ATTENTION_PICK='%s' is not valid: expected fused or cublas", v));
+    return v;
+#else
+    return "";
+#endif
+}
 
 // Milliseconds per forward + backward of one layer's attention on (B,T,C) with NH heads, on
 // the fused path or the cuBLAS one, the mean of `reps` after one untimed; -1 when that

@@ -1,5 +1,5 @@
 // How many processors this process can keep busy: what sizes the CPU trainer's OpenMP team
-// and the CPU runtime's pool when the user does not.
+// when the user does not.
 //
 // Two limits apply, and a process sees only the first by default:
 //   * its affinity mask: the processors it may run on (taskset, numactl, Slurm's binding of a
@@ -12,9 +12,7 @@
 // stopped at a barrier. Threads are therefore sized to the smaller of the two, the quota
 // rounded down to whole CPUs (at least one): a thread more than the quota pays for only a
 // fraction of a CPU and still waits at every barrier for the others.
-//
-// A guard macro, not #pragma once: the CPU runtime's settings.h includes this file from the
-// tree while its builds compile a rewritten copy of host/ (cpu.mk), and both are one header.
+// (The CPU runtime counts its pool's processors alike, on its own: cpu_cuda/processors.h.)
 #ifndef HOST_CPUS_H
 #define HOST_CPUS_H
 

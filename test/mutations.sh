@@ -24,7 +24,8 @@
 #            names (in its command, in the script it runs, and the order-only prerequisites of
 #            those, e.g. test/test_gpu_cpu runs train_gpt_cpu); the bug is "NOT APPLIED" when
 #            `make -n -W FILE` rebuilds none of them, i.e. no program the suite runs uses FILE;
-#            or "none": FILE is a script the suite runs as it is (.sh, .py), nothing is built
+#            or "none": nothing is built: FILE is a script the suite runs as it is (.sh, .py), or
+#            what the suite compiles itself (test/test_cpu_cuda_headers.sh)
 #   SUITE    the command that must fail (exit non-zero) with the bug; split at spaces, so a
 #            doctest filter writes a name's spaces as * (a filter that runs no test fails)
 # A copy starts from the working tree as it is, built programs included (timestamps kept), so
@@ -104,6 +105,10 @@ mutations=(
 "CPU runtime: mirror addressing ignores floor(x)'s parity (it wraps)|cpu_cuda/textures.h|s#((long long)whole \& 1 ? 1.0 - frac : frac)#frac#|test/test_cpu_cuda_surface|./test/test_cpu_cuda_surface -tc=*address*modes*"
 "CPU runtime: a launch on a capturing stream runs at once instead of becoming a graph node|cpu_cuda/exec.h|s#if (capturing(stream)) {  // a graph's kernel node#if (false) {  // a graph's kernel node#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=graphs*by*stream*capture*"
 "CPU runtime: a capture whose forked stream never joins back ends without an error|cpu_cuda/graphs.h|s#    if (unjoined) {#    if (false) {#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=graphs:*refused*"
+# ---- issue 43: the CPU runtime stands alone (the header suite compiles them itself: TARGETS none)
+"CPU runtime: the pool's cgroup quota, the largest of the ancestors' wins|cpu_cuda/processors.h|s#cpus = cpus ? std::min(cpus, q) : q;#cpus = cpus ? std::max(cpus, q) : q;#|auto|./test/test_cpu_cuda -tc=pool*size*"
+"CPU runtime: a header includes the trainers' code (host/cpus.h)|cpu_cuda/settings.h|s@^#include \"processors.h\"\$@&\n#include \"../host/cpus.h\"@|none|bash test/test_cpu_cuda_headers.sh"
+"CPU runtime: graphs.h compiles only after textures.h (its copy_rows)|cpu_cuda/graphs.h|/^#include \"textures.h\"\$/d|none|bash test/test_cpu_cuda_headers.sh"
 # ---- the scripts (TARGETS none: the suite runs the file as it is)
 "docs' name check: the functions the pages name are not looked for|test/check_docs.py|s#    for m in FUNCTION.finditer(span):#    for m in FUNCTION.finditer(\"\"):#|none|bash test/test_check_docs.sh --names"
 "docs' name check: Class::name() passes where name( is anywhere, not in the class|test/check_docs.py|s#        if not scope:\$#        if True:#|none|bash test/test_check_docs.sh --names"

@@ -108,6 +108,8 @@ echo "==== hardening checks took $((SECONDS - hardening_start)) s (their builds 
 # (compiled into test_gpu_cpu as the reference) must not spin while the runtime's pool works.
 if [ -x ./test/test_cpu_cuda ]; then
     export OMP_WAIT_POLICY=passive
+    suite "CPU runtime for CUDA: stands alone (each header compiles alone, none includes the trainers)" \
+        bash test/test_cpu_cuda_headers.sh
     suite "CPU runtime for CUDA: execution model and runtime API" ./test/test_cpu_cuda
     suite "CPU runtime for CUDA: cooperative groups and other features of kernels from elsewhere" \
         ./test/test_cpu_cuda_features

@@ -306,7 +306,7 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
 1 | '$D/fifo' is a named pipe (FIFO), not a model file | | -e $D/fifo
 1 | OMP_NUM_THREADS=100000 is more than the | OMP_NUM_THREADS=100000 | --threads 0
 2 | CPU_CUDA_NCCL_TIMEOUT='5x' is not valid | CPU_CUDA_NCCL_TIMEOUT=5x |
-2 | CPU_CUDA_ATTENTION_PICK='slow' is not valid: expected fused or cublas | CPU_CUDA_ATTENTION_PICK=slow |"
+2 | TRAIN_GPT_ATTENTION_PICK='slow' is not valid: expected fused or cublas | TRAIN_GPT_ATTENTION_PICK=slow |"
     # CPU_CUDA_THREADS: at most what vm.max_map_count leaves the fibers' stacks (1024 CUDA threads
     # of a block on each OS thread, 2 maps each, half of the maps): its documented maximum,
     # 1024, only where the limit allows it

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
@@ -803,4 +804,45 @@ TEST_CASE("device count, properties and selection") {
     CHECK((count == 1 || strcmp(bus0, bus1) != 0));  // ranks on one host tell their GPUs apart
     cudaSetDevice(0);
     cudaGetLastError();
+}
+
+// The pool's size when CPU_CUDA_THREADS is unset (processors.h): the cgroup's CPU quota read on
+// trees made here as the kernel documents them (cgroup v2's cpu.max is "QUOTA PERIOD" or "max
+// PERIOD"; v1's cpu.cfs_quota_us is -1 for no limit), and this process's affinity mask.
+TEST_CASE("pool size: the affinity mask within the cgroup's CPU quota, the smallest of the ancestors' quotas") {
+    CHECK(cpu_cuda::quota_whole_cpus(250000, 100000) == 2);  // whole CPUs, rounded down
+    CHECK(cpu_cuda::quota_whole_cpus(50000, 100000) == 1);   // never below one
+    CHECK(cpu_cuda::quota_whole_cpus(-1, 100000) == 0);      // v1: no limit
+    char name[] = "/tmp/cpu_cuda_cgroup.XXXXXX";
+    REQUIRE(mkdtemp(name) != nullptr);
+    const std::string root = name;
+    auto put = [&](const std::string& relative, const std::string& text) {
+        const std::string dir = root + "/" + relative.substr(0, relative.find_last_of('/'));
+        REQUIRE(system(("mkdir -p '" + dir + "'").c_str()) == 0);
+        std::ofstream(root + "/" + relative) << text;
+    };
+    CHECK(cpu_cuda::cgroup_quota_cpus(root) == 0);  // no /proc/self/cgroup: no quota, no error
+    // v2, nested: the parent's 3 CPUs limit a child that has none
+    put("proc/self/cgroup", "0::/job/step\n");
+    put("sys/fs/cgroup/job/cpu.max", "300000 100000\n");
+    put("sys/fs/cgroup/job/step/cpu.max", "max 100000\n");
+    CHECK(cpu_cuda::cgroup_quota_cpus(root) == 3);
+    put("sys/fs/cgroup/job/step/cpu.max", "150000 100000\n");  // the child's is smaller
+    CHECK(cpu_cuda::cgroup_quota_cpus(root) == 1);
+    put("sys/fs/cgroup/job/step/cpu.max", "50000 25000\n");  // the file's period, not always 100 ms
+    CHECK(cpu_cuda::cgroup_quota_cpus(root) == 2);
+    // v1 as a container sees it: the path is the host's, only the mount's root exists
+    REQUIRE(system(("rm -rf '" + root + "/sys'").c_str()) == 0);
+    put("proc/self/cgroup", "4:memory:/docker/abc\n2:cpuacct,cpu:/docker/abc\n0::/\n");
+    put("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "400000\n");
+    put("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+    CHECK(cpu_cuda::cgroup_quota_cpus(root) == 4);
+    put("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+    CHECK(cpu_cuda::cgroup_quota_cpus(root) == 0);
+    REQUIRE(system(("rm -rf '" + root + "'").c_str()) == 0);
+    // this process: at least one, never more than its mask allows
+    cpu_set_t set;
+    REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+    CHECK(cpu_cuda::usable_processors() >= 1);
+    CHECK(cpu_cuda::usable_processors() <= CPU_COUNT(&set));
 }

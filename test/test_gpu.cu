@@ -1203,13 +1203,13 @@ TEST_CASE("train_gpt: 2N steps equal N steps + resume + N steps, bit for bit, sa
 }
 
 // --attention auto's choice is part of the run's state. On the CPU runtime,
-// CPU_CUDA_ATTENTION_PICK makes auto time both paths, as on a GPU, and keep the named one:
+// TRAIN_GPT_ATTENTION_PICK makes auto time both paths, as on a GPU, and keep the named one:
 // each run below picks differently from the run it resumes, and the resumed run must still
 // keep its checkpoint's path and equal the uninterrupted run bit for bit. (On a GPU the
 // variable does nothing: each run times, and the checks of equality hold all the same.)
 TEST_CASE("train_gpt: a resume keeps the attention path auto chose, though a new timing picks the other") {
     const std::string args = TINY_ARGS + "-n 8 --ckpt-every 4 ";
-    auto pick = [](const char* path) { return strf("CPU_CUDA_ATTENTION_PICK=%s ", path); };
+    auto pick = [](const char* path) { return strf("TRAIN_GPT_ATTENTION_PICK=%s ", path); };
     // the attention choice recorded in a state file: the text at int32 [32], [24] bytes long
     auto recorded = [](const std::string& state) {
         std::vector<char> bytes = read_bytes(state);
@@ -1326,7 +1326,7 @@ TEST_CASE("train_gpt: --batch-size auto picks the largest micro-batch that fits;
 
 // --attention auto: memory is planned first, from both paths' estimates (the smaller, fused,
 // for the micro-batch); then only the paths that fit at the planned B are timed, at that B.
-// CPU_CUDA_ATTENTION_PICK makes the CPU runtime time as a GPU does (and print its line).
+// TRAIN_GPT_ATTENTION_PICK makes the CPU runtime time as a GPU does (and print its line).
 TEST_CASE("train_gpt: auto plans memory before it times anything, and times at the planned B the paths that fit") {
     ModelConfig c;
     c.L = 2, c.NH = 2, c.C = 32, c.maxT = 32, c.V = 256, c.Vp = 256;
@@ -1337,7 +1337,7 @@ TEST_CASE("train_gpt: auto plans memory before it times anything, and times at t
     std::string out;
     for (const char* pick : {"fused", "cublas"}) {
         CAPTURE(pick);
-        const std::string run = strf("CPU_CUDA_ATTENTION_PICK=%s ", pick) + TRAIN_GPT + " " + TINY_ARGS;
+        const std::string run = strf("TRAIN_GPT_ATTENTION_PICK=%s ", pick) + TRAIN_GPT + " " + TINY_ARGS;
         // both paths fit at B=8, neither at 16: -b auto takes 8, and both are timed there
         double memory = std::max((need(8, fused) + need(16, fused)) / 2, need(8, cublas));
         REQUIRE(memory < need(16, fused));
@@ -1345,7 +1345,7 @@ TEST_CASE("train_gpt: auto plans memory before it times anything, and times at t
         REQUIRE(run_command(run + limit + "-n 1 -o '' -b auto -d 512", &out) == 0);
         CHECK(out.find("micro-batch chosen from memory: B=8,") != std::string::npos);
         CHECK(out.find(timed + ", B=8 T=16): ") != std::string::npos);
-        CHECK(out.find(strf("CPU_CUDA_ATTENTION_PICK=%s keeps %s", pick, pick)) != std::string::npos);
+        CHECK(out.find(strf("TRAIN_GPT_ATTENTION_PICK=%s keeps %s", pick, pick)) != std::string::npos);
         // a micro-batch too large for both: one line, and nothing timed or printed before it
         CHECK(run_command(run + limit + "-n 1 -o '' -b 16 -d 512", &out) == 1);
         CHECK(out.find("a micro-batch of 16×16 needs " + format_bytes(need(16, fused)) + " per replica") !=
