@@ -642,7 +642,7 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
 }
 
 // ----------------------------------------------------------------------------
-// The CPU trainer, as host/run.h's training loop sees it.
+// The CPU trainer, as host/run.h's training run sees it (host/trainer.h).
 
 struct CpuTrainer {
     GPT2 m;

@@ -1,7 +1,9 @@
 // gpu/adamw.cuh: the optimizer: AdamW, and the global gradient norm that clipping needs.
 // FLOPs and bytes: host/kernel_cost.h (adamw_cost, global_norm_cost).
 #pragma once
-#include "../host/run.h"
+#include "../host/checkpoint.h"
+#include "../host/comm.h"
+#include "../host/trainer.h"
 #include "common.cuh"
 
 namespace gpu {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "../host/error.h"
 
@@ -122,6 +123,29 @@ struct DeviceBuffer {
         count = n;
     }
 };
+
+// A layout: tensors one after another in one allocation, each on a 256-byte boundary.
+struct Field {
+    void** ptr;
+    size_t bytes;
+};
+using Layout = std::vector<Field>;
+template <class T>
+Field tensor(T*& p, size_t count) {
+    return {(void**)&p, count * sizeof(T)};
+}
+inline size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+inline size_t layout_bytes(const Layout& fields) {
+    size_t total = 0;
+    for (const Field& f : fields) total += aligned(f.bytes);
+    return total;
+}
+// Lays out `fields` one after another in one new allocation.
+inline void carve(DeviceBuffer<char>& buffer, const Layout& fields, const char* what) {
+    buffer.alloc(layout_bytes(fields), what);
+    char* p = buffer.ptr;
+    for (const Field& f : fields) *f.ptr = p, p += aligned(f.bytes);
+}
 
 constexpr int THREADS = 256;  // threads per block of the element-wise kernels
 constexpr int ROWS_PER_BLOCK = THREADS / 32;  // of the kernels that give each row a warp

@@ -12,7 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "../host/run.h"
+#include "../host/comm.h"
+#include "../host/error.h"
 #include "common.cuh"
 
 namespace gpu {
@@ -493,6 +494,62 @@ inline void check_device_map(const Comm& comm) {
                                  "CUDA_VISIBLE_DEVICES, or each rank exactly one GPU",
                                  r, s, e[r].host.c_str(), e[r].count, e[s].count));
         }
+}
+
+// The replicas' start-up for train_gpt (GpuTrainer::connect): the processes (Comm::init: MPI
+// when launched by mpirun, or the launcher's variables with --nccl-init-file), this process's
+// GPU, and NCCL's communicator for the gradients (and, without MPI, for everything else).
+// --help needs no GPU, nor does a single process's dry run without one.
+inline Comm connect_replicas(int* argc, char*** argv) {
+    if (gpu::wants_help(*argc, *argv)) {  // --help needs no GPU
+        Comm c;
+        c.host = host_name();
+        return c;
+    }
+    Comm comm = Comm::init(argc, argv);  // MPI when launched by mpirun and built with it
+    try {
+        std::string init_file = gpu::scan_option(*argc, *argv, "nccl-init-file");
+        bool via_file = false;
+        if (comm.world == 1) {
+            gpu::adopt_launcher_ranks(comm, init_file);
+            via_file = comm.world > 1;
+        }
+        int count = 0;
+        cudaError_t e = cudaGetDeviceCount(&count);
+        if (e != cudaSuccess || count == 0) {
+            if (comm.world == 1 && gpu::scan_option(*argc, *argv, "dry-run") == "1") return comm;
+            throw Error(strf("no usable GPU: %s", e != cudaSuccess ? cudaGetErrorString(e) : "none found"));
+        }
+        gpu::init_device(comm.local_rank % count);
+        if (comm.world > 1) {
+            const double comm_timeout = gpu::scan_comm_timeout(*argc, *argv);
+            ncclUniqueId id;
+            if (via_file) {
+                id = gpu::nccl_id_rendezvous(init_file, comm.rank, comm.world, comm_timeout);
+            } else {
+                if (comm.rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+                comm.broadcast(&id, sizeof id);
+            }
+            auto nccl = std::make_shared<gpu::NcclComm>(id, comm.world, comm.rank, comm_timeout,
+                                                         comm.roll_call.get());
+            comm.buffers = std::make_shared<gpu::NcclCollectives>(nccl, comm.rank, comm.world, false,
+                                                                  comm.roll_call.get());
+            if (via_file) {
+                comm.backend = std::make_shared<gpu::NcclCollectives>(nccl, comm.rank, comm.world, true,
+                                                                      comm.roll_call.get());
+                if (comm.rank == 0) remove(init_file.c_str());  // every rank has read it by now
+            }
+            gpu::check_device_map(comm);
+        }
+    } catch (const Error& e) {
+        // with a backend, end every replica here: the others would wait for this one
+        if (comm.world > 1 && comm.backend) {
+            fprintf(stderr, "%s: error (rank %d): %s\n", program_name((*argv)[0]), comm.rank, e.what());
+            comm.abort_all(1);
+        }
+        throw;
+    }
+    return comm;
 }
 
 }  // namespace gpu

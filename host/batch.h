@@ -117,3 +117,32 @@ int largest_fitting_batch(int T, int R, long long total_tokens, double available
         if (B <= INT_MAX / T && bytes((int)B) <= available) return (int)B;
     return 0;
 }
+
+// --batch-size auto splits the global batch into whole sequences on every replica: a
+// global batch that is not a multiple of T×R has no such split, whatever the memory.
+inline void check_whole_sequences(long long global, int T, int R) {
+    long long per = (long long)T * R;
+    if (global % per == 0) return;
+    long long below = global / per * per;
+    throw Error(strf("global batch %s tokens is not a multiple of T×R = %d×%d = %s tokens, so --batch-size auto "
+                     "cannot split it into whole sequences; nearest valid --total-batch: %s%s",
+                     with_commas(global).c_str(), T, R, with_commas(per).c_str(),
+                     below > 0 ? (with_commas(below) + " or ").c_str() : "", with_commas(below + per).c_str()));
+}
+
+// --train-tokens: the steps that many tokens make at `per_step` tokens per step, rounded
+// down; `division` gets the arithmetic, as printed at the start.
+inline int steps_from_tokens(long long tokens, long long per_step, std::string& division) {
+    long long steps = tokens / per_step, dropped = tokens - steps * per_step;
+    if (steps < 1)
+        throw Error(strf("--train-tokens %s is less than one step of %s tokens", with_commas(tokens).c_str(),
+                         with_commas(per_step).c_str()));
+    if (steps > INT_MAX)
+        throw Error(strf("--train-tokens %s / %s tokens per step = %s steps, more than %s", with_commas(tokens).c_str(),
+                         with_commas(per_step).c_str(), with_commas(steps).c_str(), with_commas(INT_MAX).c_str()));
+    division = strf("%s tokens / %s tokens per step = %s steps", with_commas(tokens).c_str(),
+                    with_commas(per_step).c_str(), with_commas(steps).c_str());
+    division += dropped ? strf(" (rounding down leaves out the last %s tokens)", with_commas(dropped).c_str())
+                        : " exactly";
+    return (int)steps;
+}

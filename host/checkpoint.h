@@ -32,10 +32,13 @@
 #include <string>
 #include <vector>
 
+#include "batch.h"
+#include "cli.h"
 #include "data.h"
 #include "error.h"
 #include "file.h"
 #include "noise.h"
+#include "schedule.h"
 
 constexpr int MODEL_MAGIC = 20240326;
 constexpr int MODEL_VERSION_FP32 = 3;
@@ -507,4 +510,125 @@ inline std::vector<int> prune_checkpoints(const std::string& dir, int keep) {
         removed.push_back(step);
     }
     return removed;
+}
+
+// Checks a training state against the run it is to continue: the same global batch, the
+// same training data (data_name says which, for the message), a data position inside it,
+// and a step not past --steps. Returns a note for the log, or "".
+inline std::string check_state_fits(const TrainState& st, const std::string& state_file, const BatchPlan& plan,
+                                    const DataLoader& data, const std::string& data_name, int steps) {
+    if (st.global_batch != plan.global_tokens())
+        throw Error(strf("the checkpoint was made with a global batch of %s tokens, this run has %s; resume with the "
+                         "same --total-batch (any split of it works)",
+                         with_commas(st.global_batch).c_str(), with_commas(plan.global_tokens()).c_str()));
+    std::string note;
+    if (st.train_data.shards == 0)
+        note = "note: '" + state_file + "' predates data fingerprints: the data position is checked, the data is not";
+    else if (!(st.train_data == data.identity()))
+        throw Error(strf("'%s' was made on other training data (%s) than this run's %s (%s); resume with the same "
+                         "--train-data",
+                         state_file.c_str(), st.train_data.describe().c_str(), data_name.c_str(),
+                         data.identity().describe().c_str()));
+    std::string outside = data.position_problem(st.data);
+    if (!outside.empty())
+        throw Error(strf("'%s': its data position is outside the training data: %s", state_file.c_str(),
+                         outside.c_str()));
+    if (st.step > steps)
+        throw Error(strf("'%s' is at step %d, past --steps %d: pass --steps %d or more to continue that run",
+                         state_file.c_str(), st.step, steps, st.step));
+    return note;
+}
+
+// A resumed run whose --steps differs from that of the checkpoint's run. The cosine depends
+// on the run's length, so the learning rate would jump: refused, unless --extend 1 asks for
+// the cosine to be recomputed over the new length (or the schedule is constant). Returns a
+// note for the log, or "".
+inline std::string check_schedule_fits(const TrainState& st, const std::string& state_file, const Config& cfg) {
+    if (st.run_steps == 0 || st.run_steps == cfg.steps) return "";  // (0: a state from before run lengths)
+    std::string change = strf("the checkpoint's run had --steps %s, this one has %s", with_commas(st.run_steps).c_str(),
+                              with_commas(cfg.steps).c_str());
+    if (cfg.lr_schedule == "constant") return "note: " + change + "; the learning rate is constant, so only the length changes";
+    // step t trains with schedule.at(t - 1)
+    float last = lr_schedule(cfg, st.run_steps).at(st.step - 1), next = lr_schedule(cfg, cfg.steps).at(st.step);
+    std::string jump = strf("the learning rate goes from %.2e at step %s to %.2e at step %s", last,
+                            with_commas(st.step).c_str(), next, with_commas(st.step + 1).c_str());
+    if (!cfg.extend)
+        throw Error(strf("'%s': %s, and the cosine schedule depends on the length: %s; pass --steps %d to continue "
+                         "that run as planned, --extend 1 to recompute the cosine over %d steps, or --lr-schedule "
+                         "constant",
+                         state_file.c_str(), change.c_str(), jump.c_str(), st.run_steps, cfg.steps));
+    return strf("extending the run (--extend 1): %s; the cosine is recomputed over %s steps, so %s", change.c_str(),
+                with_commas(cfg.steps).c_str(), jump.c_str());
+}
+
+// ---- resuming: the run-time choices a state file records, and a resume with nothing to resume
+
+// The Config string of a run-time choice's option ("attention").
+inline std::string& choice_option(Config& cfg, const std::string& name) {
+    for (const Option& o : option_table(cfg))
+        if (name == o.name && !strcmp(o.kind, "str")) return *(std::string*)o.value;
+    throw Error("no string option --" + name + " for a run-time choice");  // a trainer's mistake
+}
+// What this run computes with, for its state files: the values of the trainer's run-time
+// choices (Trainer::run_time_choices, host/trainer.h).
+inline RunChoices choices_made(Config& cfg, const std::vector<std::string>& names) {
+    RunChoices made;
+    for (const std::string& name : names) made.entries.push_back({name, choice_option(cfg, name)});
+    return made;
+}
+
+// --resume 1 where --out-dir holds no checkpoint stops before anything is printed: a typo in
+// --out-dir would otherwise start the run over from step 0, said in one line of many.
+// --resume auto is for a command that is simply run again (the run says it starts fresh).
+inline void check_checkpoint_to_resume(const Config& cfg) {
+    if (cfg.resume != 1 || cfg.dry_run) return;
+    if (cfg.out_dir.empty())
+        throw Error("--resume 1 needs the --out-dir that holds the checkpoints, not \"\"");
+    if (latest_checkpoint(cfg.out_dir) < 0)
+        throw Error(strf("--resume 1: no checkpoint in '%s' (a model_*.bin with its state_*.bin); check --out-dir, "
+                         "or pass --resume auto to start from step 0 when there is none",
+                         cfg.out_dir.c_str()));
+}
+
+// Before memory is planned: a resumed run takes the run-time choices its checkpoint recorded
+// (RunChoices, above) for every option left at auto. Choosing again could pick
+// another kernel (timing differs from one process to the next), and the run would no longer
+// compute what the uninterrupted one does. An option named on the command line wins, and
+// the run says that its arithmetic changes there. `say` prints a line (rank 0's).
+template <class Say>
+void adopt_recorded_choices(Config& cfg, const std::vector<std::string>& names, size_t num_params, Say&& say) {
+    if (!cfg.resume || cfg.out_dir.empty() || cfg.dry_run || names.empty()) return;
+    const int step = latest_checkpoint(cfg.out_dir);
+    if (step < 0) return;
+    const std::string file = state_path(cfg.out_dir, step);
+    TrainState st = read_state_header(file, num_params);
+    for (const std::string& name : names) {
+        std::string& value = choice_option(cfg, name);
+        const std::string recorded = st.choices.get(name);
+        if (recorded.empty()) {
+            if (value == "auto")
+                say(strf("note: '%s' does not record what --%s auto chose (%s): it is chosen again, and may differ "
+                         "from that run's",
+                         file.c_str(), name.c_str(),
+                         st.choices_recorded ? "it was written by a trainer without that choice"
+                                             : "it predates recorded choices"));
+            continue;
+        }
+        if (value == "auto") {
+            value = recorded;
+            try {
+                if (recorded == "auto") throw UsageError("auto is not a choice");
+                validate_config(cfg);
+            } catch (const UsageError& e) {
+                throw Error(strf("'%s' records --%s %s, which this trainer cannot take: %s", file.c_str(),
+                                 name.c_str(), recorded.c_str(), e.what()));
+            }
+            say(strf("--%s auto: %s, as recorded in '%s' (a resumed run keeps its checkpoint's choices)",
+                     name.c_str(), recorded.c_str(), file.c_str()));
+        } else if (value != recorded) {
+            say(strf("note: the run in '%s' computed with --%s %s until step %d; --%s %s changes the arithmetic "
+                     "from there, so this run will not reproduce an uninterrupted one bit for bit",
+                     cfg.out_dir.c_str(), name.c_str(), recorded.c_str(), st.step, name.c_str(), value.c_str()));
+        }
+    }
 }

@@ -13,16 +13,21 @@
 // rounded down to whole CPUs (at least one): a thread more than the quota pays for only a
 // fraction of a CPU and still waits at every barrier for the others.
 // (The CPU runtime counts its pool's processors alike, on its own: cpu_cuda/processors.h.)
-#ifndef HOST_CPUS_H
-#define HOST_CPUS_H
+#pragma once
 
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "comm.h"
+#include "error.h"
 
 // Whole CPUs in a quota of quota_us per period_us; 0 = no quota (v1 writes -1, v2 "max").
 inline int quota_cpus(long long quota_us, long long period_us) {
@@ -114,4 +119,47 @@ struct CpuAllowance {
 };
 inline CpuAllowance cpu_allowance(int sharing = 1) { return {affinity_processors(), cgroup_cpu_quota(), sharing}; }
 
-#endif  // HOST_CPUS_H
+
+// More threads than processors only slows the run, and in the tens of thousands the
+// OpenMP runtime cannot start them (it crashed at 100,000): both trainers refuse them.
+inline void check_thread_count(int threads) {
+    int procs = affinity_processors();
+    if (threads > procs)
+        throw Error(strf("--threads %d is more than the %d processor%s this process may use (0 = one thread for each)",
+                         threads, procs, procs == 1 ? "" : "s"));
+}
+
+// OMP_NUM_THREADS sets the count that --threads 0 leaves to OpenMP, which reads it before
+// main() and starts that many threads at the first parallel region (at 100,000 it crashed):
+// each of its counts (a list gives one per nesting level) is checked like --threads.
+inline void check_omp_num_threads() {
+    const char* text = getenv("OMP_NUM_THREADS");
+    if (!text) return;
+    std::string list = text;
+    size_t pos = 0;
+    do {
+        size_t comma = list.find(',', pos);
+        std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
+        char* end = nullptr;
+        errno = 0;
+        long long n = item.empty() || !isdigit((unsigned char)item[0]) ? -1 : strtoll(item.c_str(), &end, 10);
+        if (n < 1 || *end || errno)
+            throw UsageError(strf("OMP_NUM_THREADS='%s' is not a thread count (a whole number from 1, or a list of "
+                                  "them separated by commas); unset it, or pass --threads",
+                                  text));
+        int procs = affinity_processors();
+        if (n > procs)
+            throw Error(strf("OMP_NUM_THREADS=%s is more than the %d processor%s this process may use (unset it for "
+                             "one thread for each, or pass --threads)",
+                             item.c_str(), procs, procs == 1 ? "" : "s"));
+    } while (pos <= list.size());
+}
+
+// How many processes of this job run on this host with the same processors as this one
+// (host/cpus.h: they split them). A collective.
+inline int ranks_sharing_processors(const Comm& comm) {
+    std::string mine = comm.host + ": " + affinity_mask_text();
+    std::vector<std::string> all = comm.allgather(mine);
+    return (int)std::count(all.begin(), all.end(), mine);
+}

@@ -265,3 +265,13 @@ private:
     std::vector<long long> shard_order_, chunk_order_;
     long long current_shard_ = 0, current_start_ = 0;
 };
+
+// Warns when data made of byte tokens meets a model with a larger vocabulary: it trains,
+// but on the wrong tokenization (e.g. text_to_shards.py --tokenizer bytes without --vocab 256).
+inline std::string byte_level_warning(const DataLoader& data, const char* which, int V) {
+    if (V <= 256 || data.leading_max_token() >= 256) return "";
+    return strf("warning: the %s data looks byte-level: the first tokens of %s are all below 256, but the model's "
+                "vocabulary has V = %s (made with --tokenizer bytes? then train with --vocab 256)",
+                which, data.num_shards() == 1 ? ("'" + data.first_shard_name() + "'").c_str() : "every shard",
+                with_commas(V).c_str());
+}

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -54,4 +55,10 @@ inline std::string format_bytes(double bytes) {
     int u = 0;
     while (bytes >= 1024 && u < 6) bytes /= 1024, u++;
     return u == 0 ? strf("%.0f bytes", bytes) : strf("%.1f %s", bytes, units[u]);
+}
+
+// The program's name as error lines begin with it: argv[0] without its directory.
+inline const char* program_name(const char* argv0) {
+    const char* slash = strrchr(argv0, '/');
+    return slash ? slash + 1 : argv0;
 }

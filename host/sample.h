@@ -6,12 +6,15 @@
 // length n followed by n bytes.
 #pragma once
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "checkpoint.h"
+#include "cli.h"
 #include "error.h"
 #include "file.h"
 #include "rng.h"
@@ -123,4 +126,64 @@ inline int sample_token(const float* logits, int V, float temperature, int top_k
     for (int i = 0; i < k; i++)
         if (u < (acc += std::exp((double)cand[i].first - maxv))) return cand[i].second;
     return cand[k - 1].second;  // rounding left u at the very end
+}
+
+// Continues `tokens` by n sampled tokens, one forward pass per token over the last
+// `window` tokens.
+template <class Trainer>
+std::vector<int> generate(Trainer& m, const ModelConfig& mc, int window, std::vector<int> tokens, int n,
+                          float temperature, int top_k, Rng& rng) {
+    for (int i = 0; i < n; i++) {
+        int T = std::min((int)tokens.size(), window);
+        const float* logits = m.next_token_logits(tokens.data() + tokens.size() - T, T);
+        tokens.push_back(sample_token(logits, mc.V, temperature, top_k, rng));
+    }
+    return tokens;
+}
+
+inline std::string decode(const Tokenizer& tok, const std::vector<int>& tokens, size_t from, size_t to) {
+    std::string s;
+    for (size_t i = from; i < to; i++) s += tok.decode(tokens[i]);
+    return s;
+}
+
+// The prompt is text for byte-level models and comma-separated token ids with a
+// tokenizer (this trainer has no BPE encoder). Empty: the end-of-text token, or a newline.
+inline std::vector<int> parse_prompt(const std::string& text, const Tokenizer& tok, int V) {
+    std::vector<long long> ids;  // 64 bits: an id beyond int must be reported, not wrapped
+    if (text.empty()) {
+        ids.push_back(tok.eot >= 0 ? tok.eot : '\n');  // a tokenizer's eot is below its size, which is V
+    } else if (tok.pieces.empty()) {
+        for (unsigned char ch : text) ids.push_back(ch);
+    } else {
+        size_t pos = 0;
+        while (pos < text.size()) {
+            size_t end = text.find(',', pos);
+            std::string item = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+            char* stop;
+            errno = 0;
+            long long id = strtoll(item.c_str(), &stop, 10);
+            if (item.empty() || *stop || errno)
+                throw UsageError("--prompt with a tokenizer expects token ids like 464,318, got '" + item + "'");
+            ids.push_back(id);
+            pos = end == std::string::npos ? text.size() : end + 1;
+        }
+    }
+    for (long long id : ids)
+        if (id < 0 || id >= V)
+            throw UsageError(strf("--prompt token %lld is out of range for vocabulary %d", id, V));
+    return std::vector<int>(ids.begin(), ids.end());
+}
+
+// A sample takes one forward pass per token, and a stop request waits for it (host/stop.h):
+// its length is bounded at SAMPLE_CONTEXTS times the model's context, which is already far
+// beyond what a sample is read for.
+constexpr int SAMPLE_CONTEXTS = 16;
+inline void check_sample_length(const Config& cfg, const ModelConfig& mc) {
+    const long long most = (long long)SAMPLE_CONTEXTS * mc.maxT;
+    if (cfg.sample_every > 0 && cfg.sample_len > most)
+        throw Error(strf("--sample-len %s is more than %d times the model's context of %s tokens (at most %s): each "
+                         "token of a sample is a forward pass, and the run waits for it",
+                         with_commas(cfg.sample_len).c_str(), SAMPLE_CONTEXTS, with_commas(mc.maxT).c_str(),
+                         with_commas(most).c_str()));
 }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "cli.h"
+
 struct LrSchedule {
     float peak;        // learning rate after warm-up
     int warmup;        // linear warm-up steps
@@ -21,3 +23,7 @@ struct LrSchedule {
         return floor + (peak - floor) * cosine;
     }
 };
+
+inline LrSchedule lr_schedule(const Config& cfg, int steps) {
+    return {cfg.lr, cfg.warmup, steps, cfg.lr_final_frac, cfg.lr_schedule == "constant"};
+}

@@ -53,6 +53,7 @@ suite "threads sized to the processors a process may use" bash test/test_threads
 suite "gradient noise scale: the estimator (doctest)" ./test/test_noise
 suite "gradient noise scale in the trainers" bash test/test_noise.sh
 suite "PyTorch reference (golden file)" ./test/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
+suite "the Trainer contract: a trainer without one of its members fails to build, naming it" bash test/test_trainer_contract.sh
 
 if command -v mpirun >/dev/null && ldd ./train | grep -q libmpi; then
     suite "replicas (MPI)" bash test/test_replicas.sh

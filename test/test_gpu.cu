@@ -768,20 +768,20 @@ TEST_CASE("whole model: logits, loss, gradients and 10 AdamW steps match PyTorch
     load_model_params("test/golden/model_tiny.bin", mc, m.params());
     m.upload();
 
-    m.upload_tokens(gold.inputs.data(), gold.targets.data(), B, T);
-    m.forward(B, T);
-    Floats all_logits = download(m.a.logits, (size_t)B * T * Vp), logits((size_t)B * T * V);
+    gpu::upload_tokens(m.model, gold.inputs.data(), gold.targets.data(), B, T);
+    gpu::gpt2_forward(m.model, B, T);
+    Floats all_logits = download(m.model.a.logits, (size_t)B * T * Vp), logits((size_t)B * T * V);
     for (size_t r = 0; r < (size_t)B * T; r++)
         std::copy(all_logits.begin() + r * Vp, all_logits.begin() + r * Vp + V, logits.begin() + r * V);
     // fp32: 1e-5, PyTorch ran in float64, we in float32 (~1e-6), as in check_reference.
     // bf16: every activation rounded to 8 bits through two blocks and the head (see GOLDEN_BF16)
     CHECK(norm_error(logits, gold.logits) <= tol(1e-5, GOLDEN_BF16.logits));
-    m.zero_loss_sum();
-    CUDA_CHECK(cudaMemset(m.grads_buf.ptr, 0, mc.num_params() * sizeof(float)));
-    m.cross_entropy(B, T, true, 1.0f / (B * T));
-    CHECK(rel_diff(m.loss_sum(), gold.loss) <= tol(1e-5, GOLDEN_BF16.loss));
-    m.backward(B, T);
-    Floats grads = download(m.grads_buf.ptr, mc.num_params());
+    gpu::zero_loss_sum(m.model);
+    CUDA_CHECK(cudaMemset(m.model.grads_buf.ptr, 0, mc.num_params() * sizeof(float)));
+    gpu::gpt2_loss(m.model, B, T, true, 1.0f / (B * T));
+    CHECK(rel_diff(gpu::loss_sum(m.model), gold.loss) <= tol(1e-5, GOLDEN_BF16.loss));
+    gpu::gpt2_backward(m.model, B, T);
+    Floats grads = download(m.model.grads_buf.ptr, mc.num_params());
     std::vector<size_t> sizes = mc.param_sizes();
     size_t off = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
@@ -945,18 +945,18 @@ TEST_CASE("--recompute 1: the backward's recomputed GELU output is the forward's
     m.upload();
     Rng rng(32);
     std::vector<int> in = random_tokens((size_t)B * T, c.V, rng), tgt = random_tokens((size_t)B * T, c.V, rng);
-    m.upload_tokens(in.data(), tgt.data(), B, T);
-    m.forward(B, T);
+    gpu::upload_tokens(m.model, in.data(), tgt.data(), B, T);
+    gpu::gpt2_forward(m.model, B, T);
     FloatXs forward_gelu(n), recomputed(n);
-    CUDA_CHECK(cudaMemcpy(forward_gelu.data(), m.a.fch_gelu, n * sizeof(floatX), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemset(m.a.fch_gelu, 0xFF, n * sizeof(floatX)));  // NaN: the backward must write it again
-    m.cross_entropy(B, T, true, 1.0f / (B * T));
-    m.backward(B, T);
-    CUDA_CHECK(cudaMemcpy(recomputed.data(), m.a.fch_gelu, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(forward_gelu.data(), m.model.a.fch_gelu, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemset(m.model.a.fch_gelu, 0xFF, n * sizeof(floatX)));  // NaN: the backward must write it again
+    gpu::gpt2_loss(m.model, B, T, true, 1.0f / (B * T));
+    gpu::gpt2_backward(m.model, B, T);
+    CUDA_CHECK(cudaMemcpy(recomputed.data(), m.model.a.fch_gelu, n * sizeof(floatX), cudaMemcpyDeviceToHost));
     CHECK(memcmp(forward_gelu.data(), recomputed.data(), n * sizeof(floatX)) == 0);
     // and the GELU is applied: its output is not its input
     FloatXs pre(n);
-    CUDA_CHECK(cudaMemcpy(pre.data(), m.a.fch, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(pre.data(), m.model.a.fch, n * sizeof(floatX), cudaMemcpyDeviceToHost));
     CHECK(memcmp(pre.data(), forward_gelu.data(), n * sizeof(floatX)) != 0);
 }
 
@@ -1037,7 +1037,8 @@ template <class T>
 static void add_allocation(std::vector<size_t>& sizes, const gpu::DeviceBuffer<T>& b) {
     if (b.ptr) sizes.push_back(std::max<size_t>(b.count, 1) * sizeof(T));
 }
-static std::vector<size_t> device_allocations(const GpuTrainer& m) {
+static std::vector<size_t> device_allocations(const GpuTrainer& trainer) {
+    const gpu::GPT2& m = trainer.model;
     std::vector<size_t> sizes;
     add_allocation(sizes, m.params_buf), add_allocation(sizes, m.grads_buf), add_allocation(sizes, m.m_buf);
     add_allocation(sizes, m.v_buf), add_allocation(sizes, m.weights_buf), add_allocation(sizes, m.acts_buf);
@@ -1108,10 +1109,10 @@ TEST_CASE("memory: with --zero 1 the estimate is the sharded allocation, to the 
         MemoryUse use = GpuTrainer::memory_use(c, 4, 6, R, config);
         CHECK(asked == use.total());
         const size_t padded = (n + 8 * R - 1) / (8 * R) * (8 * R);  // whole 8-value packs per shard
-        CHECK(m.m_buf.count == padded / R);
-        CHECK(m.v_buf.count == padded / R);
-        CHECK(m.grads_buf.count == padded);
-        CHECK(m.params_buf.count == (BF16 ? padded / R : padded));
+        CHECK(m.model.m_buf.count == padded / R);
+        CHECK(m.model.v_buf.count == padded / R);
+        CHECK(m.model.grads_buf.count == padded);
+        CHECK(m.model.params_buf.count == (BF16 ? padded / R : padded));
         CHECK(use.describe().find(strf("AdamW state (1/%d shard)", R)) != std::string::npos);
         // the saving: AdamW's 8 bytes per parameter (and bf16's 4 of master weights) less (R-1)/R
         const double saved = (BF16 ? 12.0 : 8.0) * n * (R - 1) / R;
