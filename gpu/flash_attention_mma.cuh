@@ -50,7 +50,7 @@
 namespace gpu {
 namespace flash_mma {
 
-using namespace frag;
+using namespace frag;  // the fragment layer (gpu/mma_fragments.cuh): loads, products, quad reductions
 using bf16 = __nv_bfloat16;
 constexpr int WARPS = 4, THREADS = 32 * WARPS;
 constexpr int ROWS = 16 * WARPS;  // the rows a block owns: 64 queries (forward, dq) or keys (dk, dv)
