@@ -5,16 +5,10 @@
 // few instructions the attention kernels use behind functions, and on the CPU runtime those
 // names come from this file. Unlike WMMA (wmma.h), these instructions have a documented
 // register layout (PTX ISA, "Matrix fragments for mma.m16n8k16 with floating point type",
-// "ldmatrix"), which kernels rely on, so it is reproduced exactly, lane by lane:
-//   g = lane / 4, i = lane % 4; each 32-bit register holds two bf16, the lower index in the
-//   low 16 bits.
-//   A (16×16, row-major) a[0..3]: (row g, k 2i..2i+1), (row g+8, k 2i..), (row g, k 2i+8..),
-//                                 (row g+8, k 2i+8..)
-//   B (16×8, k × n)      b[0..1]: (k 2i..2i+1, n g), (k 2i+8..2i+9, n g)
-//   C (16×8, float32)    c[0..3]: (g, 2i), (g, 2i+1), (g+8, 2i), (g+8, 2i+1)
-//   ldmatrix .x4: lanes 8j..8j+7 give the addresses of the 8 rows (16 bytes each) of matrix j;
-//   lane l receives in r[j] (row l/4, columns 2(l%4), 2(l%4)+1) of matrix j, or with .trans
-//   (rows 2(l%4), 2(l%4)+1 of column l/4): the matrix transposed.
+// "ldmatrix"), which kernels rely on, so it is reproduced exactly, lane by lane. The table of
+// which lane holds which element (A, B and C of mma.m16n8k16, and what ldmatrix .x4 gives each
+// lane) is written once, at the top of gpu/mma.cuh; below, g = lane / 4 and i = lane % 4 as
+// there. (A comment reference only: nothing here includes a file from gpu/.)
 // The products are exact (a product of two bf16 fits in float) and the sums float32, added in
 // k order onto c: tensor-core rounding is not reproduced, as in wmma.h, so results need
 // bf16-level tolerances.
@@ -208,7 +202,7 @@ inline void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t
     using namespace ptx_detail;
     WarpStage& st = next_stage();
     const unsigned g = lane() / 4, i = lane() % 4;
-    // this lane's registers to their places (the layouts at the top)
+    // this lane's registers to their places (the layouts: gpu/mma.cuh's table)
     const uint16_t a_half[4][2] = {{lo(a[0]), hi(a[0])}, {lo(a[1]), hi(a[1])}, {lo(a[2]), hi(a[2])},
                                    {lo(a[3]), hi(a[3])}};
     const unsigned a_row[4] = {g, g + 8, g, g + 8}, a_k[4] = {2 * i, 2 * i, 2 * i + 8, 2 * i + 8};

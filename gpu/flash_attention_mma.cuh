@@ -1,7 +1,19 @@
 // gpu/flash_attention_mma.cuh: the bf16 fused attention on tensor cores (FlashAttention-2),
-// with every tile product an mma.sync.m16n8k16 (gpu/mma.cuh) and every intermediate kept in
-// registers. gpu/flash_attention.cuh states the contract and picks this path; the scalar
-// kernels there compute the same thing and are what this is checked against.
+// with every tile product an mma.sync.m16n8k16 and every intermediate kept in registers.
+// gpu/flash_attention.cuh states the contract and picks this path; the scalar kernels there
+// compute the same thing and are what this is checked against.
+//
+// Three layers, one job each:
+//   gpu/mma.cuh            the instructions (mma.sync, ldmatrix, cp.async, ex2) and the table
+//                          of which lane holds which fragment element;
+//   gpu/mma_fragments.cuh  one warp's fragments: loading them from shared memory, the products
+//                          (register or shared A × shared B, an accumulator reused as the next
+//                          A), a quad's maximum and sum, storing result rows;
+//   this file              the algorithm, in named steps: load tiles (load_tile_async), S = q·kᵀ,
+//                          mask (mask_diagonal), online_softmax, o += P·v (forward_tile); and for
+//                          the backward, on each tile pair, S and dP (scores_and_dp), then P and
+//                          dS (scores_to_gradients), then the products that sum dv, dk or dq.
+//                          Both backward kernels start from one prologue (BackwardBlock).
 //
 // The work of a warp: 16 rows of one side (queries in the forward and dq, keys in dk, dv)
 // against tiles of the other side, which the block's 4 warps share in shared memory.
@@ -33,10 +45,12 @@
 
 #include "common.cuh"
 #include "mma.cuh"
+#include "mma_fragments.cuh"
 
 namespace gpu {
 namespace flash_mma {
 
+using namespace frag;  // the fragment layer (gpu/mma_fragments.cuh): loads, products, quad reductions
 using bf16 = __nv_bfloat16;
 constexpr int WARPS = 4, THREADS = 32 * WARPS;
 constexpr int ROWS = 16 * WARPS;  // the rows a block owns: 64 queries (forward, dq) or keys (dk, dv)
@@ -52,6 +66,18 @@ struct Head {
     // the other side's tile: 64 rows, or 32 above head size 64, which keeps the backward's
     // accumulators (2 × N8 × 4 floats) and scores in registers without spilling
     static constexpr int OTHER = HS <= 64 ? 64 : 32;
+};
+
+// Where a block of any of the three kernels works: blockIdx.y = b·NH + h, and the q, k, v of
+// that (b, h) at (b, 0, the head's first column) of qkv (B,T,3C), whose rows are width = 3C.
+template <int HS>
+struct BlockHead {
+    int bh, b, h, C, width;
+    int warp_row;  // this warp's first row among the block's 64
+    const bf16 *q, *k, *v;
+    __device__ __forceinline__ BlockHead(const bf16* qkv, int T, int NH)
+        : bh(blockIdx.y), b(bh / NH), h(bh % NH), C(NH * HS), width(3 * C), warp_row((threadIdx.x / 32) * 16),
+          q(qkv + (size_t)b * T * width + h * HS), k(q + C), v(q + 2 * C) {}
 };
 
 // rows r0.. (ROWS_ of them) of one head of a (B,T,width) tensor (src at (b, 0, the head's
@@ -70,107 +96,13 @@ __device__ __forceinline__ void load_tile_async(bf16* tile, const bf16* src, int
         }
     }
 }
-
-// The A operand (16 rows × 16 k, row-major) at tile[row0][k0] (leading dimension LD):
-// lanes 0-15 give rows 0-15 at k0, lanes 16-31 the same rows at k0 + 8.
-template <int LD>
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16* tile, int row0, int k0) {
-    const int lane = threadIdx.x % 32;
-    ldmatrix_x4(a, tile + (row0 + lane % 16) * LD + k0 + (lane / 16) * 8);
-}
-// B operands of two 8-column tiles (n0.., n0 + 8..) over 16 k, from a tile stored n-major,
-// tile[n][k] (keys for S = q·kᵀ): b[0] for columns n0.., b[1] for n0 + 8...
-template <int LD>
-__device__ __forceinline__ void load_b_nk(uint32_t (&b)[2][2], const bf16* tile, int n0, int k0) {
-    const int lane = threadIdx.x % 32;
-    uint32_t r[4];
-    ldmatrix_x4(r, tile + (n0 + lane % 8 + (lane / 16) * 8) * LD + k0 + (lane / 8 % 2) * 8);
-    b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
-}
-// The same from a tile stored k-major, tile[k][n] (values for P·v), transposed on the way.
-template <int LD>
-__device__ __forceinline__ void load_b_kn(uint32_t (&b)[2][2], const bf16* tile, int k0, int n0) {
-    const int lane = threadIdx.x % 32;
-    uint32_t r[4];
-    ldmatrix_x4_trans(r, tile + (k0 + lane % 8 + (lane / 8 % 2) * 8) * LD + n0 + (lane / 16) * 8);
-    b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
-}
-
-// acc (16 × 8·N8 accumulators) += A (16 × 16·K16, from shared memory at tile a, rows row0..)
-// · Bᵀ where B is stored n-major (tile b[n][k], n from 0): the products S = q·kᵀ, dP = dy·vᵀ.
-template <int K16, int N8, int LDA, int LDB>
-__device__ __forceinline__ void product_abt(float (&acc)[N8][4], const bf16* a, int row0, const bf16* b) {
-#pragma unroll
-    for (int k = 0; k < K16; k++) {
-        uint32_t fa[4];
-        load_a<LDA>(fa, a, row0, k * 16);
-#pragma unroll
-        for (int n = 0; n < N8; n += 2) {
-            uint32_t fb[2][2];
-            load_b_nk<LDB>(fb, b, n * 8, k * 16);
-            mma_bf16_16816(acc[n], fa, fb[0]);
-            mma_bf16_16816(acc[n + 1], fa, fb[1]);
-        }
-    }
-}
-// acc (16 × 8·N8) += P (16 × 16·K16, the A fragments in registers) · B stored k-major (tile
-// b[k][n]): the products P·v, dS·k, Pᵀ·dy, dSᵀ·q.
-template <int K16, int N8, int LDB>
-__device__ __forceinline__ void product_rb(float (&acc)[N8][4], const uint32_t (&p)[K16][4], const bf16* b) {
-#pragma unroll
-    for (int k = 0; k < K16; k++)
-#pragma unroll
-        for (int n = 0; n < N8; n += 2) {
-            uint32_t fb[2][2];
-            load_b_kn<LDB>(fb, b, k * 16, n * 8);
-            mma_bf16_16816(acc[n], p[k], fb[0]);
-            mma_bf16_16816(acc[n + 1], p[k], fb[1]);
-        }
-}
-// Accumulators of 16 × 8·N8 as the A fragments of the same matrix in bf16 (mma.cuh).
-template <int N8>
-__device__ __forceinline__ void to_a_fragments(uint32_t (&a)[N8 / 2][4], const float (&c)[N8][4]) {
-#pragma unroll
-    for (int k = 0; k < N8 / 2; k++) {
-        a[k][0] = pack_bf16x2(c[2 * k][0], c[2 * k][1]);
-        a[k][1] = pack_bf16x2(c[2 * k][2], c[2 * k][3]);
-        a[k][2] = pack_bf16x2(c[2 * k + 1][0], c[2 * k + 1][1]);
-        a[k][3] = pack_bf16x2(c[2 * k + 1][2], c[2 * k + 1][3]);
-    }
-}
-template <int N8>
-__device__ __forceinline__ void zero(float (&acc)[N8][4]) {
-#pragma unroll
-    for (int n = 0; n < N8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-}
-// Where accumulator element e of column tile n of this lane lies in a 16 × 8·N8 result:
-// row (0..15) and column.
-__device__ __forceinline__ int acc_row(int e) { return (threadIdx.x % 32) / 4 + (e / 2) * 8; }
-__device__ __forceinline__ int acc_col(int n, int e) { return n * 8 + (threadIdx.x % 4) * 2 + e % 2; }
-// The maximum and the sum over a row's 4 lanes (the quad that holds it).
-__device__ __forceinline__ float quad_max(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-// A 16 × 8·N8 float32 result, times scale, as bf16 into rows row0.. of a (B,T,width) tensor
-// at dst (at (b, 0, the head's first column)); rows at or past T are not written.
-template <int N8>
-__device__ __forceinline__ void store_rows(bf16* dst, int width, const float (&acc)[N8][4], float scale, int row0,
-                                           int T) {
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int t = row0 + acc_row(2 * half);
-        if (t >= T) continue;
-#pragma unroll
-        for (int n = 0; n < N8; n++) {
-            uint32_t v = pack_bf16x2(acc[n][2 * half] * scale, acc[n][2 * half + 1] * scale);
-            *reinterpret_cast<uint32_t*>(dst + (size_t)t * width + acc_col(n, 0)) = v;
-        }
-    }
+// The step of a double-buffered loop after the next tile's copies are issued: closes this
+// thread's group, waits until only that newest group may be in flight, then for the block, so
+// the current tile is in shared memory for every warp.
+__device__ __forceinline__ void wait_for_current_tile() {
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -182,46 +114,39 @@ constexpr size_t forward_shared_bytes() {
     return (size_t)5 * ROWS * Head<HS>::LD * sizeof(bf16);
 }
 
-// One key tile (64 keys at k_tile, v_tile) for this warp's 16 query rows: the online softmax
-// update of m (running maximum, base-2 units), l (this lane's share of the running sum) and
-// o. MASK: the diagonal tile, where key c is hidden from row r when c > r.
-template <int HS, bool MASK>
-__device__ __forceinline__ void forward_tile(float (&o)[Head<HS>::N8][4], float (&m)[2], float (&l)[2],
-                                             const uint32_t (&q)[Head<HS>::K16][4], const bf16* k_tile,
-                                             const bf16* v_tile, int warp_row, float scale_log2) {
-    constexpr int LD = Head<HS>::LD, K16 = Head<HS>::K16, N8 = Head<HS>::N8, KEYS8 = ROWS / 8;
-    float s[KEYS8][4];  // S = q·kᵀ: 16 rows × 64 keys
-    zero(s);
+// The diagonal tile's causal mask on S (this warp's 16 rows × 8·N8 keys, the key tile
+// starting at the block's first query): key c is hidden from row r when c > r.
+template <int N8>
+__device__ __forceinline__ void mask_diagonal(float (&s)[N8][4], int warp_row) {
 #pragma unroll
-    for (int k = 0; k < K16; k++)
+    for (int n = 0; n < N8; n++)
 #pragma unroll
-        for (int n = 0; n < KEYS8; n += 2) {
-            uint32_t fb[2][2];
-            load_b_nk<LD>(fb, k_tile, n * 8, k * 16);
-            mma_bf16_16816(s[n], q[k], fb[0]);
-            mma_bf16_16816(s[n + 1], q[k], fb[1]);
-        }
-    if (MASK) {
-#pragma unroll
-        for (int n = 0; n < KEYS8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                if (acc_col(n, e) > warp_row + acc_row(e)) s[n][e] = -INFINITY;
-    }
+        for (int e = 0; e < 4; e++)
+            if (acc_col(n, e) > warp_row + acc_row(e)) s[n][e] = -INFINITY;
+}
+
+// The online softmax over one key tile, for this lane's two rows: s holds the tile's scores
+// (16 rows × 8·N8 keys, -inf where masked), m the running maximum (base-2 units) and l this
+// lane's share of the running sum. The maximum grows to cover the tile; what l and the output
+// o summed so far shrinks by alpha = exp2(m_old − m_new); s becomes the probabilities
+// P = exp2(s·scale_log2 − m), which l gains. Per lane 4·N8 + 2 MUFU.EX2 and 4 shuffles.
+template <int N8, int HS_N8>
+__device__ __forceinline__ void online_softmax(float (&s)[N8][4], float (&m)[2], float (&l)[2], float (&o)[HS_N8][4],
+                                               float scale_log2) {
     // the new maximum of each of this lane's two rows, and by how much the old sums shrink
     float alpha[2];
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         float mx = -INFINITY;
 #pragma unroll
-        for (int n = 0; n < KEYS8; n++) mx = fmaxf(mx, fmaxf(s[n][2 * half], s[n][2 * half + 1]));
+        for (int n = 0; n < N8; n++) mx = fmaxf(mx, fmaxf(s[n][2 * half], s[n][2 * half + 1]));
         const float m_new = fmaxf(m[half], quad_max(mx) * scale_log2);  // finite: every row sees key 0
         alpha[half] = exp2_approx(m[half] - m_new);  // 0 on the first tile (m = -inf)
         m[half] = m_new;
         l[half] *= alpha[half];
     }
 #pragma unroll
-    for (int n = 0; n < KEYS8; n++)
+    for (int n = 0; n < N8; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const float p = exp2_approx(fmaf(s[n][e], scale_log2, -m[e / 2]));  // exp2(-inf) = 0 where masked
@@ -229,7 +154,22 @@ __device__ __forceinline__ void forward_tile(float (&o)[Head<HS>::N8][4], float 
             l[e / 2] += p;
         }
 #pragma unroll
-    for (int n = 0; n < N8; n++) o[n][0] *= alpha[0], o[n][1] *= alpha[0], o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+    for (int n = 0; n < HS_N8; n++) o[n][0] *= alpha[0], o[n][1] *= alpha[0], o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+}
+
+// One key tile (64 keys at k_tile, v_tile) for this warp's 16 query rows (q, in registers):
+// S = q·kᵀ, the mask on the diagonal tile (MASK), the online softmax update of m, l and o,
+// then o += P·v. 8·K16 + 4·N8 mma (64 at HS = 64), 4·K16 + 2·N8 ldmatrix.
+template <int HS, bool MASK>
+__device__ __forceinline__ void forward_tile(float (&o)[Head<HS>::N8][4], float (&m)[2], float (&l)[2],
+                                             const uint32_t (&q)[Head<HS>::K16][4], const bf16* k_tile,
+                                             const bf16* v_tile, int warp_row, float scale_log2) {
+    constexpr int LD = Head<HS>::LD, K16 = Head<HS>::K16, N8 = Head<HS>::N8, KEYS8 = ROWS / 8;
+    float s[KEYS8][4];  // S = q·kᵀ: 16 rows × 64 keys
+    zero(s);
+    product_rbt<K16, KEYS8, LD>(s, q, k_tile);
+    if (MASK) mask_diagonal(s, warp_row);
+    online_softmax(s, m, l, o, scale_log2);
     uint32_t p[KEYS8 / 2][4];
     to_a_fragments<KEYS8>(p, s);
     product_rb<KEYS8 / 2, N8, LD>(o, p, v_tile);  // o += P·v
@@ -244,16 +184,13 @@ __global__ void __launch_bounds__(THREADS)
     bf16* k_tiles = q_tile + ROWS * LD;      // [2][ROWS][LD]
     bf16* v_tiles = k_tiles + 2 * ROWS * LD;  // [2][ROWS][LD]
     const int tiles = (T + ROWS - 1) / ROWS, qt = tiles - 1 - blockIdx.x, q0 = qt * ROWS;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS, width = 3 * C;
-    const int warp_row = (threadIdx.x / 32) * 16;
+    const BlockHead<HS> at(qkv, T, NH);
+    const int warp_row = at.warp_row;
     const float scale_log2 = LOG2E / sqrtf((float)HS);
-    const bf16* q_src = qkv + (size_t)b * T * width + h * HS;
-    const bf16* k_src = q_src + C;
-    const bf16* v_src = q_src + 2 * C;
 
-    load_tile_async<HS, ROWS>(q_tile, q_src, width, q0, T);
-    load_tile_async<HS, ROWS>(k_tiles, k_src, width, 0, T);
-    load_tile_async<HS, ROWS>(v_tiles, v_src, width, 0, T);
+    load_tile_async<HS, ROWS>(q_tile, at.q, at.width, q0, T);
+    load_tile_async<HS, ROWS>(k_tiles, at.k, at.width, 0, T);
+    load_tile_async<HS, ROWS>(v_tiles, at.v, at.width, 0, T);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
@@ -268,12 +205,10 @@ __global__ void __launch_bounds__(THREADS)
     auto next_tile = [&](int kt) {
         const int cur = kt % 2;
         if (kt < qt) {
-            load_tile_async<HS, ROWS>(k_tiles + (1 - cur) * ROWS * LD, k_src, width, (kt + 1) * ROWS, T);
-            load_tile_async<HS, ROWS>(v_tiles + (1 - cur) * ROWS * LD, v_src, width, (kt + 1) * ROWS, T);
+            load_tile_async<HS, ROWS>(k_tiles + (1 - cur) * ROWS * LD, at.k, at.width, (kt + 1) * ROWS, T);
+            load_tile_async<HS, ROWS>(v_tiles + (1 - cur) * ROWS * LD, at.v, at.width, (kt + 1) * ROWS, T);
         }
-        cp_async_commit();
-        cp_async_wait<1>();  // tile kt's group is complete (only the next one may be in flight)
-        __syncthreads();
+        wait_for_current_tile();  // tile kt (only the next one may be in flight)
         return cur;
     };
     for (int kt = 0; kt < qt; kt++) {
@@ -283,18 +218,19 @@ __global__ void __launch_bounds__(THREADS)
     }
     const int cur = next_tile(qt);
     forward_tile<HS, true>(o, m, l, q, k_tiles + cur * ROWS * LD, v_tiles + cur * ROWS * LD, warp_row, scale_log2);
+    // y = o / l, and lse = m + log l per row
     const float sum[2] = {quad_sum(l[0]), quad_sum(l[1])};
 #pragma unroll
     for (int n = 0; n < N8; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++) o[n][e] /= sum[e / 2];
-    bf16* y = out + (size_t)b * T * C + h * HS;
-    store_rows<N8>(y, C, o, 1.0f, q0 + warp_row, T);
+    bf16* y = out + (size_t)at.b * T * at.C + at.h * HS;
+    store_rows<N8>(y, at.C, o, 1.0f, q0 + warp_row, T);
     if (threadIdx.x % 4 == 0)
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const int t = q0 + warp_row + acc_row(2 * half);
-            if (t < T) lse[(size_t)bh * T + t] = (m[half] + log2f(sum[half])) / LOG2E;  // natural log
+            if (t < T) lse[(size_t)at.bh * T + t] = (m[half] + log2f(sum[half])) / LOG2E;  // natural log
         }
 }
 
@@ -320,10 +256,59 @@ __global__ void flash_attention_row_dots_kernel(float* delta, const bf16* dout, 
     delta[(b * NH + h) * T + t] = sum;
 }
 
+// The two passes of the backward (steps 2 and 3 below) share their shape: a block owns 64
+// rows of one side, two tiles of them (k, v in the dk/dv pass; q, dy in the dq pass), and
+// walks the other side's tiles of O rows (its two tiles: q, dy; or k, v), double-buffered.
+// Shared memory: the own tiles (64 × LD each), then the other side's (O × LD each, twice).
+// KEYS: the block owns keys (the dk/dv pass).
+template <int HS, int O, bool KEYS>
+struct BackwardBlock : BlockHead<HS> {
+    float scale, scale_log2;    // 1/√HS, and the same times log2(e) for base-2 scores
+    const bf16* dy;             // dy at (b, 0, the head's first column) of dout (B,T,C)
+    bf16 *own[2], *other[2];    // own[i]: 64 × LD; other[i]: [2][O][LD], this tile and the next
+    __device__ __forceinline__ BackwardBlock(char* smem, const bf16* qkv, const bf16* dout, int T, int NH)
+        : BlockHead<HS>(qkv, T, NH), scale(1.0f / sqrtf((float)HS)), scale_log2(scale * LOG2E),
+          dy(dout + (size_t)this->b * T * this->C + this->h * HS) {
+        constexpr int LD = Head<HS>::LD;
+        own[0] = reinterpret_cast<bf16*>(smem);
+        own[1] = own[0] + ROWS * LD;
+        other[0] = own[1] + ROWS * LD;
+        other[1] = other[0] + 2 * O * LD;
+    }
+    // The block's own 64 rows r0.. (k and v, or q and dy) into own[0], own[1].
+    __device__ __forceinline__ void load_own(int r0, int T) const {
+        load_tile_async<HS, ROWS>(own[0], KEYS ? this->k : this->q, this->width, r0, T);
+        load_tile_async<HS, ROWS>(own[1], KEYS ? this->v : dy, KEYS ? this->width : this->C, r0, T);
+    }
+    // The other side's O rows r0.. (q and dy, or k and v) into buffer buf of other[0], other[1].
+    __device__ __forceinline__ void load_other(int buf, int r0, int T) const {
+        constexpr int LD = Head<HS>::LD;
+        load_tile_async<HS, O>(other[0] + buf * O * LD, KEYS ? this->q : this->k, this->width, r0, T);
+        load_tile_async<HS, O>(other[1] + buf * O * LD, KEYS ? dy : this->v, KEYS ? this->C : this->width, r0, T);
+    }
+    __device__ __forceinline__ const bf16* other_tile(int i, int buf) const {
+        return other[i] + buf * O * Head<HS>::LD;
+    }
+};
+
+// Both passes' products on one tile pair: S = own[0]·other[0]ᵀ and dP = own[1]·other[1]ᵀ for
+// this warp's 16 rows × 8·N8 columns of the other side (Sᵀ = k·qᵀ and dPᵀ = v·dyᵀ in the dk/dv
+// pass, S = q·kᵀ and dP = dy·vᵀ in the dq pass). 2·K16·N8 mma, 2·K16·(1 + N8/2) ldmatrix.
+template <int HS, int N8>
+__device__ __forceinline__ void scores_and_dp(float (&s)[N8][4], float (&dp)[N8][4], const bf16* own0,
+                                              const bf16* other0, const bf16* own1, const bf16* other1, int warp_row) {
+    constexpr int LD = Head<HS>::LD, K16 = Head<HS>::K16;
+    zero(s), zero(dp);
+    product_abt<K16, N8, LD, LD>(s, own0, warp_row, other0);
+    product_abt<K16, N8, LD, LD>(dp, own1, warp_row, other1);
+}
+
 // The backward's probabilities and score gradients of one tile pair, in place: s holds the
 // scores S (rows × columns of this warp's 16 × 8·N8 view), dp the products dP; afterwards s
 // holds P = exp2(S·scale_log2 − lse₂) and dp holds dS = P ⊙ (dP − D), masked to 0 where
-// `hidden` says. lse2 and D are given per row and per column by the callers' functors.
+// `hidden` says (MASK: the callers mask only the tiles that the diagonal or the end of the
+// sequence crosses). lse2 and D are given per row and per column by the callers' functors.
+// Per lane 4·N8 MUFU.EX2.
 template <int N8, bool MASK, class Stats, class Hidden>
 __device__ __forceinline__ void scores_to_gradients(float (&s)[N8][4], float (&dp)[N8][4], float scale_log2,
                                                     Stats stats, Hidden hidden) {
@@ -358,21 +343,14 @@ template <int HS>
 __global__ void __launch_bounds__(THREADS)
     flash_attention_backward_dkdv_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                              const float* delta, int T, int NH) {
-    constexpr int LD = Head<HS>::LD, K16 = Head<HS>::K16, N8 = Head<HS>::N8, Q = Head<HS>::OTHER, Q8 = Q / 8;
+    constexpr int LD = Head<HS>::LD, N8 = Head<HS>::N8, Q = Head<HS>::OTHER, Q8 = Q / 8;
     extern __shared__ __align__(128) char flash_smem[];
-    bf16* k_tile = reinterpret_cast<bf16*>(flash_smem);
-    bf16* v_tile = k_tile + ROWS * LD;
-    bf16* q_tiles = v_tile + ROWS * LD;  // [2][Q][LD]
-    bf16* dy_tiles = q_tiles + 2 * Q * LD;  // [2][Q][LD]
-    float* lse2_rows = reinterpret_cast<float*>(dy_tiles + 2 * Q * LD);  // [2][Q]
-    float* d_rows = lse2_rows + 2 * Q;                                   // [2][Q]
     const int tiles = (T + Q - 1) / Q, k0 = blockIdx.x * ROWS, first = k0 / Q;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS, width = 3 * C;
-    const int warp_row = (threadIdx.x / 32) * 16;
-    const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
-    const bf16* q_src = qkv + (size_t)b * T * width + h * HS;
-    const bf16* dy_src = dout + (size_t)b * T * C + h * HS;
-    lse += (size_t)bh * T, delta += (size_t)bh * T;
+    const BackwardBlock<HS, Q, true> at(flash_smem, qkv, dout, T, NH);
+    float* lse2_rows = reinterpret_cast<float*>(at.other[1] + 2 * Q * LD);  // [2][Q]
+    float* d_rows = lse2_rows + 2 * Q;                                     // [2][Q]
+    const int warp_row = at.warp_row;
+    lse += (size_t)at.bh * T, delta += (size_t)at.bh * T;  // this (b, h)'s rows
 
     // lse (in base-2 units) and D of query rows q0.. into buffer `buf`; rows past T get
     // values that keep the arithmetic finite (their columns are masked)
@@ -383,10 +361,8 @@ __global__ void __launch_bounds__(THREADS)
             d_rows[buf * Q + i] = t < T ? delta[t] : 0.0f;
         }
     };
-    load_tile_async<HS, ROWS>(k_tile, q_src + C, width, k0, T);
-    load_tile_async<HS, ROWS>(v_tile, q_src + 2 * C, width, k0, T);
-    load_tile_async<HS, Q>(q_tiles, q_src, width, first * Q, T);
-    load_tile_async<HS, Q>(dy_tiles, dy_src, C, first * Q, T);
+    at.load_own(k0, T);
+    at.load_other(0, first * Q, T);
     load_stats(0, first * Q);
     cp_async_commit();
 
@@ -395,21 +371,14 @@ __global__ void __launch_bounds__(THREADS)
     for (int qt = first; qt < tiles; qt++) {
         const int cur = (qt - first) % 2, q0 = qt * Q;
         if (qt + 1 < tiles) {
-            load_tile_async<HS, Q>(q_tiles + (1 - cur) * Q * LD, q_src, width, q0 + Q, T);
-            load_tile_async<HS, Q>(dy_tiles + (1 - cur) * Q * LD, dy_src, C, q0 + Q, T);
+            at.load_other(1 - cur, q0 + Q, T);
             load_stats(1 - cur, q0 + Q);
         }
-        cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
-        const bf16* q_tile = q_tiles + cur * Q * LD;
-        const bf16* dy_tile = dy_tiles + cur * Q * LD;
+        wait_for_current_tile();
+        const bf16* q_tile = at.other_tile(0, cur);
+        const bf16* dy_tile = at.other_tile(1, cur);
         const float* lse2 = lse2_rows + cur * Q;
         const float* d = d_rows + cur * Q;
-        float s[Q8][4], dp[Q8][4];  // Sᵀ and dPᵀ: this warp's 16 keys × Q queries
-        zero(s), zero(dp);
-        product_abt<K16, Q8, LD, LD>(s, k_tile, warp_row, q_tile);
-        product_abt<K16, Q8, LD, LD>(dp, v_tile, warp_row, dy_tile);
         auto stats = [&](int n, int e, float& l2, float& dd) {
             const int c = acc_col(n, e);
             l2 = lse2[c], dd = d[c];
@@ -419,10 +388,12 @@ __global__ void __launch_bounds__(THREADS)
             const int key = k0 + warp_row + acc_row(e), query = q0 + acc_col(n, e);
             return key > query || query >= T;
         };
+        float s[Q8][4], dp[Q8][4];  // Sᵀ and dPᵀ, then Pᵀ and dSᵀ: this warp's 16 keys × Q queries
+        scores_and_dp<HS>(s, dp, at.own[0], q_tile, at.own[1], dy_tile, warp_row);  // Sᵀ = k·qᵀ, dPᵀ = v·dyᵀ
         if (q0 < k0 + ROWS || q0 + Q > T)
-            scores_to_gradients<Q8, true>(s, dp, scale_log2, stats, hidden);
+            scores_to_gradients<Q8, true>(s, dp, at.scale_log2, stats, hidden);
         else
-            scores_to_gradients<Q8, false>(s, dp, scale_log2, stats, hidden);
+            scores_to_gradients<Q8, false>(s, dp, at.scale_log2, stats, hidden);
         uint32_t pt[Q8 / 2][4], dst[Q8 / 2][4];
         to_a_fragments<Q8>(pt, s);
         to_a_fragments<Q8>(dst, dp);
@@ -430,9 +401,9 @@ __global__ void __launch_bounds__(THREADS)
         product_rb<Q8 / 2, N8, LD>(dk, dst, q_tile);  // dk += dSᵀ·q
         __syncthreads();  // this buffer is refilled next
     }
-    bf16* dk_dst = dqkv + (size_t)b * T * width + C + h * HS;
-    store_rows<N8>(dk_dst, width, dk, scale, k0 + warp_row, T);
-    store_rows<N8>(dk_dst + C, width, dv, 1.0f, k0 + warp_row, T);
+    bf16* dk_dst = dqkv + (size_t)at.b * T * at.width + at.C + at.h * HS;
+    store_rows<N8>(dk_dst, at.width, dk, at.scale, k0 + warp_row, T);
+    store_rows<N8>(dk_dst + at.C, at.width, dv, 1.0f, k0 + warp_row, T);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -450,63 +421,46 @@ template <int HS>
 __global__ void __launch_bounds__(THREADS)
     flash_attention_backward_dq_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                            const float* delta, int T, int NH) {
-    constexpr int LD = Head<HS>::LD, K16 = Head<HS>::K16, N8 = Head<HS>::N8, K = Head<HS>::OTHER, K8 = K / 8;
+    constexpr int LD = Head<HS>::LD, N8 = Head<HS>::N8, K = Head<HS>::OTHER, K8 = K / 8;
     extern __shared__ __align__(128) char flash_smem[];
-    bf16* q_tile = reinterpret_cast<bf16*>(flash_smem);
-    bf16* dy_tile = q_tile + ROWS * LD;
-    bf16* k_tiles = dy_tile + ROWS * LD;     // [2][K][LD]
-    bf16* v_tiles = k_tiles + 2 * K * LD;    // [2][K][LD]
     const int tiles = (T + ROWS - 1) / ROWS, q0 = (tiles - 1 - blockIdx.x) * ROWS;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS, width = 3 * C;
-    const int warp_row = (threadIdx.x / 32) * 16;
-    const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
-    const bf16* q_src = qkv + (size_t)b * T * width + h * HS;
-    const bf16* k_src = q_src + C;
-    const bf16* v_src = q_src + 2 * C;
+    const BackwardBlock<HS, K, false> at(flash_smem, qkv, dout, T, NH);
+    const int warp_row = at.warp_row;
 
-    load_tile_async<HS, ROWS>(q_tile, q_src, width, q0, T);
-    load_tile_async<HS, ROWS>(dy_tile, dout + (size_t)b * T * C + h * HS, C, q0, T);
-    load_tile_async<HS, K>(k_tiles, k_src, width, 0, T);
-    load_tile_async<HS, K>(v_tiles, v_src, width, 0, T);
+    at.load_own(q0, T);
+    at.load_other(0, 0, T);
     cp_async_commit();
     // this lane's two rows' lse (base 2) and D; rows past T get finite values (not stored)
     float lse2[2], d[2];
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int t = q0 + warp_row + acc_row(2 * half);
-        lse2[half] = t < T ? lse[(size_t)bh * T + t] * LOG2E : 0.0f;
-        d[half] = t < T ? delta[(size_t)bh * T + t] : 0.0f;
+        lse2[half] = t < T ? lse[(size_t)at.bh * T + t] * LOG2E : 0.0f;
+        d[half] = t < T ? delta[(size_t)at.bh * T + t] : 0.0f;
     }
     float dq[N8][4];
     zero(dq);
     const int last = ((q0 + ROWS < T ? q0 + ROWS : T) - 1) / K;  // the last key tile these queries see
     for (int kt = 0; kt <= last; kt++) {
         const int cur = kt % 2, k0 = kt * K;
-        if (kt < last) {
-            load_tile_async<HS, K>(k_tiles + (1 - cur) * K * LD, k_src, width, k0 + K, T);
-            load_tile_async<HS, K>(v_tiles + (1 - cur) * K * LD, v_src, width, k0 + K, T);
-        }
-        cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
-        const bf16* k_tile = k_tiles + cur * K * LD;
-        const bf16* v_tile = v_tiles + cur * K * LD;
-        float s[K8][4], dp[K8][4];  // S and dP: this warp's 16 queries × K keys
-        zero(s), zero(dp);
-        product_abt<K16, K8, LD, LD>(s, q_tile, warp_row, k_tile);
-        product_abt<K16, K8, LD, LD>(dp, dy_tile, warp_row, v_tile);
+        if (kt < last) at.load_other(1 - cur, k0 + K, T);
+        wait_for_current_tile();
+        const bf16* k_tile = at.other_tile(0, cur);
+        const bf16* v_tile = at.other_tile(1, cur);
         auto stats = [&](int, int e, float& l2, float& dd) { l2 = lse2[e / 2], dd = d[e / 2]; };
         auto hidden = [&](int n, int e) { return k0 + acc_col(n, e) > q0 + warp_row + acc_row(e); };
+        float s[K8][4], dp[K8][4];  // S and dP, then P and dS: this warp's 16 queries × K keys
+        scores_and_dp<HS>(s, dp, at.own[0], k_tile, at.own[1], v_tile, warp_row);  // S = q·kᵀ, dP = dy·vᵀ
         if (k0 + K > q0)  // a tile the diagonal crosses (keys past T lie beyond it too)
-            scores_to_gradients<K8, true>(s, dp, scale_log2, stats, hidden);
+            scores_to_gradients<K8, true>(s, dp, at.scale_log2, stats, hidden);
         else
-            scores_to_gradients<K8, false>(s, dp, scale_log2, stats, hidden);
+            scores_to_gradients<K8, false>(s, dp, at.scale_log2, stats, hidden);
         uint32_t ds[K8 / 2][4];
         to_a_fragments<K8>(ds, dp);
         product_rb<K8 / 2, N8, LD>(dq, ds, k_tile);  // dq += dS·k
         __syncthreads();
     }
-    store_rows<N8>(dqkv + (size_t)b * T * width + h * HS, width, dq, scale, q0 + warp_row, T);
+    store_rows<N8>(dqkv + (size_t)at.b * T * at.width + at.h * HS, at.width, dq, at.scale, q0 + warp_row, T);
 }
 
 }  // namespace flash_mma

@@ -1,4 +1,6 @@
-// gpu/mma.cuh: the tensor-core instructions that the attention kernels use, one seam.
+// gpu/mma.cuh: the tensor-core instructions that the attention kernels use, one seam (the
+// instruction layer; gpu/mma_fragments.cuh builds a warp's fragments and products on it, and
+// gpu/flash_attention_mma.cuh the algorithm on those).
 //
 // Each function here is one PTX instruction whose register layout the PTX ISA documents
 // ("Warp-level matrix fragments for mma.m16n8k16", "ldmatrix", "cp.async"), so a kernel can
@@ -8,7 +10,9 @@
 // everywhere) the same names are warp collectives that follow the documented layouts lane by
 // lane, so kernels run unchanged.
 //
-// The layouts (PTX ISA), with g = lane / 4 and i = lane % 4. A 32-bit register holds two bf16,
+// The layouts (PTX ISA), with g = lane / 4 and i = lane % 4: which lane holds which fragment
+// element. This table is the project's one copy; cpu_cuda/mma.h (which reproduces it),
+// gpu/mma_fragments.cuh and docs/attention.md refer to it. A 32-bit register holds two bf16,
 // the lower column (or k) in its low half.
 //   A, 16×16 row-major, a[0..3]: (row g, k 2i..2i+1), (row g+8, k 2i..), (row g, k 2i+8..),
 //                                (row g+8, k 2i+8..)

@@ -88,7 +88,7 @@ mutations=(
 "bf16 AdamW: a shard refreshes the bf16 weights at its own offset|gpu/adamw.cuh|s#params_x ? params_x + lo : nullptr#params_x ? params_x + at : nullptr#|test/test_gpu_cpu|./test/test_gpu_cpu -tc=ZeRO*"
 "flash forward (scalar): the running sum not rescaled when the maximum grows|gpu/flash_attention.cuh|s#s.l\[r\] = s.l\[r\] \* alpha + sum;#s.l[r] = s.l[r] + sum;#|auto|./test/test_flash_attention_cpu_fp32 -tc=fused*"
 "flash backward (scalar): dS without the 1/sqrt(hs) scale|gpu/flash_attention.cuh|s#(s.dp\[r \* FLASH_LDS + c\] - s.delta\[r\]) \* scale : 0.0f;#(s.dp[r * FLASH_LDS + c] - s.delta[r]) : 0.0f;#|auto|./test/test_flash_attention_cpu_fp32 -tc=fused*"
-"flash dk (tensor cores): stored without the 1/sqrt(hs) scale|gpu/flash_attention_mma.cuh|s#store_rows<N8>(dk_dst, width, dk, scale,#store_rows<N8>(dk_dst, width, dk, 1.0f,#|auto|./test/test_flash_attention_cpu -tc=fused*"
+"flash dk (tensor cores): stored without the 1/sqrt(hs) scale|gpu/flash_attention_mma.cuh|s#store_rows<N8>(dk_dst, at.width, dk, at.scale,#store_rows<N8>(dk_dst, at.width, dk, 1.0f,#|auto|./test/test_flash_attention_cpu -tc=fused*"
 "flash D = rowsum(dy*y) (tensor cores): heads' rows mixed up|gpu/flash_attention_mma.cuh|s#delta\[(b \* NH + h) \* T + t\] = sum;#delta[(b * NH + h) * T + (T - 1 - t)] = sum;#|auto|./test/test_flash_attention_cpu -tc=fused*"
 "--attention auto: a resumed run times the paths again|host/run.h|/^        adopt_recorded_choices(cfg, /,+1d|auto|./test/test_gpu_cpu -tc=*resume*keeps*attention*"
 "signal during a validation: stops one step later|host/run.h|s#if (evaluate(step) \&\& !comm.stop->agreed) comm.agree_stop();#evaluate(step);#|auto|bash test/test_crash_safety.sh"
