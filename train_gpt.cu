@@ -1,7 +1,7 @@
 // train_gpt.cu: GPT-2 training on NVIDIA GPUs, one process per GPU.
 //
 // The same model, optimizer step, options, log lines and checkpoint files as train.cpp,
-// the CPU reference that every kernel here is tested against (test/test_gpu.cu). Read
+// the CPU reference that every kernel here is tested against (test/gpu_trainer/trainer.cu). Read
 // train.cpp first: this file follows its order, its names and its contracts:
 //   * parameter gradients ADD (+=), activation gradients are OVERWRITTEN (=);
 //   * the loss is scaled by 1/(B·T·A·R) before backward, so the gradients summed over A
