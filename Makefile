@@ -48,7 +48,7 @@ endif
 HOST_HEADERS := $(wildcard host/*.h)
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
-# GPU rules (train_gpt, test/test_gpu, test_gpu, bench_gpu): they need nvcc, found there
+# GPU rules (train_gpt, test/gpu_trainer/trainer, test_gpu, bench_gpu): they need nvcc, found there
 -include gpu.mk
 
 .PHONY: all test bench check clean
@@ -63,29 +63,29 @@ train: train.cpp $(HOST_HEADERS) $(TRAIN_STAMP)
 	@echo "building train $(TRAIN_NOTE)"
 	$(TRAIN_CXX) $(CXXFLAGS) $(TRAIN_DEFS) -o $@ train.cpp
 
-# The CUDA sources on the CPU runtime (train_gpt_cpu, test/test_gpu_cpu, ...): see cpu.mk
+# The CUDA sources on the CPU runtime (train_gpt_cpu, test/gpu_trainer/trainer_cpu, ...): see cpu.mk
 include cpu.mk
 
 # ---- tests (doctest, from Debian's doctest-dev)
 DOCTEST_OK := $(shell test -f /usr/include/doctest/doctest.h && echo yes)
 
-test/test_cpu: test/test_cpu.cpp test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
+test/cpu_trainer/trainer: test/cpu_trainer/trainer.cpp test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
 ifneq ($(DOCTEST_OK),yes)
 	$(error doctest is missing: apt-get install doctest-dev)
 endif
-	$(CXX) $(CXXFLAGS) -o $@ test/test_cpu.cpp
+	$(CXX) $(CXXFLAGS) -o $@ test/cpu_trainer/trainer.cpp
 
-test/test_plan: test/test_plan.cpp test/test_util.h $(HOST_HEADERS)
-	$(CXX) $(CXXFLAGS) -o $@ test/test_plan.cpp
+test/cpu_trainer/plan: test/cpu_trainer/plan.cpp test/test_util.h $(HOST_HEADERS)
+	$(CXX) $(CXXFLAGS) -o $@ test/cpu_trainer/plan.cpp
 
-test/test_noise: test/test_noise.cpp $(HOST_HEADERS)
-	$(CXX) $(CXXFLAGS) -o $@ test/test_noise.cpp
+test/cpu_trainer/noise_estimator: test/cpu_trainer/noise_estimator.cpp $(HOST_HEADERS)
+	$(CXX) $(CXXFLAGS) -o $@ test/cpu_trainer/noise_estimator.cpp
 
-test/check_reference: test/check_reference.cpp test/golden.h train.cpp $(HOST_HEADERS)
-	$(CXX) $(CXXFLAGS) -o $@ test/check_reference.cpp
+test/cpu_trainer/check_reference: test/cpu_trainer/check_reference.cpp test/golden.h train.cpp $(HOST_HEADERS)
+	$(CXX) $(CXXFLAGS) -o $@ test/cpu_trainer/check_reference.cpp
 
 # Everything the tests run, built in parallel first (the CPU runtime's programs take a while).
-TEST_PROGRAMS := train test/test_cpu test/test_plan test/test_noise test/check_reference $(if $(CPU_CUDA_OK),$(CPU_CUDA_PROGRAMS))
+TEST_PROGRAMS := train test/cpu_trainer/trainer test/cpu_trainer/plan test/cpu_trainer/noise_estimator test/cpu_trainer/check_reference $(if $(CPU_CUDA_OK),$(CPU_CUDA_PROGRAMS))
 test:
 	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_PROGRAMS)
 	@bash test/run_all.sh
@@ -99,21 +99,21 @@ mutations:
 print-test-programs:
 	@echo $(TEST_PROGRAMS)
 
-check: test/check_reference
-	./test/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
+check: test/cpu_trainer/check_reference
+	./test/cpu_trainer/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
 
 # Every quoted output of README.md and docs/*.md against what today's code prints, and every
 # file, function and option they name against the checkout (docs/check-docs.md). make test
-# runs the quick part (test/test_check_docs.sh).
+# runs the quick part (test/tools/quoted_outputs.sh).
 .PHONY: check-docs
 check-docs: train $(if $(CPU_CUDA_OK),train_gpt_cpu)
-	python3 test/check_docs.py
+	python3 test/tools/check_docs.py
 
 bench: train
 	@bash scripts/bench_cpu.sh
 
 # The gradient sync timed over links of 1 Gbit/s and 200 Mbit/s between 2 and 4 hosts made of
-# network namespaces (test/multihost/cluster.sh; needs root and Open MPI), beside the planner's
+# network namespaces (test/replicas/cluster.sh; needs root and Open MPI), beside the planner's
 # --dry-run --link-gbps prediction: the table in docs/replicas.md, "Across hosts".
 .PHONY: bench_comm
 bench_comm: train
@@ -131,7 +131,7 @@ sass:
 	    $(if $(strip $(NVCCFLAGS)),--nvcc-flags="$(NVCCFLAGS)") $(SASS_ARGS)
 
 clean:
-	rm -f train train_gpt test/test_cpu test/test_plan test/test_noise test/check_reference test/test_gpu .train-mpi .train-single
+	rm -f train train_gpt test/cpu_trainer/trainer test/cpu_trainer/plan test/cpu_trainer/noise_estimator test/cpu_trainer/check_reference test/gpu_trainer/trainer .train-mpi .train-single
 	rm -rf build $(CPU_CUDA_PROGRAMS) dev/cpu_cuda_bench dev/cpu_cuda_gemm_bench
 	$(MAKE) -C dev/cuda clean
 
@@ -139,33 +139,33 @@ clean:
 # `make test` also builds the CPU trainer and its doctest suite with AddressSanitizer and
 # UndefinedBehaviorSanitizer (build/asan/; -O0 keeps the build short, any report fails the
 # run) and, where clang has libFuzzer (Debian: clang libclang-rt-dev), the fuzz harnesses of
-# test/fuzz/ (build/fuzz/); test/run_all.sh runs them.
+# test/hardening/fuzz/ (build/fuzz/); test/run_all.sh runs them.
 #   make fuzz   builds the harnesses and runs each for FUZZ_SECONDS (default 60)
 SAN_CXXFLAGS := $(filter-out -O%,$(CXXFLAGS)) -O0 -g -fno-omit-frame-pointer \
                 -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CXX ?= clang++
 FUZZ_OK := $(shell echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' | \
              $(FUZZ_CXX) -fsanitize=fuzzer -x c++ - -o /dev/null 2>/dev/null && echo yes)
-FUZZ_HARNESSES := $(patsubst test/fuzz/%.cpp,build/fuzz/%,$(wildcard test/fuzz/fuzz_*.cpp))
+FUZZ_HARNESSES := $(patsubst test/hardening/fuzz/%.cpp,build/fuzz/%,$(wildcard test/hardening/fuzz/fuzz_*.cpp))
 FUZZ_SECONDS ?= 60
 
 build/asan/train: train.cpp $(HOST_HEADERS)
 	@mkdir -p $(@D)
 	$(CXX) $(SAN_CXXFLAGS) -o $@ train.cpp
 
-build/asan/test_cpu: test/test_cpu.cpp test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
+build/asan/cpu_trainer: test/cpu_trainer/trainer.cpp test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
 	@mkdir -p $(@D)
-	$(CXX) $(SAN_CXXFLAGS) -o $@ test/test_cpu.cpp
+	$(CXX) $(SAN_CXXFLAGS) -o $@ test/cpu_trainer/trainer.cpp
 
-build/fuzz/fuzz_%: test/fuzz/fuzz_%.cpp test/fuzz/fuzz.h $(HOST_HEADERS)
+build/fuzz/fuzz_%: test/hardening/fuzz/fuzz_%.cpp test/hardening/fuzz/fuzz.h $(HOST_HEADERS)
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $<
 
 .PHONY: sanitizers fuzzers fuzz clean-hardening
-sanitizers: build/asan/train build/asan/test_cpu
+sanitizers: build/asan/train build/asan/cpu_trainer
 fuzzers: $(FUZZ_HARNESSES)
 fuzz: fuzzers
-	bash test/fuzz/run.sh $(FUZZ_SECONDS)
+	bash test/hardening/fuzz/run.sh $(FUZZ_SECONDS)
 test: sanitizers $(if $(FUZZ_OK),fuzzers)
 clean: clean-hardening
 clean-hardening:

@@ -2,23 +2,23 @@
 # The Makefile includes this file after gpu.mk.
 #
 #   train_gpt_cpu            the GPU trainer, on the CPU: same options, files and log lines
-#   test/test_gpu_cpu        test/test_gpu.cu on the CPU runtime
+#   test/gpu_trainer/trainer_cpu        test/gpu_trainer/trainer.cu on the CPU runtime
 #   (both in PRECISION, bf16 by default, as gpu.mk; *_fp32 are the same in fp32, which
 #   make test runs as well)
-#   test/test_cpu_cuda       the runtime's own tests (execution model, runtime API)
-#   test/test_cpu_cuda_features  its cooperative groups, launch bounds, cache hints and the other
+#   test/cpu_runtime/execution       the runtime's own tests (execution model, runtime API)
+#   test/cpu_runtime/kernel_features  its cooperative groups, launch bounds, cache hints and the other
 #                            features of kernels written elsewhere
-#   test/test_cpu_cuda_surface  the CUDA of tutorials and vendor samples: device presets and every
+#   test/cpu_runtime/samples  the CUDA of tutorials and vendor samples: device presets and every
 #                            attribute, symbols, libcu++ barriers and pipelines, occupancy, ...
 #   DIR/NAME_cpu             any DIR/NAME.cu, with headers beside it and SOURCES=... ("bring your own kernel"; the rule at the end);
-#                            test/cpu_cuda_byok_cpu is one, built and run by make test
-#   test/test_cpu_wmma       its WMMA (tensor-core fragments) against float64 references
-#   test/test_cpu_mma        its mma.sync, ldmatrix and cp.async (gpu/mma.cuh's instructions):
+#                            test/cpu_runtime/byok_cpu is one, built and run by make test
+#   test/cpu_runtime/wmma       its WMMA (tensor-core fragments) against float64 references
+#   test/cpu_runtime/mma        its mma.sync, ldmatrix and cp.async (gpu/mma.cuh's instructions):
 #                            the PTX ISA's layouts, float64 references, misuse
-#   test/test_flash_attention_cpu  the fused attention against train.cpp and the cuBLAS path
+#   test/gpu_trainer/flash_attention_cpu  the fused attention against train.cpp and the cuBLAS path
 #                            (and _fp32)
-#   test/test_cpu_cublas     its cuBLAS subset against float64 references
-#   test/test_cpu_nccl       its NCCL, across 1, 2 and 4 processes
+#   test/cpu_runtime/cublas     its cuBLAS subset against float64 references
+#   test/cpu_runtime/nccl       its NCCL, across 1, 2 and 4 processes
 #   dev/cuda/NAME_cpu        the kernel workbenches (run with --check for the quick check)
 #   bench_cpu_cuda           the runtime's own costs: fiber switch, barrier, shuffle, launch;
 #                            and its cuBLAS's GFLOP/s on the trainer's shapes
@@ -38,7 +38,7 @@ CPU_CUDA_LIBS := -lpthread -lrt
 REWRITE := build/cpu_cuda_rewrite
 
 # the project's sources as the CPU build sees them
-CPU_CUDA_SOURCES := train_gpt.cu train.cpp $(HOST_HEADERS) $(wildcard gpu/*.cuh test/*.cu test/*.h dev/cuda/*.cu dev/cuda/*.h)
+CPU_CUDA_SOURCES := train_gpt.cu train.cpp $(HOST_HEADERS) $(wildcard gpu/*.cuh test/*.h test/*/*.cu test/*/*.h dev/cuda/*.cu dev/cuda/*.h)
 TRAINER_SOURCES = $(call CPU_MIRROR,train_gpt.cu $(HOST_HEADERS) $(wildcard gpu/*.cuh))
 DEFS_bf16 := -DTRAIN_BF16
 DEFS_fp32 :=
@@ -48,16 +48,16 @@ WORKBENCHES := layernorm attention_softmax attention_fused crossentropy gelu enc
 BENCH_ONLY_WORKBENCHES := step_kernels
 
 # what make test builds and runs
-CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/test_gpu_cpu test/test_gpu_cpu_fp32 test/test_cpu_cuda test/test_cpu_wmma \
-                     test/test_cpu_mma \
-                     test/test_cpu_cuda_features test/test_cpu_cuda_surface test/cpu_cuda_byok_cpu test/byok_multi/main_cpu \
-                     test/test_flash_attention_cpu test/test_flash_attention_cpu_fp32 \
-                     test/test_cpu_cublas test/test_cpu_nccl $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu)
+CPU_CUDA_PROGRAMS := train_gpt_cpu train_gpt_cpu_fp32 test/gpu_trainer/trainer_cpu test/gpu_trainer/trainer_cpu_fp32 test/cpu_runtime/execution test/cpu_runtime/wmma \
+                     test/cpu_runtime/mma \
+                     test/cpu_runtime/kernel_features test/cpu_runtime/samples test/cpu_runtime/byok_cpu test/cpu_runtime/byok_multi/main_cpu \
+                     test/gpu_trainer/flash_attention_cpu test/gpu_trainer/flash_attention_cpu_fp32 \
+                     test/cpu_runtime/cublas test/cpu_runtime/nccl $(foreach w,$(WORKBENCHES),dev/cuda/$(w)_cpu)
 
 .PHONY: cpu_cuda_check bench_cpu_cuda print-cpu-cuda-compiler
 
 # the compiler and flags of the programs above, less the umbrella header: each of cpu_cuda/'s
-# headers must compile alone with them (test/test_cpu_cuda_headers.sh)
+# headers must compile alone with them (test/cpu_runtime/headers.sh)
 print-cpu-cuda-compiler:
 	@echo $(CXX) $(CPU_CUDA_CXXFLAGS)
 
@@ -82,35 +82,35 @@ train_gpt_cpu_fp32: $(TRAINER_SOURCES) $(CPU_CUDA_HEADERS) $(TRAIN_STAMP) | cpu_
 	$(TRAIN_CXX) $(CPU_CUDA_FLAGS) $(TRAIN_DEFS) -o $@ -x c++ build/cpu/train_gpt.cu $(CPU_CUDA_LIBS)
 
 # their end-to-end tests start the trainer of their precision, and ./train
-test/test_gpu_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check train_gpt_cpu train
+test/gpu_trainer/trainer_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check train_gpt_cpu train
 	$(CXX) $(CPU_CUDA_FLAGS) $(DEFS_$(PRECISION)) -DTRAIN_GPT_BINARY='"./train_gpt_cpu"' -o $@ \
-	    -x c++ build/cpu/test/test_gpu.cu $(CPU_CUDA_LIBS)
-test/test_gpu_cpu_fp32: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) | cpu_cuda_check train_gpt_cpu_fp32 train
-	$(CXX) $(CPU_CUDA_FLAGS) -DTRAIN_GPT_BINARY='"./train_gpt_cpu_fp32"' -o $@ -x c++ build/cpu/test/test_gpu.cu \
+	    -x c++ build/cpu/test/gpu_trainer/trainer.cu $(CPU_CUDA_LIBS)
+test/gpu_trainer/trainer_cpu_fp32: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) | cpu_cuda_check train_gpt_cpu_fp32 train
+	$(CXX) $(CPU_CUDA_FLAGS) -DTRAIN_GPT_BINARY='"./train_gpt_cpu_fp32"' -o $@ -x c++ build/cpu/test/gpu_trainer/trainer.cu \
 	    $(CPU_CUDA_LIBS)
 
-test/test_cpu_cuda: $(call CPU_MIRROR,test/test_cpu_cuda.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_cuda.cu $(CPU_CUDA_LIBS)
+test/cpu_runtime/execution: $(call CPU_MIRROR,test/cpu_runtime/execution.cu test/cpu_runtime/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/cpu_runtime/execution.cu $(CPU_CUDA_LIBS)
 
-test/test_cpu_cuda_features: $(call CPU_MIRROR,test/test_cpu_cuda_features.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/test/test_cpu_cuda_features.cu $(CPU_CUDA_LIBS)
+test/cpu_runtime/kernel_features: $(call CPU_MIRROR,test/cpu_runtime/kernel_features.cu test/cpu_runtime/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/test/cpu_runtime/kernel_features.cu $(CPU_CUDA_LIBS)
 
-test/test_cpu_cuda_surface: $(call CPU_MIRROR,test/test_cpu_cuda_surface.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/test/test_cpu_cuda_surface.cu $(CPU_CUDA_LIBS)
+test/cpu_runtime/samples: $(call CPU_MIRROR,test/cpu_runtime/samples.cu test/cpu_runtime/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/test/cpu_runtime/samples.cu $(CPU_CUDA_LIBS)
 
-test/test_cpu_wmma: $(call CPU_MIRROR,test/test_cpu_wmma.cu test/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_wmma.cu $(CPU_CUDA_LIBS)
-test/test_cpu_mma: $(call CPU_MIRROR,test/test_cpu_mma.cu test/cpu_cuda_test.h gpu/mma.cuh) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_cpu_mma.cu $(CPU_CUDA_LIBS)
+test/cpu_runtime/wmma: $(call CPU_MIRROR,test/cpu_runtime/wmma.cu test/cpu_runtime/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/cpu_runtime/wmma.cu $(CPU_CUDA_LIBS)
+test/cpu_runtime/mma: $(call CPU_MIRROR,test/cpu_runtime/mma.cu test/cpu_runtime/cpu_cuda_test.h gpu/mma.cuh) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/cpu_runtime/mma.cu $(CPU_CUDA_LIBS)
 
-FLASH_TEST_SOURCES := $(call CPU_MIRROR,test/test_flash_attention.cu train.cpp test/test_util.h dev/cuda/device_array.h \
+FLASH_TEST_SOURCES := $(call CPU_MIRROR,test/gpu_trainer/flash_attention.cu train.cpp test/test_util.h dev/cuda/device_array.h \
                       $(HOST_HEADERS) $(wildcard gpu/*.cuh))
-test/test_flash_attention_cpu: $(FLASH_TEST_SOURCES) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) $(DEFS_$(PRECISION)) -o $@ -x c++ build/cpu/test/test_flash_attention.cu $(CPU_CUDA_LIBS)
-test/test_flash_attention_cpu_fp32: $(FLASH_TEST_SOURCES) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/test_flash_attention.cu $(CPU_CUDA_LIBS)
+test/gpu_trainer/flash_attention_cpu: $(FLASH_TEST_SOURCES) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) $(DEFS_$(PRECISION)) -o $@ -x c++ build/cpu/test/gpu_trainer/flash_attention.cu $(CPU_CUDA_LIBS)
+test/gpu_trainer/flash_attention_cpu_fp32: $(FLASH_TEST_SOURCES) $(CPU_CUDA_HEADERS) | cpu_cuda_check
+	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/gpu_trainer/flash_attention.cu $(CPU_CUDA_LIBS)
 
-test/test_cpu_cublas test/test_cpu_nccl: test/%: test/%.cpp test/cpu_cuda_test.h $(CPU_CUDA_HEADERS) | cpu_cuda_check
+test/cpu_runtime/cublas test/cpu_runtime/nccl: test/%: test/%.cpp test/cpu_runtime/cpu_cuda_test.h $(CPU_CUDA_HEADERS) | cpu_cuda_check
 	$(CXX) $(CPU_CUDA_FLAGS) -o $@ $< $(CPU_CUDA_LIBS)
 
 # (-O1: the checks run small shapes, and six programs compile twice as fast)
@@ -134,7 +134,7 @@ bench_cpu_cuda: dev/cpu_cuda_bench dev/cpu_cuda_gemm_bench
 # the others in SOURCES (relative to NAME.cu's folder: make DIR/NAME_cpu SOURCES="b.cu c.cu"), each
 # compiled as a translation unit of its own, as nvcc does, and linked with NAME.cu (the runtime's
 # definitions are inline, so each file may include it; a macro one file defines stays in that file).
-# test/byok_multi/ is an example that make test builds. Headers in
+# test/cpu_runtime/byok_multi/ is an example that make test builds. Headers in
 # other folders (a samples collection's Common/) are found through INCLUDES="-I/path" (not rewritten).
 # (Targets with rules of their own above take precedence.)
 CPU_CUDA_ARCH ?= 900  # __CUDA_ARCH__ in these programs (cuda_cpu.h)
@@ -150,4 +150,4 @@ BYOK_BESIDE = $(wildcard $(dir $(1))*.cuh $(dir $(1))*.h $(dir $(1))*.hpp) $(add
 	    $(addprefix $(BYOK_DIR)/,$(notdir $(SOURCES))) $(CPU_CUDA_LIBS)
 
 # the multi-file example: main.cu with kernels in a header beside it, and a second .cu
-test/byok_multi/main_cpu: SOURCES = scale.cu
+test/cpu_runtime/byok_multi/main_cpu: SOURCES = scale.cu

@@ -2,7 +2,7 @@
 # file (-include gpu.mk); it also works alone:  make -f gpu.mk [target] [VAR=value ...]
 #
 #   train_gpt        the GPU trainer
-#   test/test_gpu    the GPU test program (doctest; needs train.cpp for the CPU reference)
+#   test/gpu_trainer/trainer    the GPU test program (doctest; needs train.cpp for the CPU reference)
 #   test_gpu         builds and runs it (exit 77 from test_gpu = no GPU here: reported, not failed)
 #   bench_gpu        GPT-2 124M shape, both precisions: ms/step, tokens/s, MFU, peak memory,
 #                    time per kernel (scripts/bench_gpu.sh; LLMC_DIR=... adds llm.c's train_gpt2cu)
@@ -111,7 +111,7 @@ NO_NVCC_MESSAGE := gpu.mk: nvcc not found (PATH or CUDA_HOME=$(CUDA_HOME)): the 
 
 ifeq ($(NVCC),)
 
-train_gpt build/train_gpt_bf16 build/train_gpt_fp32 test/test_gpu test/test_flash_attention test_gpu bench_gpu gpu_info archs:
+train_gpt build/train_gpt_bf16 build/train_gpt_fp32 test/gpu_trainer/trainer test/gpu_trainer/flash_attention test_gpu bench_gpu gpu_info archs:
 	@echo "$(NO_NVCC_MESSAGE)"; exit 1
 
 else
@@ -130,21 +130,21 @@ build/train_gpt_bf16 build/train_gpt_fp32: build/train_gpt_%: train_gpt.cu $(GPU
 	$(NVCC) $(NVCC_COMMON) $(if $(filter bf16,$*),-DTRAIN_BF16) -o $@ train_gpt.cu $(GPU_LIBS)
 
 # its end-to-end tests start ./train_gpt, hence the order-only prerequisite
-test/test_gpu: test/test_gpu.cu test/test_util.h test/golden.h dev/cuda/device_array.h train_gpt.cu train.cpp $(GPU_HOST_HEADERS) $(GPU_STAMP) | train_gpt
+test/gpu_trainer/trainer: test/gpu_trainer/trainer.cu test/test_util.h test/golden.h dev/cuda/device_array.h train_gpt.cu train.cpp $(GPU_HOST_HEADERS) $(GPU_STAMP) | train_gpt
 	@test -f $(DOCTEST_INC)/doctest/doctest.h || { echo "gpu.mk: doctest.h not found under $(DOCTEST_INC) (apt-get install doctest-dev, or DOCTEST_INC=dir)"; exit 1; }
 	$(gpu_found)
-	$(NVCC) $(NVCC_ALL) -I$(DOCTEST_INC) -o $@ test/test_gpu.cu $(GPU_LIBS)
+	$(NVCC) $(NVCC_ALL) -I$(DOCTEST_INC) -o $@ test/gpu_trainer/trainer.cu $(GPU_LIBS)
 
 # the fused attention against train.cpp and the cuBLAS path, on real tensor cores
-test/test_flash_attention: test/test_flash_attention.cu test/test_util.h dev/cuda/device_array.h train.cpp $(GPU_HOST_HEADERS) $(GPU_STAMP)
+test/gpu_trainer/flash_attention: test/gpu_trainer/flash_attention.cu test/test_util.h dev/cuda/device_array.h train.cpp $(GPU_HOST_HEADERS) $(GPU_STAMP)
 	@test -f $(DOCTEST_INC)/doctest/doctest.h || { echo "gpu.mk: doctest.h not found under $(DOCTEST_INC) (apt-get install doctest-dev, or DOCTEST_INC=dir)"; exit 1; }
-	$(NVCC) $(NVCC_ALL) -I$(DOCTEST_INC) -o $@ test/test_flash_attention.cu $(GPU_LIBS)
+	$(NVCC) $(NVCC_ALL) -I$(DOCTEST_INC) -o $@ test/gpu_trainer/flash_attention.cu $(GPU_LIBS)
 
 # The compile matrix: every architecture nvcc has among the GPUs supported (T4 sm_75 to
 # Blackwell sm_120; V100's sm_70 left CUDA 13), each in both precisions (bf16 below sm_80 too:
-# it compiles, and stops at start-up there), failing on any error. test/test_gpu.cu includes
+# it compiles, and stops at start-up there), failing on any error. test/gpu_trainer/trainer.cu includes
 # train_gpt.cu, so its device code is all of the trainer's kernels and the tests' own. To keep
-# CI short (test/test_compile_matrix.sh), each pair goes to PTX only (nvcc's front end and
+# CI short (test/gpu_trainer/compile_matrix.sh), each pair goes to PTX only (nvcc's front end and
 # cicc: every template instantiated, every __CUDA_ARCH__ branch taken, no ptxas, no host
 # compiler); sm_75 fp32, what a T4 builds by default, also goes through ptxas (its registers and
 # shared memory; the host code is the same for every architecture, and the nvcc build compiles
@@ -158,16 +158,16 @@ MATRIX_FLAGS = -std=c++17 -O3 $(if $(filter bf16,$(lastword $(subst -, ,$*))),-D
 matrix_arch = $(firstword $(subst -, ,$*))
 .PHONY: archs
 archs: $(MATRIX_PTX) $(MATRIX_FULL)
-	@echo "gpu.mk: compile matrix passed: PTX of test/test_gpu.cu (train_gpt.cu's kernels included) for sm_$(subst $() ,$(comma) sm_,$(MATRIX_ARCHS)) in fp32 and bf16; sm_75 fp32 through ptxas"
-build/archs/test_gpu-sm%.ptx: test/test_gpu.cu test/test_util.h test/golden.h train_gpt.cu train.cpp $(GPU_HOST_HEADERS)
+	@echo "gpu.mk: compile matrix passed: PTX of test/gpu_trainer/trainer.cu (train_gpt.cu's kernels included) for sm_$(subst $() ,$(comma) sm_,$(MATRIX_ARCHS)) in fp32 and bf16; sm_75 fp32 through ptxas"
+build/archs/test_gpu-sm%.ptx: test/gpu_trainer/trainer.cu test/test_util.h test/golden.h train_gpt.cu train.cpp $(GPU_HOST_HEADERS)
 	@mkdir -p build/archs
-	$(NVCC) $(MATRIX_FLAGS) -arch=compute_$(matrix_arch) --ptx -o $@ test/test_gpu.cu
+	$(NVCC) $(MATRIX_FLAGS) -arch=compute_$(matrix_arch) --ptx -o $@ test/gpu_trainer/trainer.cu
 build/archs/test_gpu-sm%.cubin: build/archs/test_gpu-sm%.ptx
 	$(dir $(NVCC))ptxas -arch=sm_$(matrix_arch) -o $@ $<
 
 # test_gpu exits 77 when it finds no GPU: then the tests were compiled but not run
-test_gpu: test/test_gpu train_gpt
-	@./test/test_gpu; rc=$$?; \
+test_gpu: test/gpu_trainer/trainer train_gpt
+	@./test/gpu_trainer/trainer; rc=$$?; \
 	if [ $$rc -eq 77 ]; then echo "test_gpu: NOT RUN (no GPU on this machine)"; exit 0; fi; exit $$rc
 
 bench_gpu: build/train_gpt_bf16 build/train_gpt_fp32

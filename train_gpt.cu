@@ -1,8 +1,8 @@
 // train_gpt.cu: GPT-2 training on NVIDIA GPUs, one process per GPU.
 //
 // The same model, optimizer step, options, log lines and checkpoint files as train.cpp, the
-// CPU reference that every kernel here is tested against (test/test_gpu.cu), and the same
-// order: read it top to bottom. The model and its buffers, forward and backward as functions
+// CPU reference that every kernel here is tested against (test/gpu_trainer/trainer.cu), and the
+// same order: read it top to bottom. The model and its buffers, forward and backward as functions
 // of the model (on gpu/'s kernels, a header per layer); the optimizer; train_step(), the
 // whole optimizer step in one function; last, the adapter that host/run.h's training run
 // drives (host/trainer.h). What is decided before anything is allocated (memory, which

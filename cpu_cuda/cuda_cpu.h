@@ -29,7 +29,7 @@
 //                  the include path (cpu.mk): <cooperative_groups.h> and its reduce.h and
 //                  scan.h, libcu++'s <cuda/barrier> and <cuda/pipeline>
 //   rewrite.cpp    the build's source rewrite: kernel<<<...>>> launches, __shared__ declarations
-// Each header includes what it uses, and compiles alone (test/test_cpu_cuda_headers.sh), and
+// Each header includes what it uses, and compiles alone (test/cpu_runtime/headers.sh), and
 // none includes anything of the trainers: the runtime is a library beneath them.
 // Programs are one translation unit each (the project's are), which is what lets the
 // runtime live in headers.

@@ -2,7 +2,7 @@
 // statistics and every sum are float32 in both precisions.
 //
 // Two fused kernels serve the trainer; the compositions they replace stay below them as the
-// simple path they are checked against (test/test_gpu.cu), doing the same arithmetic in the
+// simple path they are checked against (test/gpu_trainer/trainer.cu), doing the same arithmetic in the
 // same order:
 //   residual_layernorm_forward = residual_forward, then layernorm_forward on its output;
 //   layernorm_backward_fused   = layernorm_backward (dinp, then dw and db from a second read
@@ -154,7 +154,7 @@ void layernorm_backward(floatX* dinp, float* dw, float* db, float* scratch, cons
 // of a whole row (64·C bytes: above C = 1,584 on sm_86/89): each block reads its rows whole for
 // the two means, then only its columns. Every column's sum adds the same rows in the same
 // order, and dinp comes from the same means, so the result is the same to the bit whatever
-// `cols` is (test/test_gpu.cu checks it): the choice, made from the device at start-up, cannot
+// `cols` is (test/gpu_trainer/trainer.cu checks it): the choice, made from the device at start-up, cannot
 // change what a resumed run computes.
 // Column c's sum sits in slot (c % P)·stride + c / P (P elements per pack, stride = ⌈cols/P⌉,
 // c counted from the block's first column): the lanes of a warp hold consecutive packs, so

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The planner's gradient-sync time against a measured one (make bench_comm; needs root, ip
 # and Open MPI; not part of make test). Hosts are network namespaces on this machine
-# (test/multihost/cluster.sh) whose links are limited by tc's tbf to each RATE; ./train runs
+# (test/replicas/cluster.sh) whose links are limited by tc's tbf to each RATE; ./train runs
 # a model whose gradient all-reduce dominates the step (C=256: 12.6 MiB of gradients, and a
 # micro-batch of 16 tokens) for STEPS steps on R hosts × 1 rank, and the median of the log's
 # sync_ms over steps 2.. (the first connects) is set beside `./train --dry-run --link-gbps G`.
@@ -10,7 +10,7 @@
 # Prints a Markdown table (docs/replicas.md quotes it).
 set -u
 cd "$(dirname "$0")/.."
-source test/multihost/cluster.sh
+source test/replicas/cluster.sh
 why=$(cluster_can_run) || { echo "bench_comm: cannot make network namespaces here: $why" >&2; exit 1; }
 ldd ./train | grep -q libmpi || { echo "bench_comm: ./train was built without MPI (make train with mpicxx)" >&2; exit 1; }
 RATES=${1:-"none 1 0.2"} HOSTS=${2:-"2 4"} STEPS=${3:-8}

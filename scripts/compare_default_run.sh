@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole default run (300 steps of the default model) in both trainers: the GPU trainer's
 # final validation loss must be within 2% of the CPU trainer's. This was a test case of
-# test/test_gpu.cu that make test skipped (minutes on the CPU runtime); here it runs where
+# test/gpu_trainer/trainer.cu that make test skipped (minutes on the CPU runtime); here it runs where
 # someone runs it: scripts/gpu_check.sh on a GPU, or by hand on the CPU runtime.
 #
 #   scripts/compare_default_run.sh [TRAINER]    TRAINER: ./train_gpt (default when built),

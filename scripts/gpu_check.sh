@@ -3,13 +3,13 @@
 # a few minutes (one rented for a quarter of an hour, a slot on a shared node): at most 8 minutes
 # on a 16-core H100/H200 machine, builds included (the default stages' caps add up to 480 s),
 # and never more than its budget (540 s). The most valuable figures come first:
-#   build        bf16 train_gpt, train, test/test_gpu and test/test_flash_attention (make -j),
+#   build        bf16 train_gpt, train, test/gpu_trainer/trainer and test/gpu_trainer/flash_attention (make -j),
 #                and beside them llm.c with and without cuDNN (its sources' build.sh: see below)
 #   bench        the whole step at GPT-2 124M, B=64, T=1024, bf16, on each attention path (fused,
 #                cublas, and auto: which one it picks), then llm.c's train_gpt2cu on the same
 #                shape, with cuDNN and without (scripts/bench_gpu.sh)
-#   test_gpu     test/test_gpu, bf16
-#   flash        test/test_flash_attention, bf16
+#   test_gpu     test/gpu_trainer/trainer, bf16
+#   flash        test/gpu_trainer/flash_attention, bf16
 # and only with --full (longer than a short session; budget 1800 s):
 #   default_run  300 steps of the default model against ./train (scripts/compare_default_run.sh)
 #   fp32         the GPU tests in fp32 (leaves ./train_gpt built fp32: make train_gpt restores bf16)
@@ -46,7 +46,7 @@ set -uo pipefail
 
 # ---- the stages: cap and minimum, in seconds. The default ones' caps add up to 8 minutes, less
 # than the default budget: each gets its whole cap, and the budget's last minute is for the
-# probe, the summary and stragglers. (The build's cap covers test/test_gpu, the longest
+# probe, the summary and stragglers. (The build's cap covers test/gpu_trainer/trainer, the longest
 # compile; if it runs out, whatever was built by then is still used.)
 DEFAULT_STAGES=(build bench test_gpu flash)
 FULL_STAGES=(default_run fp32 workbenches)
@@ -126,7 +126,7 @@ llmc_dirs() {
     if [ -n "${LLMC_DIR:-}" ]; then echo "$LLMC_DIR"; else echo "$LLMC_BUILD/cudnn $LLMC_BUILD/nocudnn"; fi
 }
 our_targets() {  # what the build stage makes: the tests only where doctest.h is
-    echo "train_gpt${DOCTEST:+ train test/test_gpu test/test_flash_attention}"
+    echo "train_gpt${DOCTEST:+ train test/gpu_trainer/trainer test/gpu_trainer/flash_attention}"
 }
 make_cmd() { echo "make -j$(nproc 2>/dev/null || echo 4) -k PRECISION=${1:-bf16} ${MAKE_VARS[*]}"; }
 bench_cmd() {  # $1: the llm.c builds to time
@@ -144,11 +144,11 @@ describe() {
             elif [ -n "$LLMC_SRC" ]; then echo "beside it: bash $LLMC_SRC/build.sh $LLMC_BUILD"
             else echo "llm.c: its sources are not here ($LLMC_PLACES)"; fi ;;
         bench) bench_cmd "$(llmc_dirs)" ;;
-        test_gpu) echo "./test/test_gpu" ;;
-        flash) echo "./test/test_flash_attention" ;;
+        test_gpu) echo "./test/gpu_trainer/trainer" ;;
+        flash) echo "./test/gpu_trainer/flash_attention" ;;
         default_run) echo "scripts/compare_default_run.sh ./train_gpt" ;;
-        fp32) echo "$(make_cmd fp32) train_gpt test/test_gpu test/test_flash_attention;" \
-                   "./test/test_gpu; ./test/test_flash_attention" ;;
+        fp32) echo "$(make_cmd fp32) train_gpt test/gpu_trainer/trainer test/gpu_trainer/flash_attention;" \
+                   "./test/gpu_trainer/trainer; ./test/gpu_trainer/flash_attention" ;;
         workbenches) echo "make -C dev/cuda PRECISION=bf16, then fp32; each of: $WORKBENCHES" ;;
     esac
 }
@@ -222,8 +222,8 @@ run_test() {
     [ "$rc" -eq 77 ] && echo "skipped: $1 found no GPU"
     return $rc
 }
-stage_test_gpu() { run_test ./test/test_gpu test_gpu.log; }
-stage_flash() { run_test ./test/test_flash_attention flash.log; }
+stage_test_gpu() { run_test ./test/gpu_trainer/trainer test_gpu.log; }
+stage_flash() { run_test ./test/gpu_trainer/flash_attention flash.log; }
 
 stage_default_run() {
     [ -x ./train_gpt ] && [ -x ./train ] || { echo "skipped: ./train_gpt or ./train was not built"; return 77; }
@@ -232,13 +232,13 @@ stage_default_run() {
 
 stage_fp32() {
     [ -n "$DOCTEST" ] || { echo "skipped: doctest.h not found"; return 77; }
-    echo "$(make_cmd fp32) train_gpt test/test_gpu test/test_flash_attention (log: build_fp32.log)"
-    $(make_cmd fp32) train_gpt test/test_gpu test/test_flash_attention > "$LOGS/build_fp32.log" 2>&1 ||
+    echo "$(make_cmd fp32) train_gpt test/gpu_trainer/trainer test/gpu_trainer/flash_attention (log: build_fp32.log)"
+    $(make_cmd fp32) train_gpt test/gpu_trainer/trainer test/gpu_trainer/flash_attention > "$LOGS/build_fp32.log" 2>&1 ||
         { tail -n 30 "$LOGS/build_fp32.log"; return 1; }
     echo "./train_gpt is now the fp32 build (make train_gpt rebuilds bf16)"
     local rc=0
-    run_test ./test/test_gpu test_gpu_fp32.log || rc=1
-    run_test ./test/test_flash_attention flash_fp32.log || rc=1
+    run_test ./test/gpu_trainer/trainer test_gpu_fp32.log || rc=1
+    run_test ./test/gpu_trainer/flash_attention flash_fp32.log || rc=1
     return $rc
 }
 
@@ -490,5 +490,5 @@ main() {
     ! cut -f2 "$LOGS/stages.tsv" | grep -qE '^(failed|timed out)'
 }
 
-# Sourced (by test/test_gpu_check.sh), it only defines the functions.
+# Sourced (by test/tools/gpu_check.sh), it only defines the functions.
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then main "$@"; fi

@@ -1,5 +1,5 @@
 // The PyTorch golden file (written by dev/reference/gpt2_reference.py), read by
-// test/check_reference.cpp and test/test_gpu.cu. Layout, little-endian:
+// test/cpu_trainer/check_reference.cpp and test/gpu_trainer/trainer.cu. Layout, little-endian:
 //   256 int32: [0]=20261123 [1]=1 [2]=B [3]=T [4]=maxT [5]=V [6]=L [7]=NH [8]=C [9]=Vp [10]=nsteps
 //   8 float32: lr, beta1, beta2, eps, weight_decay, grad_clip, 0, 0
 //   inputs, targets (B·T int32 each; one stream of B·T+1 tokens shifted by one),

@@ -22,10 +22,10 @@
 #   SED      a sed expression (sed -e) that plants it; it must change FILE
 #   TARGETS  the programs to rebuild, or "auto": the programs of make test that the SUITE
 #            names (in its command, in the script it runs, and the order-only prerequisites of
-#            those, e.g. test/test_gpu_cpu runs train_gpt_cpu); the bug is "NOT APPLIED" when
+#            those, e.g. test/gpu_trainer/trainer_cpu runs train_gpt_cpu); the bug is "NOT APPLIED" when
 #            `make -n -W FILE` rebuilds none of them, i.e. no program the suite runs uses FILE;
 #            or "none": nothing is built: FILE is a script the suite runs as it is (.sh, .py), or
-#            what the suite compiles itself (test/test_cpu_cuda_headers.sh)
+#            what the suite compiles itself (test/cpu_runtime/headers.sh)
 #   SUITE    the command that must fail (exit non-zero) with the bug; split at spaces, so a
 #            doctest filter writes a name's spaces as * (a filter that runs no test fails)
 # A copy starts from the working tree as it is, built programs included (timestamps kept), so
@@ -42,79 +42,79 @@ mkdir "$base/0" && tar --exclude=./.git -cf - . | tar -xf - -C "$base/0"
 cd "$base/0"
 export OMP_WAIT_POLICY=passive
 
-golden="./test/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin"
+golden="./test/cpu_trainer/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin"
 # The table: NAME | FILE | SED COMMAND | MAKE TARGETS (or auto) | SUITE (the command that must fail)
 mutations=(
-"no gradient zeroing|train.cpp|/^    std::fill(m.grads.begin(), m.grads.end(), 0.0f);\$/d|test/check_reference|$golden"
-"loss scaled by 1/(B*T*A), not 1/(B*T*A*R)|train_gpt.cu|s#gpt2_loss(m, B, T, true, 1.0f / (float)plan.global_tokens())#gpt2_loss(m, B, T, true, 1.0f / (float)(plan.B * plan.T * plan.A))#|train_gpt_cpu|bash test/test_gpu_replicas.sh"
-"all-reduce of the gradients skipped (--grad-sync end)|train_gpt.cu|s#else comm.allreduce_sum(m.grads_buf.ptr, m.shard.padded);#else {}#|train_gpt_cpu|bash test/test_grad_sync.sh"
-"AdamW without bias correction|train.cpp|s#float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;#float inv_bc1 = 1.0f, inv_bc2 = 1.0f;#|test/test_cpu|./test/test_cpu -tc=AdamW*"
-"clipping always scales by grad_clip/norm|train.cpp|s#(grad_clip > 0 \&\& norm > grad_clip) ?#(grad_clip > 0) ?#|test/test_cpu|./test/test_cpu -tc=clipping*"
-"LayerNorm backward drops the xhat*mean(g*xhat) term|train.cpp|s#dx\[c\] = s \* (d\[c\] \* w\[c\] - g_mean - (x\[c\] - m) \* s \* gx_mean);#dx[c] = s * (d[c] * w[c] - g_mean);#|test/test_cpu|./test/test_cpu -tc=layernorm*"
-"causal mask off by one (t sees t+1)|train.cpp|/^void attention_forward/,/^void attention_backward/ s#t2 <= t;#t2 <= t + (t + 1 < T);#g|test/test_cpu|./test/test_cpu -tc=attention*"
-"weight decay on every tensor|host/checkpoint.h|s#^inline bool param_decays(int tensor) {\$#&\n    if (tensor >= 0) return true;#|test/test_cpu|./test/test_cpu -tc=AdamW*"
-"every replica reads rank 0's data|host/data.h|s#((long long)a \* R_ + rank_) \* B_ \* T_#((long long)a * R_ + 0) * B_ * T_#|test/test_cpu|./test/test_cpu -tc=replicas*"
-"m and v swapped in the state file|host/checkpoint.h|s#{m, n \* sizeof(float)}, {v, n \* sizeof(float)}#{v, n * sizeof(float)}, {m, n * sizeof(float)}#|train test/test_cpu|./test/test_cpu -tc=2N*"
+"no gradient zeroing|train.cpp|/^    std::fill(m.grads.begin(), m.grads.end(), 0.0f);\$/d|test/cpu_trainer/check_reference|$golden"
+"loss scaled by 1/(B*T*A), not 1/(B*T*A*R)|train_gpt.cu|s#gpt2_loss(m, B, T, true, 1.0f / (float)plan.global_tokens())#gpt2_loss(m, B, T, true, 1.0f / (float)(plan.B * plan.T * plan.A))#|train_gpt_cpu|bash test/replicas/gpu_replicas.sh"
+"all-reduce of the gradients skipped (--grad-sync end)|train_gpt.cu|s#else comm.allreduce_sum(m.grads_buf.ptr, m.shard.padded);#else {}#|train_gpt_cpu|bash test/replicas/grad_sync.sh"
+"AdamW without bias correction|train.cpp|s#float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;#float inv_bc1 = 1.0f, inv_bc2 = 1.0f;#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=AdamW*"
+"clipping always scales by grad_clip/norm|train.cpp|s#(grad_clip > 0 \&\& norm > grad_clip) ?#(grad_clip > 0) ?#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=clipping*"
+"LayerNorm backward drops the xhat*mean(g*xhat) term|train.cpp|s#dx\[c\] = s \* (d\[c\] \* w\[c\] - g_mean - (x\[c\] - m) \* s \* gx_mean);#dx[c] = s * (d[c] * w[c] - g_mean);#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=layernorm*"
+"causal mask off by one (t sees t+1)|train.cpp|/^void attention_forward/,/^void attention_backward/ s#t2 <= t;#t2 <= t + (t + 1 < T);#g|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=attention*"
+"weight decay on every tensor|host/checkpoint.h|s#^inline bool param_decays(int tensor) {\$#&\n    if (tensor >= 0) return true;#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=AdamW*"
+"every replica reads rank 0's data|host/data.h|s#((long long)a \* R_ + rank_) \* B_ \* T_#((long long)a * R_ + 0) * B_ * T_#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=replicas*"
+"m and v swapped in the state file|host/checkpoint.h|s#{m, n \* sizeof(float)}, {v, n \* sizeof(float)}#{v, n * sizeof(float)}, {m, n * sizeof(float)}#|train test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=2N*"
 "__syncthreads missing in LayerNorm's backward|gpu/layernorm.cuh|/lane_w\[threadIdx.y\]\[threadIdx.x\] = sw/{n;/__syncthreads/d}|dev/cuda/layernorm_cpu|env CPU_CUDA_RACECHECK=1 dev/cuda/layernorm_cpu --check"
 "__syncthreads missing in fused LayerNorm backward|gpu/layernorm.cuh|/ln_sums\[c\] = 0.0f;/{n;/__syncthreads/d}|dev/cuda/layernorm_cpu|env CPU_CUDA_RACECHECK=1 dev/cuda/layernorm_cpu --check"
-"validation loss from one replica only|host/eval.h|s#return comm.allreduce_sum(sum) / (double)v.tokens();#return sum * comm.world / (double)v.tokens();#|train_gpt_cpu|bash test/test_gpu_replicas.sh"
-"clipping always scales, in the GPU trainer|train_gpt.cu|s#(grad_clip > 0 \&\& norm > grad_clip) ?#(grad_clip > 0) ?#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=clipping*"
-"flash forward (tensor cores): output not rescaled when the row maximum grows|gpu/flash_attention_mma.cuh|/o\[n\]\[0\] \*= alpha\[0\]/d|test/test_flash_attention_cpu|./test/test_flash_attention_cpu -tc=fused*"
-"flash forward (tensor cores): the diagonal tile shows row t key t+1|gpu/flash_attention_mma.cuh|s#if (acc_col(n, e) > warp_row + acc_row(e)) s\[n\]\[e\] = -INFINITY;#if (acc_col(n, e) > warp_row + acc_row(e) + 1) s[n][e] = -INFINITY;#|test/test_flash_attention_cpu|./test/test_flash_attention_cpu -tc=*causal*"
-"flash dk/dv (tensor cores): key t+1 counted for query t|gpu/flash_attention_mma.cuh|s#return key > query #return key > query + 1 #|test/test_flash_attention_cpu|./test/test_flash_attention_cpu -tc=*causal*"
-"fused classifier: the running sum not rescaled when the row maximum grows|gpu/crossentropy.cuh|s#(m == -INFINITY ? 0.0f : s \* expf(m - mm))#(m == -INFINITY ? 0.0f : s)#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=*classifier*"
-"fused backward: the DGELU epilogue dropped (no gelu' on fcproj's input gradient)|gpu/matmul.cuh|s#if (gelu_in) di.epilogue = CUBLASLT_EPILOGUE_DGELU, di.aux#if (gelu_in) di.aux#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=matmul*"
-"fused backward: BGRADB's bias gradient overwrites instead of adding|gpu/matmul.cuh|s#if (dbias) sum_partials_add(dbias, scratch, 1, OC);#if (dbias) CUDA_CHECK(cudaMemcpyAsync(dbias, scratch, OC * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=matmul*"
-"gradient bucket started before its block's backward is done (train)|train.cpp|/if (sync) sync->block_done(l);/d; s#^        // d.dresidual holds ∂loss/∂(output of block l)\$#&\n        if (sync) sync->block_done(l);#|train|bash test/test_grad_sync.sh"
-"gradient bucket started before its block's backward is done (train_gpt)|train_gpt.cu|/if (sync) sync->block_done(l);/d; s#^        // d.dresidual holds ∂loss/∂(output of block l)\$#&\n        if (sync) sync->block_done(l);#|train_gpt_cpu|bash test/test_grad_sync.sh"
-"overlapped sync: the last bucket (wte, wpe) never started|host/gradsync.h|/^        while (next_ < buckets_.size()) start(next_++);$/d|auto|bash test/test_gpu_replicas.sh"
+"validation loss from one replica only|host/eval.h|s#return comm.allreduce_sum(sum) / (double)v.tokens();#return sum * comm.world / (double)v.tokens();#|train_gpt_cpu|bash test/replicas/gpu_replicas.sh"
+"clipping always scales, in the GPU trainer|train_gpt.cu|s#(grad_clip > 0 \&\& norm > grad_clip) ?#(grad_clip > 0) ?#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=clipping*"
+"flash forward (tensor cores): output not rescaled when the row maximum grows|gpu/flash_attention_mma.cuh|/o\[n\]\[0\] \*= alpha\[0\]/d|test/gpu_trainer/flash_attention_cpu|./test/gpu_trainer/flash_attention_cpu -tc=fused*"
+"flash forward (tensor cores): the diagonal tile shows row t key t+1|gpu/flash_attention_mma.cuh|s#if (acc_col(n, e) > warp_row + acc_row(e)) s\[n\]\[e\] = -INFINITY;#if (acc_col(n, e) > warp_row + acc_row(e) + 1) s[n][e] = -INFINITY;#|test/gpu_trainer/flash_attention_cpu|./test/gpu_trainer/flash_attention_cpu -tc=*causal*"
+"flash dk/dv (tensor cores): key t+1 counted for query t|gpu/flash_attention_mma.cuh|s#return key > query #return key > query + 1 #|test/gpu_trainer/flash_attention_cpu|./test/gpu_trainer/flash_attention_cpu -tc=*causal*"
+"fused classifier: the running sum not rescaled when the row maximum grows|gpu/crossentropy.cuh|s#(m == -INFINITY ? 0.0f : s \* expf(m - mm))#(m == -INFINITY ? 0.0f : s)#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=*classifier*"
+"fused backward: the DGELU epilogue dropped (no gelu' on fcproj's input gradient)|gpu/matmul.cuh|s#if (gelu_in) di.epilogue = CUBLASLT_EPILOGUE_DGELU, di.aux#if (gelu_in) di.aux#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=matmul*"
+"fused backward: BGRADB's bias gradient overwrites instead of adding|gpu/matmul.cuh|s#if (dbias) sum_partials_add(dbias, scratch, 1, OC);#if (dbias) CUDA_CHECK(cudaMemcpyAsync(dbias, scratch, OC * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=matmul*"
+"gradient bucket started before its block's backward is done (train)|train.cpp|/if (sync) sync->block_done(l);/d; s#^        // d.dresidual holds ∂loss/∂(output of block l)\$#&\n        if (sync) sync->block_done(l);#|train|bash test/replicas/grad_sync.sh"
+"gradient bucket started before its block's backward is done (train_gpt)|train_gpt.cu|/if (sync) sync->block_done(l);/d; s#^        // d.dresidual holds ∂loss/∂(output of block l)\$#&\n        if (sync) sync->block_done(l);#|train_gpt_cpu|bash test/replicas/grad_sync.sh"
+"overlapped sync: the last bucket (wte, wpe) never started|host/gradsync.h|/^        while (next_ < buckets_.size()) start(next_++);$/d|auto|bash test/replicas/gpu_replicas.sh"
 # ---- issue 37: the features added since the first audit (TARGETS auto: derived from the Makefile)
-"lr warm-up one step late (step 0 trains at lr 0)|host/schedule.h|s#return peak \* (step + 1) / warmup;#return peak * step / warmup;#|auto|./test/test_cpu -tc=learning*"
-"cosine progress over all steps, not those after warm-up|host/schedule.h|s#float(step - warmup) / float(total - warmup)#float(step - warmup) / float(total)#|auto|./test/test_cpu -tc=learning*"
-"the trainers' schedule has no cosine floor|host/schedule.h|s#return {cfg.lr, cfg.warmup, steps, cfg.lr_final_frac,#return {cfg.lr, cfg.warmup, steps, 0.0f,#|auto|./test/test_cpu -tc=learning*"
-"noise: the small batch's norm² scaled by A·R, not (A·R)²|host/noise.h|s#return buffer_norm_squared \* scale \* scale;#return buffer_norm_squared * scale;#|auto|./test/test_noise"
-"noise: a resumed run starts its averages from zero|host/run.h|/noise.restore(st.noise);/d|auto|./test/test_cpu -tc=resume*"
-"cgroup quota divided by the default period, not the file's|host/cpus.h|s#quota_us / period_us)#quota_us / 100000)#|auto|./test/test_cpu -tc=threads*"
-"cgroup: the largest of the ancestors' quotas wins|host/cpus.h|s#cpus = cpus ? std::min(cpus, q) : q;#cpus = cpus ? std::max(cpus, q) : q;#|auto|./test/test_cpu -tc=threads*"
-"cgroup: only the process's own cgroup is read, not its ancestors|host/cpus.h|/if (path.empty()/s#if (.*) return;#return;#|auto|./test/test_cpu -tc=threads*"
-"data: every shard ends where the first shard ends|host/data.h|s#if (++pos_.chunk == chunks_in(shards_\[shard\]))#if (++pos_.chunk == chunks_in(shards_[0]))#|auto|./test/test_cpu -tc=data*"
-"data: the shards in the same order every epoch|host/data.h|s#permute(order, mix_seed(seed_, (uint64_t)epoch));#permute(order, mix_seed(seed_, 0));#|auto|./test/test_cpu -tc=data*"
-"data: a shard's chunks in the same order every epoch|host/data.h|s#mix_seed(seed_, (uint64_t)epoch, (uint64_t)shard_order_#mix_seed(seed_, 0, (uint64_t)shard_order_#|auto|./test/test_cpu -tc=data*"
-"data: a resumed position keeps the first shard's chunk order|host/data.h|/^        pos_ = p;\$/{n;/load_order/d}|auto|./test/test_cpu -tc=data*"
-"ZeRO (CPU): the clipping norm of this replica's shard only|train.cpp|s#? sq : comm.allreduce_sum(sq));#? sq : sq);#|auto|bash test/test_zero.sh"
-"ZeRO (CPU): a resumed state's moments cut from the start, not the shard|train.cpp|s#m.adam_m\[i - lo\] = file_m\[i\], m.adam_v\[i - lo\] = file_v\[i\];#m.adam_m[i - lo] = file_m[i - lo], m.adam_v[i - lo] = file_v[i - lo];#|auto|bash test/test_zero.sh"
-"ZeRO (GPU): the norm from the mean of the shards' squares, not their sum|train_gpt.cu|s#m.sharded() ? means\[2\] \* comm.world : sums\[1\]#m.sharded() ? means[2] : sums[1]#|auto|bash test/test_gpu_zero.sh"
-"ZeRO (GPU, bf16): resumed master weights taken from the buffer's start|train_gpt.cu|s#const size_t master_from = gpu::weights_copy() ? shard.begin : 0;#const size_t master_from = 0;#|auto|bash test/test_gpu_zero.sh"
-"bf16 AdamW: a shard refreshes the bf16 weights at its own offset|gpu/adamw.cuh|s#params_x ? params_x + lo : nullptr#params_x ? params_x + at : nullptr#|test/test_gpu_cpu|./test/test_gpu_cpu -tc=ZeRO*"
-"flash forward (scalar): the running sum not rescaled when the maximum grows|gpu/flash_attention.cuh|s#s.l\[r\] = s.l\[r\] \* alpha + sum;#s.l[r] = s.l[r] + sum;#|auto|./test/test_flash_attention_cpu_fp32 -tc=fused*"
-"flash backward (scalar): dS without the 1/sqrt(hs) scale|gpu/flash_attention.cuh|s#(s.dp\[r \* FLASH_LDS + c\] - s.delta\[r\]) \* scale : 0.0f;#(s.dp[r * FLASH_LDS + c] - s.delta[r]) : 0.0f;#|auto|./test/test_flash_attention_cpu_fp32 -tc=fused*"
-"flash dk (tensor cores): stored without the 1/sqrt(hs) scale|gpu/flash_attention_mma.cuh|s#store_rows<N8>(dk_dst, at.width, dk, at.scale,#store_rows<N8>(dk_dst, at.width, dk, 1.0f,#|auto|./test/test_flash_attention_cpu -tc=fused*"
-"flash D = rowsum(dy*y) (tensor cores): heads' rows mixed up|gpu/flash_attention_mma.cuh|s#delta\[(b \* NH + h) \* T + t\] = sum;#delta[(b * NH + h) * T + (T - 1 - t)] = sum;#|auto|./test/test_flash_attention_cpu -tc=fused*"
-"--attention auto: a resumed run times the paths again|host/run.h|/^        adopt_recorded_choices(cfg, /,+1d|auto|./test/test_gpu_cpu -tc=*resume*keeps*attention*"
-"signal during a validation: stops one step later|host/run.h|s#if (evaluate(step) \&\& !comm.stop->agreed) comm.agree_stop();#evaluate(step);#|auto|bash test/test_crash_safety.sh"
-"SIGUSR1 (Slurm's --signal) not caught: the run dies without a checkpoint|host/stop.h|s#{SIGINT, SIGTERM, SIGUSR1}#{SIGINT, SIGTERM}#|auto|./test/test_cpu -tc=signals*"
-"fc's epilogue: GELU without the bias|gpu/matmul.cuh|s#(bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)#CUBLASLT_EPILOGUE_GELU_AUX#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=matmul*"
-"cuBLASLt emulation: aux keeps the GELU's output, not its input|cpu_cuda/cublas_cpu.h|/if (e.aux_out) store_floats(e.aux_type, v, rows, aux());/d;s#^            case Activation::none: break;\$#&\n        }\n        if (e.aux_out) { store_floats(e.aux_type, v, rows, aux());#|auto|./test/test_cpu_cublas"
-"LayerNorm backward in column chunks: each block's partial sums stored from column 0|gpu/layernorm.cuh|s#partial_w\[(size_t)chunk \* C + c0 + c\] = sw, partial_b\[(size_t)chunk \* C + c0 + c\] = sb;#partial_w[(size_t)chunk * C + c] = sw, partial_b[(size_t)chunk * C + c] = sb;#|test/test_gpu_cpu_fp32|./test/test_gpu_cpu_fp32 -tc=LayerNorm*"
-"CPU runtime: over 48 KiB of dynamic shared memory taken without opting in|cpu_cuda/exec.h|s#^    size_t limit = DEFAULT_DYNAMIC_SMEM;\$#    size_t limit = max_dynamic_smem_optin();#|auto|./test/test_cpu_cuda -tc=dynamic*"
-"planner: an overlapped sync hides behind the whole micro-batch, not its backward|host/cost.h|s#if (backward \&\& !k.per_step \&\& k.layer != \"loss\") last_backward += t;#if (!k.per_step) last_backward += t;#|auto|./test/test_plan -tc=*step*predicted*"
-"CPU runtime: __fadd_ru and the other round-up intrinsics step down when the exact value lies above|cpu_cuda/device_math.h|s#if (err > 0 \&\& (mode == Round::ru#if (err < 0 \&\& (mode == Round::ru#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=directed*"
-"CPU runtime: labeled_partition keeps the lanes whose label bit is set, whatever this lane's|cpu_cuda/cooperative_groups.h|s#same \&= bit ? ones : ~ones;#same \&= ones;#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=*labeled_partition*"
-"CPU runtime: a failed device assert is not sticky (the next sync answers cudaSuccess)|cpu_cuda/exec.h|/if (failed_launch_code == cudaErrorAssert) sticky_error = cudaErrorAssert;/d|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=*assert*"
-"CPU runtime: a texture's linear filter weight not kept in 8 fractional bits|cpu_cuda/textures.h|s#{ return std::nearbyint(f \* 256.0) / 256.0; }#{ return f; }#|test/test_cpu_cuda_surface|./test/test_cpu_cuda_surface -tc=*linear*filtering*"
-"CPU runtime: mirror addressing ignores floor(x)'s parity (it wraps)|cpu_cuda/textures.h|s#((long long)whole \& 1 ? 1.0 - frac : frac)#frac#|test/test_cpu_cuda_surface|./test/test_cpu_cuda_surface -tc=*address*modes*"
-"CPU runtime: a launch on a capturing stream runs at once instead of becoming a graph node|cpu_cuda/exec.h|s#if (capturing(stream)) {  // a graph's kernel node#if (false) {  // a graph's kernel node#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=graphs*by*stream*capture*"
-"CPU runtime: a capture whose forked stream never joins back ends without an error|cpu_cuda/graphs.h|s#    if (unjoined) {#    if (false) {#|test/test_cpu_cuda_features|./test/test_cpu_cuda_features -tc=graphs:*refused*"
+"lr warm-up one step late (step 0 trains at lr 0)|host/schedule.h|s#return peak \* (step + 1) / warmup;#return peak * step / warmup;#|auto|./test/cpu_trainer/trainer -tc=learning*"
+"cosine progress over all steps, not those after warm-up|host/schedule.h|s#float(step - warmup) / float(total - warmup)#float(step - warmup) / float(total)#|auto|./test/cpu_trainer/trainer -tc=learning*"
+"the trainers' schedule has no cosine floor|host/schedule.h|s#return {cfg.lr, cfg.warmup, steps, cfg.lr_final_frac,#return {cfg.lr, cfg.warmup, steps, 0.0f,#|auto|./test/cpu_trainer/trainer -tc=learning*"
+"noise: the small batch's norm² scaled by A·R, not (A·R)²|host/noise.h|s#return buffer_norm_squared \* scale \* scale;#return buffer_norm_squared * scale;#|auto|./test/cpu_trainer/noise_estimator"
+"noise: a resumed run starts its averages from zero|host/run.h|/noise.restore(st.noise);/d|auto|./test/cpu_trainer/trainer -tc=resume*"
+"cgroup quota divided by the default period, not the file's|host/cpus.h|s#quota_us / period_us)#quota_us / 100000)#|auto|./test/cpu_trainer/trainer -tc=threads*"
+"cgroup: the largest of the ancestors' quotas wins|host/cpus.h|s#cpus = cpus ? std::min(cpus, q) : q;#cpus = cpus ? std::max(cpus, q) : q;#|auto|./test/cpu_trainer/trainer -tc=threads*"
+"cgroup: only the process's own cgroup is read, not its ancestors|host/cpus.h|/if (path.empty()/s#if (.*) return;#return;#|auto|./test/cpu_trainer/trainer -tc=threads*"
+"data: every shard ends where the first shard ends|host/data.h|s#if (++pos_.chunk == chunks_in(shards_\[shard\]))#if (++pos_.chunk == chunks_in(shards_[0]))#|auto|./test/cpu_trainer/trainer -tc=data*"
+"data: the shards in the same order every epoch|host/data.h|s#permute(order, mix_seed(seed_, (uint64_t)epoch));#permute(order, mix_seed(seed_, 0));#|auto|./test/cpu_trainer/trainer -tc=data*"
+"data: a shard's chunks in the same order every epoch|host/data.h|s#mix_seed(seed_, (uint64_t)epoch, (uint64_t)shard_order_#mix_seed(seed_, 0, (uint64_t)shard_order_#|auto|./test/cpu_trainer/trainer -tc=data*"
+"data: a resumed position keeps the first shard's chunk order|host/data.h|/^        pos_ = p;\$/{n;/load_order/d}|auto|./test/cpu_trainer/trainer -tc=data*"
+"ZeRO (CPU): the clipping norm of this replica's shard only|train.cpp|s#? sq : comm.allreduce_sum(sq));#? sq : sq);#|auto|bash test/replicas/cpu_zero.sh"
+"ZeRO (CPU): a resumed state's moments cut from the start, not the shard|train.cpp|s#m.adam_m\[i - lo\] = file_m\[i\], m.adam_v\[i - lo\] = file_v\[i\];#m.adam_m[i - lo] = file_m[i - lo], m.adam_v[i - lo] = file_v[i - lo];#|auto|bash test/replicas/cpu_zero.sh"
+"ZeRO (GPU): the norm from the mean of the shards' squares, not their sum|train_gpt.cu|s#m.sharded() ? means\[2\] \* comm.world : sums\[1\]#m.sharded() ? means[2] : sums[1]#|auto|bash test/replicas/gpu_zero.sh"
+"ZeRO (GPU, bf16): resumed master weights taken from the buffer's start|train_gpt.cu|s#const size_t master_from = gpu::weights_copy() ? shard.begin : 0;#const size_t master_from = 0;#|auto|bash test/replicas/gpu_zero.sh"
+"bf16 AdamW: a shard refreshes the bf16 weights at its own offset|gpu/adamw.cuh|s#params_x ? params_x + lo : nullptr#params_x ? params_x + at : nullptr#|test/gpu_trainer/trainer_cpu|./test/gpu_trainer/trainer_cpu -tc=ZeRO*"
+"flash forward (scalar): the running sum not rescaled when the maximum grows|gpu/flash_attention.cuh|s#s.l\[r\] = s.l\[r\] \* alpha + sum;#s.l[r] = s.l[r] + sum;#|auto|./test/gpu_trainer/flash_attention_cpu_fp32 -tc=fused*"
+"flash backward (scalar): dS without the 1/sqrt(hs) scale|gpu/flash_attention.cuh|s#(s.dp\[r \* FLASH_LDS + c\] - s.delta\[r\]) \* scale : 0.0f;#(s.dp[r * FLASH_LDS + c] - s.delta[r]) : 0.0f;#|auto|./test/gpu_trainer/flash_attention_cpu_fp32 -tc=fused*"
+"flash dk (tensor cores): stored without the 1/sqrt(hs) scale|gpu/flash_attention_mma.cuh|s#store_rows<N8>(dk_dst, at.width, dk, at.scale,#store_rows<N8>(dk_dst, at.width, dk, 1.0f,#|auto|./test/gpu_trainer/flash_attention_cpu -tc=fused*"
+"flash D = rowsum(dy*y) (tensor cores): heads' rows mixed up|gpu/flash_attention_mma.cuh|s#delta\[(b \* NH + h) \* T + t\] = sum;#delta[(b * NH + h) * T + (T - 1 - t)] = sum;#|auto|./test/gpu_trainer/flash_attention_cpu -tc=fused*"
+"--attention auto: a resumed run times the paths again|host/run.h|/^        adopt_recorded_choices(cfg, /,+1d|auto|./test/gpu_trainer/trainer_cpu -tc=*resume*keeps*attention*"
+"signal during a validation: stops one step later|host/run.h|s#if (evaluate(step) \&\& !comm.stop->agreed) comm.agree_stop();#evaluate(step);#|auto|bash test/hardening/crash_safety.sh"
+"SIGUSR1 (Slurm's --signal) not caught: the run dies without a checkpoint|host/stop.h|s#{SIGINT, SIGTERM, SIGUSR1}#{SIGINT, SIGTERM}#|auto|./test/cpu_trainer/trainer -tc=signals*"
+"fc's epilogue: GELU without the bias|gpu/matmul.cuh|s#(bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)#CUBLASLT_EPILOGUE_GELU_AUX#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=matmul*"
+"cuBLASLt emulation: aux keeps the GELU's output, not its input|cpu_cuda/cublas_cpu.h|/if (e.aux_out) store_floats(e.aux_type, v, rows, aux());/d;s#^            case Activation::none: break;\$#&\n        }\n        if (e.aux_out) { store_floats(e.aux_type, v, rows, aux());#|auto|./test/cpu_runtime/cublas"
+"LayerNorm backward in column chunks: each block's partial sums stored from column 0|gpu/layernorm.cuh|s#partial_w\[(size_t)chunk \* C + c0 + c\] = sw, partial_b\[(size_t)chunk \* C + c0 + c\] = sb;#partial_w[(size_t)chunk * C + c] = sw, partial_b[(size_t)chunk * C + c] = sb;#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=LayerNorm*"
+"CPU runtime: over 48 KiB of dynamic shared memory taken without opting in|cpu_cuda/exec.h|s#^    size_t limit = DEFAULT_DYNAMIC_SMEM;\$#    size_t limit = max_dynamic_smem_optin();#|auto|./test/cpu_runtime/execution -tc=dynamic*"
+"planner: an overlapped sync hides behind the whole micro-batch, not its backward|host/cost.h|s#if (backward \&\& !k.per_step \&\& k.layer != \"loss\") last_backward += t;#if (!k.per_step) last_backward += t;#|auto|./test/cpu_trainer/plan -tc=*step*predicted*"
+"CPU runtime: __fadd_ru and the other round-up intrinsics step down when the exact value lies above|cpu_cuda/device_math.h|s#if (err > 0 \&\& (mode == Round::ru#if (err < 0 \&\& (mode == Round::ru#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=directed*"
+"CPU runtime: labeled_partition keeps the lanes whose label bit is set, whatever this lane's|cpu_cuda/cooperative_groups.h|s#same \&= bit ? ones : ~ones;#same \&= ones;#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=*labeled_partition*"
+"CPU runtime: a failed device assert is not sticky (the next sync answers cudaSuccess)|cpu_cuda/exec.h|/if (failed_launch_code == cudaErrorAssert) sticky_error = cudaErrorAssert;/d|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=*assert*"
+"CPU runtime: a texture's linear filter weight not kept in 8 fractional bits|cpu_cuda/textures.h|s#{ return std::nearbyint(f \* 256.0) / 256.0; }#{ return f; }#|test/cpu_runtime/samples|./test/cpu_runtime/samples -tc=*linear*filtering*"
+"CPU runtime: mirror addressing ignores floor(x)'s parity (it wraps)|cpu_cuda/textures.h|s#((long long)whole \& 1 ? 1.0 - frac : frac)#frac#|test/cpu_runtime/samples|./test/cpu_runtime/samples -tc=*address*modes*"
+"CPU runtime: a launch on a capturing stream runs at once instead of becoming a graph node|cpu_cuda/exec.h|s#if (capturing(stream)) {  // a graph's kernel node#if (false) {  // a graph's kernel node#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=graphs*by*stream*capture*"
+"CPU runtime: a capture whose forked stream never joins back ends without an error|cpu_cuda/graphs.h|s#    if (unjoined) {#    if (false) {#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=graphs:*refused*"
 # ---- issue 43: the CPU runtime stands alone (the header suite compiles them itself: TARGETS none)
-"CPU runtime: the pool's cgroup quota, the largest of the ancestors' wins|cpu_cuda/processors.h|s#cpus = cpus ? std::min(cpus, q) : q;#cpus = cpus ? std::max(cpus, q) : q;#|auto|./test/test_cpu_cuda -tc=pool*size*"
-"CPU runtime: a header includes the trainers' code (host/cpus.h)|cpu_cuda/settings.h|s@^#include \"processors.h\"\$@&\n#include \"../host/cpus.h\"@|none|bash test/test_cpu_cuda_headers.sh"
-"CPU runtime: graphs.h compiles only after textures.h (its copy_rows)|cpu_cuda/graphs.h|/^#include \"textures.h\"\$/d|none|bash test/test_cpu_cuda_headers.sh"
+"CPU runtime: the pool's cgroup quota, the largest of the ancestors' wins|cpu_cuda/processors.h|s#cpus = cpus ? std::min(cpus, q) : q;#cpus = cpus ? std::max(cpus, q) : q;#|auto|./test/cpu_runtime/execution -tc=pool*size*"
+"CPU runtime: a header includes the trainers' code (host/cpus.h)|cpu_cuda/settings.h|s@^#include \"processors.h\"\$@&\n#include \"../host/cpus.h\"@|none|bash test/cpu_runtime/headers.sh"
+"CPU runtime: graphs.h compiles only after textures.h (its copy_rows)|cpu_cuda/graphs.h|/^#include \"textures.h\"\$/d|none|bash test/cpu_runtime/headers.sh"
 # ---- issue 43: the Trainer contract (the suite compiles host/trainer.h itself: TARGETS none)
-"the Trainer contract does not name a missing next_token_logits|host/trainer.h|/TRAINER_NEEDS(next_token_logits, /d|none|bash test/test_trainer_contract.sh"
+"the Trainer contract does not name a missing next_token_logits|host/trainer.h|/TRAINER_NEEDS(next_token_logits, /d|none|bash test/run/trainer_contract.sh"
 # ---- the scripts (TARGETS none: the suite runs the file as it is)
-"docs' name check: the functions the pages name are not looked for|test/check_docs.py|s#    for m in FUNCTION.finditer(span):#    for m in FUNCTION.finditer(\"\"):#|none|bash test/test_check_docs.sh --names"
-"docs' name check: Class::name() passes where name( is anywhere, not in the class|test/check_docs.py|s#        if not scope:\$#        if True:#|none|bash test/test_check_docs.sh --names"
-"gpu_check.sh: the results go to out/ by default, not out/gpu_check/|scripts/gpu_check.sh|s#^DEFAULT_OUT=out/gpu_check #DEFAULT_OUT=out #|none|bash test/test_gpu_check.sh"
+"docs' name check: the functions the pages name are not looked for|test/tools/check_docs.py|s#    for m in FUNCTION.finditer(span):#    for m in FUNCTION.finditer(\"\"):#|none|bash test/tools/quoted_outputs.sh --names"
+"docs' name check: Class::name() passes where name( is anywhere, not in the class|test/tools/check_docs.py|s#        if not scope:\$#        if True:#|none|bash test/tools/quoted_outputs.sh --names"
+"gpu_check.sh: the results go to out/ by default, not out/gpu_check/|scripts/gpu_check.sh|s#^DEFAULT_OUT=out/gpu_check #DEFAULT_OUT=out #|none|bash test/tools/gpu_check.sh"
 )
 
 # The programs make test builds: what "auto" chooses from.
@@ -128,7 +128,7 @@ used_programs() {
     local -a named=()
     for p in "${programs[@]}"; do grep -qw -- "$p" <<<"$text" && named+=("$p"); done
     # and what those run: the order-only prerequisites of their rules (after the "|"), and
-    # the programs a test's source starts ("./train" in test/test_cpu.cpp)
+    # the programs a test's source starts ("./train" in test/cpu_trainer/trainer.cpp)
     local -a more=()
     for p in "${named[@]}"; do
         more+=($(grep -h "^$p[ :]" Makefile cpu.mk gpu.mk 2>/dev/null | grep '|' | sed 's/.*|//'))

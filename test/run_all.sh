@@ -47,57 +47,58 @@ suite() {
     rm -f "$log"
 }
 
-suite "CPU trainer (doctest)" ./test/test_cpu
-suite "FLOPs and communication of a step (doctest)" ./test/test_plan
-suite "threads sized to the processors a process may use" bash test/test_threads.sh
-suite "gradient noise scale: the estimator (doctest)" ./test/test_noise
-suite "gradient noise scale in the trainers" bash test/test_noise.sh
-suite "PyTorch reference (golden file)" ./test/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
-suite "the Trainer contract: a trainer without one of its members fails to build, naming it" bash test/test_trainer_contract.sh
+suite "CPU trainer (doctest)" ./test/cpu_trainer/trainer
+suite "FLOPs and communication of a step (doctest)" ./test/cpu_trainer/plan
+suite "threads sized to the processors a process may use" bash test/cpu_trainer/threads.sh
+suite "gradient noise scale: the estimator (doctest)" ./test/cpu_trainer/noise_estimator
+suite "gradient noise scale in the trainers" bash test/cpu_trainer/noise_scale.sh
+suite "PyTorch reference (golden file)" ./test/cpu_trainer/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
+suite "the Trainer contract: a trainer without one of its members fails to build, naming it" bash test/run/trainer_contract.sh
 
-if command -v mpirun >/dev/null && ldd ./train | grep -q libmpi; then
-    suite "replicas (MPI)" bash test/test_replicas.sh
-    suite "ZeRO stage 1 in the CPU trainer (MPI)" bash test/test_zero.sh
+source test/mpi_lib.sh  # mpi_ok
+if mpi_ok ./train; then
+    suite "replicas (MPI)" bash test/replicas/cpu_replicas.sh
+    suite "ZeRO stage 1 in the CPU trainer (MPI)" bash test/replicas/cpu_zero.sh
     # hosts as network namespaces on this machine (needs root and ip); CI runs as root
-    if why=$(bash test/multihost/test_multihost.sh --can-run); then
+    if why=$(bash test/replicas/multihost.sh --can-run); then
         suite "many hosts: ./train over TCP between network namespaces (invariance, resume, faults)" \
-            bash test/multihost/test_multihost.sh
+            bash test/replicas/multihost.sh
     else missing "many hosts (network namespaces)" "$why"; fi
-    suite "gradient sync overlapped with the backward vs at the end (MPI; CPU runtime's NCCL)" bash test/test_grad_sync.sh
+    suite "gradient sync overlapped with the backward vs at the end (MPI; CPU runtime's NCCL)" bash test/replicas/grad_sync.sh
 else
     missing "replicas (MPI)" "./train was built without MPI or mpirun is missing (apt-get install libopenmpi-dev openmpi-bin)"
 fi
 
-suite "data tools, recipes and plots" python3 test/test_data_tools.py
-suite "SASS report: its parser and arithmetic on a hand-written listing" python3 test/test_sass_report.py
-suite "plot of a real run" bash test/test_plot_run.sh
-suite "the README's commands (docs/commands.txt)" bash test/test_readme_commands.sh
-suite "quoted outputs and names: the checker fails on a planted digit or name; the pages' quick checks" bash test/test_check_docs.sh
-suite "the GPU check's plan, usage and summary (scripts/gpu_check.sh, no GPU)" bash test/test_gpu_check.sh
-suite "every preset GPU: kernel variants, refusals, one chunked step (CPU runtime)" bash test/test_devices.sh
-suite "compile matrix: sm_75 to sm_120, fp32 and bf16 (nvcc, no GPU)" bash test/test_compile_matrix.sh
+suite "data tools, recipes and plots" python3 test/tools/data_tools.py
+suite "SASS report: its parser and arithmetic on a hand-written listing" python3 test/tools/sass_report.py
+suite "plot of a real run" bash test/tools/plot_run.sh
+suite "the README's commands (docs/commands.txt)" bash test/tools/readme_commands.sh
+suite "quoted outputs and names: the checker fails on a planted digit or name; the pages' quick checks" bash test/tools/quoted_outputs.sh
+suite "the GPU check's plan, usage and summary (scripts/gpu_check.sh, no GPU)" bash test/tools/gpu_check.sh
+suite "every preset GPU: kernel variants, refusals, one chunked step (CPU runtime)" bash test/gpu_trainer/devices.sh
+suite "compile matrix: sm_75 to sm_120, fp32 and bf16 (nvcc, no GPU)" bash test/gpu_trainer/compile_matrix.sh
 
 # ---- hardening: bad inputs, crash safety, sanitizers, fuzzing (see README, "Hardening")
 hardening_start=$SECONDS
-suite "bad inputs (table, under ulimit -v)" bash test/test_bad_input.sh
-suite "crash safety (kill -9 during checkpoint writes)" bash test/test_crash_safety.sh
-if [ -x build/asan/train ] && [ -x build/asan/test_cpu ]; then
+suite "bad inputs (table, under ulimit -v)" bash test/hardening/bad_inputs.sh
+suite "crash safety (kill -9 during checkpoint writes)" bash test/hardening/crash_safety.sh
+if [ -x build/asan/train ] && [ -x build/asan/cpu_trainer ]; then
     # a sanitizer report exits with status 86, which no test expects
     export ASAN_OPTIONS=exitcode=86 UBSAN_OPTIONS=exitcode=86:print_stacktrace=1
     # (not the 30-step default run: at -O0 under ASan it takes half the suite's time, and
     # the resume, 2N-steps and finite-difference cases take the same code path, shorter)
-    suite "CPU tests under ASan and UBSan" env TRAIN=build/asan/train ./build/asan/test_cpu \
+    suite "CPU tests under ASan and UBSan" env TRAIN=build/asan/train ./build/asan/cpu_trainer \
         --test-case-exclude="the default run trains*"
     # (no ulimit -v: ASan reserves terabytes of address space for its shadow memory)
     suite "bad inputs under ASan and UBSan" env TRAIN=build/asan/train BAD_INPUT_MEM_KB=unlimited \
-        bash test/test_bad_input.sh
+        bash test/hardening/bad_inputs.sh
     unset ASAN_OPTIONS UBSAN_OPTIONS
 else
     echo "==== sanitizers: build/asan/ is not built (make sanitizers)"
     add 0 1
 fi
 if ls build/fuzz/fuzz_* >/dev/null 2>&1; then
-    suite "fuzzing (${FUZZ_SECONDS:-10} s per harness, after replaying the corpus)" bash test/fuzz/run.sh "${FUZZ_SECONDS:-10}"
+    suite "fuzzing (${FUZZ_SECONDS:-10} s per harness, after replaying the corpus)" bash test/hardening/fuzz/run.sh "${FUZZ_SECONDS:-10}"
 else
     missing "fuzzing" "clang with libFuzzer not found (apt-get install clang libclang-rt-dev)"
 fi
@@ -106,51 +107,51 @@ echo "==== hardening checks took $((SECONDS - hardening_start)) s (their builds 
 
 # ---- the CUDA sources on the CPU runtime (cpu_cuda/, built by cpu.mk): no GPU needed, so
 # these always run where the CUDA toolkit's headers are. OpenMP threads of the CPU trainer
-# (compiled into test_gpu_cpu as the reference) must not spin while the runtime's pool works.
-if [ -x ./test/test_cpu_cuda ]; then
+# (compiled into gpu_trainer/trainer_cpu as the reference) must not spin while the runtime's pool works.
+if [ -x ./test/cpu_runtime/execution ]; then
     export OMP_WAIT_POLICY=passive
     suite "CPU runtime for CUDA: stands alone (each header compiles alone, none includes the trainers)" \
-        bash test/test_cpu_cuda_headers.sh
-    suite "CPU runtime for CUDA: execution model and runtime API" ./test/test_cpu_cuda
+        bash test/cpu_runtime/headers.sh
+    suite "CPU runtime for CUDA: execution model and runtime API" ./test/cpu_runtime/execution
     suite "CPU runtime for CUDA: cooperative groups and other features of kernels from elsewhere" \
-        ./test/test_cpu_cuda_features
+        ./test/cpu_runtime/kernel_features
     suite "CPU runtime for CUDA: the CUDA of tutorials and vendor samples (device presets, symbols, libcu++, ...)" \
-        ./test/test_cpu_cuda_surface
+        ./test/cpu_runtime/samples
     # (not the coalesced-group case: which group's atomic comes first, and so which slots each
     # thread gets, depends on the order, as on a GPU)
     suite "the same, race detector on (symbols kept between schedules)" env CPU_CUDA_RACECHECK=1 \
-        ./test/test_cpu_cuda_surface --test-case-exclude="cooperative groups: coalesced*"
+        ./test/cpu_runtime/samples --test-case-exclude="cooperative groups: coalesced*"
     suite "CPU runtime for CUDA: a workbench-style .cu built with the one-line rule (make NAME_cpu)" \
-        ./test/cpu_cuda_byok_cpu
+        ./test/cpu_runtime/byok_cpu
     suite "the same, race detector on (cooperative groups under five schedules)" env CPU_CUDA_RACECHECK=1 \
-        ./test/cpu_cuda_byok_cpu
+        ./test/cpu_runtime/byok_cpu
     suite "CPU runtime for CUDA: a program of two .cu files and a header of kernels (make NAME_cpu SOURCES=...)" \
-        ./test/byok_multi/main_cpu
-    suite "CPU runtime for CUDA: WMMA (tensor-core fragments)" ./test/test_cpu_wmma
-    suite "CPU runtime for CUDA: WMMA, shuffled fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled ./test/test_cpu_wmma
-    suite "CPU runtime for CUDA: mma.sync, ldmatrix, cp.async (gpu/mma.cuh's instructions)" ./test/test_cpu_mma
-    suite "the same, race detector on (every launch under five schedules)" env CPU_CUDA_RACECHECK=1 ./test/test_cpu_mma
-    suite "CPU runtime for CUDA: cuBLAS subset" ./test/test_cpu_cublas
-    suite "CPU runtime for CUDA: NCCL across processes" ./test/test_cpu_nccl
+        ./test/cpu_runtime/byok_multi/main_cpu
+    suite "CPU runtime for CUDA: WMMA (tensor-core fragments)" ./test/cpu_runtime/wmma
+    suite "CPU runtime for CUDA: WMMA, shuffled fragment layout" env CPU_CUDA_WMMA_LAYOUT=shuffled ./test/cpu_runtime/wmma
+    suite "CPU runtime for CUDA: mma.sync, ldmatrix, cp.async (gpu/mma.cuh's instructions)" ./test/cpu_runtime/mma
+    suite "the same, race detector on (every launch under five schedules)" env CPU_CUDA_RACECHECK=1 ./test/cpu_runtime/mma
+    suite "CPU runtime for CUDA: cuBLAS subset" ./test/cpu_runtime/cublas
+    suite "CPU runtime for CUDA: NCCL across processes" ./test/cpu_runtime/nccl
     suite "fused attention on the CPU runtime, bf16 build (tensor cores: mma.sync, ldmatrix, cp.async)" \
-        ./test/test_flash_attention_cpu
-    suite "fused attention on the CPU runtime, fp32 build (the exact tier)" ./test/test_flash_attention_cpu_fp32
+        ./test/gpu_trainer/flash_attention_cpu
+    suite "fused attention on the CPU runtime, fp32 build (the exact tier)" ./test/gpu_trainer/flash_attention_cpu_fp32
     suite "fused attention, bf16, race detector on" env CPU_CUDA_RACECHECK=1 CPU_CUDA_DETERMINISTIC=1 \
-        ./test/test_flash_attention_cpu --test-case="race*"
-    suite "GPU tests on the CPU runtime, bf16 build" ./test/test_gpu_cpu
-    suite "GPU tests on the CPU runtime, fp32 build (the exact tier)" ./test/test_gpu_cpu_fp32
+        ./test/gpu_trainer/flash_attention_cpu --test-case="race*"
+    suite "GPU tests on the CPU runtime, bf16 build" ./test/gpu_trainer/trainer_cpu
+    suite "GPU tests on the CPU runtime, fp32 build (the exact tier)" ./test/gpu_trainer/trainer_cpu_fp32
     # the memory estimate against cudaMemGetInfo as a GPU's driver answers it (2 MiB pages)
     suite "GPU memory test on the CPU runtime, counting a driver's pages" env CPU_CUDA_DRIVER_PAGES=1 \
-        ./test/test_gpu_cpu --test-case="memory: *"
+        ./test/gpu_trainer/trainer_cpu --test-case="memory: *"
     # every launch under five schedules, compared: a race shows up as a difference. (Not the
     # end-to-end cases: they start train_gpt_cpu, whose kernels the other cases launch too; nor
     # HellaSwag, whose forward the golden-file case launches.)
-    suite "GPU tests on the CPU runtime, bf16 build, race detector on" env CPU_CUDA_RACECHECK=1 CPU_CUDA_DETERMINISTIC=1 ./test/test_gpu_cpu \
+    suite "GPU tests on the CPU runtime, bf16 build, race detector on" env CPU_CUDA_RACECHECK=1 CPU_CUDA_DETERMINISTIC=1 ./test/gpu_trainer/trainer_cpu \
         --test-case-exclude="train_gpt:*,HellaSwag:*"
-    suite "GPU replicas on the CPU runtime (mpirun and Slurm-style)" bash test/test_gpu_replicas.sh
-    suite "ZeRO stage 1 in the GPU trainer on the CPU runtime, bf16 build" bash test/test_gpu_zero.sh
+    suite "GPU replicas on the CPU runtime (mpirun and Slurm-style)" bash test/replicas/gpu_replicas.sh
+    suite "ZeRO stage 1 in the GPU trainer on the CPU runtime, bf16 build" bash test/replicas/gpu_zero.sh
     suite "ZeRO stage 1 in the GPU trainer on the CPU runtime, fp32 build" env TRAIN_GPT=./train_gpt_cpu_fp32 \
-        bash test/test_gpu_zero.sh
+        bash test/replicas/gpu_zero.sh
     workbenches() {  # the dev/cuda workbenches' correctness checks, at small shapes
         local p=0 f=0 w
         for w in dev/cuda/*_cpu; do
@@ -167,19 +168,19 @@ else
 fi
 
 # The nvcc build of the GPU trainer and its tests is checked wherever nvcc exists (a compile
-# error fails here). The tests run only on a GPU: test_gpu exits with status 77 without one,
+# error fails here). The tests run only on a GPU: test/gpu_trainer/trainer exits with status 77 without one,
 # and the same suite has run above on the CPU runtime. Without a GPU one architecture is
 # enough: the compile matrix above has compiled every other one (to PTX, and sm_75 to machine
 # code), so here it is sm_90 alone (half the time of the default "80 90").
 if command -v nvcc >/dev/null && [ -f gpu.mk ]; then
     arch=() where="for this machine's GPU"
     nvidia-smi -L >/dev/null 2>&1 || arch=(CUDA_ARCH=90) where="CUDA_ARCH=90: no GPU here"
-    echo "==== nvcc build: train_gpt and test/test_gpu ($where)"
-    if make -s train_gpt test/test_gpu "${arch[@]}" >/tmp/test_gpu_build.log 2>&1; then
+    echo "==== nvcc build: train_gpt and test/gpu_trainer/trainer ($where)"
+    if make -s train_gpt test/gpu_trainer/trainer "${arch[@]}" >/tmp/test_gpu_build.log 2>&1; then
         echo "PASS nvcc build"
         add 1 0
         log=$(mktemp)
-        ./test/test_gpu >"$log" 2>&1; rc=$?
+        ./test/gpu_trainer/trainer >"$log" 2>&1; rc=$?
         if [ $rc -eq 77 ]; then
             echo "==== GPU tests on a GPU: not run here, no GPU (they ran above on the CPU runtime)"
             skip "GPU tests on a GPU: no GPU here (the same suite ran on the CPU runtime)"
@@ -190,7 +191,7 @@ if command -v nvcc >/dev/null && [ -f gpu.mk ]; then
         rm -f "$log"
     else
         tail -30 /tmp/test_gpu_build.log
-        echo "FAIL nvcc build: train_gpt or test/test_gpu failed to compile"
+        echo "FAIL nvcc build: train_gpt or test/gpu_trainer/trainer failed to compile"
         add 0 1
     fi
 else

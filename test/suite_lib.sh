@@ -1,5 +1,5 @@
 # test/suite_lib.sh: the counting that the shell suites share (sourced at their top). A suite
-# counts its cases with pass, fail, skip or check, and ends with `finish`: the closing line
+# counts its cases with pass, fail, skip, not_run or check, and ends with `finish`: the closing line
 # "N passed, M failed, K skipped" that test/run_all.sh reads, and a non-zero status when a
 # case failed.
 passed=0 failed=0 skipped=0
@@ -11,6 +11,9 @@ skip() {
     if [ "${CI:-}" = true ]; then fail "$1: $2 (CI installs it)"
     else echo "SKIP $1: $2"; skipped=$((skipped + 1)); fi
 }
+# not_run NAME [WHY]: a case skipped wherever it runs, CI included: what it lacks is none of
+# what .ci/run installs (no GPU trainer built, no writable cgroup, one processor)
+not_run() { echo "SKIP $1${2:+: $2}"; skipped=$((skipped + 1)); }
 # check WHAT COMMAND...: one case, passed when COMMAND succeeds
 check() {
     local what=$1

@@ -1,4 +1,4 @@
-// Small helpers shared by the doctest suites (test_cpu.cpp, test_gpu.cu).
+// Small helpers shared by the doctest suites (cpu_trainer/trainer.cpp, gpu_trainer/trainer.cu).
 #pragma once
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -51,8 +51,8 @@ inline std::vector<std::string> log_lines(const std::string& path, const std::st
 // A log line without its timing fields ("ms" onwards): what must repeat bit for bit.
 inline std::string strip_timing(const std::string& s) { return s.substr(0, s.find(",\"ms\"")); }
 
-// How far the default run gets in 30 steps, checked by test_cpu ("the default run trains")
-// and test_gpu (the same run of train_gpt), one band each for the loss at step 1 and the
+// How far the default run gets in 30 steps, checked by test/cpu_trainer/trainer ("the default run trains")
+// and test/gpu_trainer/trainer (the same run of train_gpt), one band each for the loss at step 1 and the
 // validation loss at steps 15 and 30. Measured: 5.4979, 3.8429, 3.4097 (the same to 4
 // decimals with -O2 and no -march; train_gpt_cpu fp32 and bf16: 3.8406, 3.4102). Each band is
 // 0.03 to 0.06 wide around that, ten times the bf16-fp32 spread. Without AdamW's bias

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
         DevArray<floatX> qkvr(3 * n), dqkvr(3 * n), yr(n), d_att(att), d_datt(att);
         gpu::AttentionScratch scratch{qkvr.ptr(), dqkvr.ptr(), yr.ptr(), d_att.ptr(), d_datt.ptr()};
 
-        // bf16: y passes P rounded once and is rounded once (8e-3, as test_gpu.cu); the
+        // bf16: y passes P rounded once and is rounded once (8e-3, as gpu_trainer/trainer.cu); the
         // gradients pass P and dS rounded into two products each (1.5e-2)
         const double y_tol = tol(1e-5, 8e-3), g_tol = tol(1e-5, 1.5e-2);
         const double bytes = (4.0 * n + 8.0 * n) * sizeof(floatX);  // fwd: qkv, y; bwd: qkv, y, dy, dqkv

@@ -82,7 +82,7 @@ inline bool table_row(const std::string& name, double error, double tolerance, f
     return ok;
 }
 
-// Sets up the GPU, or explains why not (exit 77, like test_gpu: not run, not failed).
+// Sets up the GPU, or explains why not (exit 77, like test/gpu_trainer/trainer: not run, not failed).
 inline void workbench_init(const char* name) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {

@@ -1,5 +1,5 @@
 // dev/cuda/device_array.h: a device array for checking kernels, shared by the kernel
-// workbenches (common.h) and the GPU tests (test/test_gpu.cu). Include train_gpt.cu first.
+// workbenches (common.h) and the GPU tests (test/gpu_trainer/trainer.cu). Include train_gpt.cu first.
 #pragma once
 #include <vector>
 

@@ -23,7 +23,7 @@ E|G_b|² = |G|² + tr(Σ)/b · (S − b)/(S − 1) for a batch of b of the S seq
 replacement). The trainers' estimator assumes an infinite population, so over this set it aims at
     |G|²' = |G|² − tr(Σ)/(S − 1)   and   tr(Σ)' = tr(Σ) · S/(S − 1);
 their ratio B_noise' is written too: the one partition a run sees estimates it with sampling error
-(test/check_noise_runs.py states the tolerance).
+(test/cpu_trainer/check_noise_runs.py states the tolerance).
 
 Writes OUT (default test/golden/noise_tiny.txt): "name value" lines, then for each split
 "split B A R" and one "chunk k small_sq big_sq" line per chunk.

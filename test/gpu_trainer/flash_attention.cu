@@ -1,0 +1,278 @@
+// Tests of the fused causal attention (gpu/flash_attention.cuh), doctest, built like
+// gpu_trainer/trainer.cu by nvcc or on the CPU runtime (make test/gpu_trainer/flash_attention_cpu and _fp32).
+//
+// References, independent of the kernels under test: train.cpp's attention (the CPU
+// trainer's, compiled in), the cuBLAS path (gpu/attention.cuh), and the log-sum-exp of each
+// row computed here in float64. Outputs start as NaN bytes, so an element a kernel forgot
+// fails every check. make test runs the suite in both precisions, and the bf16 one's race
+// case under CPU_CUDA_RACECHECK=1. In the bf16 build the fused path is the tensor-core one
+// (gpu/flash_attention_mma.cuh), checked here against train.cpp, float64 and the scalar
+// kernels of the same algorithm (flash_attention_*(..., scalar = true)).
+//
+// Tolerances (normalised, ‖ours − ref‖/‖ref‖), next to each check with their reason:
+//   fp32: both sides sum in float32 in different orders (online softmax rescaling, tiles):
+//         ~1e-7 relative, 1e-5;
+//   bf16: the inputs are rounded to bf16 first, so both sides see the same numbers; the
+//         fused path then rounds P (8-bit mantissa, ≤ 2^-9 relative) before P·v and y once,
+//         8e-3 as the cuBLAS path's check in gpu_trainer/trainer.cu; the gradients pass P and dS
+//         rounded into two products each, and dy·y's row sum (D) from rounded y: 1.5e-2.
+//         The tensor-core and the scalar kernels round the same quantities at different
+//         points (dS before or after the scale, sums in other orders): the sum of their two
+//         bounds against train.cpp.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#define TRAIN_NO_MAIN
+#include "../../train.cpp"
+#include "../../gpu/attention.cuh"
+#include "../../gpu/flash_attention.cuh"
+#include "../../dev/cuda/device_array.h"
+#include "../test_util.h"
+
+using Floats = std::vector<float>;
+using FloatXs = std::vector<floatX>;
+constexpr bool BF16 = !std::is_same<floatX, float>::value;
+static double tol(double fp32, double bf16) { return BF16 ? bf16 : fp32; }
+
+static Floats rounded(Floats v) {
+    for (float& x : v) x = (float)floatX(x);
+    return v;
+}
+static FloatXs to_x(const Floats& v) { return FloatXs(v.begin(), v.end()); }
+template <class T>
+static double norm_error(const std::vector<T>& ours, const Floats& ref) {
+    REQUIRE(ours.size() == ref.size());
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        double o = (double)(float)ours[i];
+        if (std::isnan(o)) return NAN;
+        num += (o - ref[i]) * (o - ref[i]), den += (double)ref[i] * ref[i];
+    }
+    return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+// The fused path on one input: y (B,T,C), lse (B,NH,T), dqkv (B,T,3C).
+struct Fused {
+    FloatXs y, dqkv;
+    std::vector<float> lse;
+};
+// scalar: the scalar kernels, which the bf16 build otherwise replaces by the tensor-core ones.
+static Fused run_fused(const Floats& qkv, const Floats& dout, int B, int T, int C, int NH, bool scalar = false) {
+    const size_t n = (size_t)B * T * C, rows = (size_t)B * NH * T;
+    DevArray<floatX> d_qkv(to_x(qkv)), d_dout(to_x(dout)), d_y(n), d_dqkv(3 * n);
+    DevArray<float> d_lse(rows), d_delta(rows);
+    gpu::flash_attention_forward(d_y.ptr(), d_lse.ptr(), d_qkv.ptr(), B, T, C, NH, scalar);
+    gpu::flash_attention_backward(d_dqkv.ptr(), d_delta.ptr(), d_dout.ptr(), d_y.ptr(), d_qkv.ptr(), d_lse.ptr(), B, T,
+                                  C, NH, scalar);
+    return {d_y.host(), d_dqkv.host(), d_lse.host()};
+}
+// The cuBLAS path on the same input.
+static void run_cublas(const Floats& qkv, const Floats& dout, int B, int T, int C, int NH, FloatXs& y,
+                       FloatXs& dqkv) {
+    const size_t n = (size_t)B * T * C, att_n = (size_t)B * NH * T * T, rows = (size_t)B * NH * T;
+    DevArray<floatX> d_qkv(to_x(qkv)), d_dout(to_x(dout)), d_y(n), d_dqkv(3 * n);
+    DevArray<float> d_max(rows), d_sum(rows);
+    DevArray<floatX> qkvr(3 * n), dqkvr(3 * n), yr(n), att(att_n), datt(att_n);
+    gpu::AttentionScratch s{qkvr.ptr(), dqkvr.ptr(), yr.ptr(), att.ptr(), datt.ptr()};
+    gpu::attention_forward(d_y.ptr(), d_max.ptr(), d_sum.ptr(), d_qkv.ptr(), s, B, T, C, NH);
+    gpu::attention_backward(d_dqkv.ptr(), d_dout.ptr(), d_qkv.ptr(), d_max.ptr(), d_sum.ptr(), s, B, T, C, NH);
+    y = d_y.host(), dqkv = d_dqkv.host();
+}
+// log Σ_{s ≤ t} exp(q_t·k_s·scale) per (b, h, t), in float64 from the (rounded) inputs
+static std::vector<double> reference_lse(const Floats& qkv, int B, int T, int C, int NH) {
+    const int hs = C / NH;
+    std::vector<double> lse((size_t)B * NH * T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                std::vector<double> s(t + 1);
+                double m = -INFINITY, sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    double dot = 0;
+                    for (int d = 0; d < hs; d++)
+                        dot += (double)qkv[((size_t)b * T + t) * 3 * C + h * hs + d] *
+                               qkv[((size_t)b * T + u) * 3 * C + C + h * hs + d];
+                    s[u] = dot / std::sqrt((double)hs), m = std::max(m, s[u]);
+                }
+                for (double x : s) sum += std::exp(x - m);
+                lse[((size_t)b * NH + h) * T + t] = m + std::log(sum);
+            }
+    return lse;
+}
+
+struct Shape {
+    int B, T, NH, hs;
+};
+
+// One shape: the fused path against train.cpp (y, every gradient, each of dq, dk, dv) and
+// the log-sum-exp against float64; with `others`, also against the cuBLAS path and, in the
+// bf16 build, the tensor-core kernels against the scalar ones.
+static void check_shape(const Shape& sh, bool others) {
+    const int B = sh.B, T = sh.T, NH = sh.NH, C = NH * sh.hs;
+    CAPTURE(B);
+    CAPTURE(T);
+    CAPTURE(NH);
+    CAPTURE(sh.hs);
+    const size_t n = (size_t)B * T * C;
+    Rng rng(1000 + T * 7 + sh.hs);
+    Floats qkv = rounded(random_floats(3 * n, rng)), dout = rounded(random_floats(n, rng));
+    Floats att((size_t)B * NH * T * T), y(n), dqkv(3 * n);
+    attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH);
+    attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+    Fused f = run_fused(qkv, dout, B, T, C, NH);
+
+    CHECK(norm_error(f.y, y) <= tol(1e-5, 8e-3));
+    CHECK(norm_error(f.dqkv, dqkv) <= tol(1e-5, 1.5e-2));
+    // each of dq, dk, dv on its own, normalised by the whole gradient (at T = 1, dq and
+    // dk are exactly 0: one key, whose probability is 1 whatever the score)
+    double whole = 0;
+    for (float g : dqkv) whole += (double)g * g;
+    whole = std::sqrt(whole);
+    for (int part = 0; part < 3; part++) {
+        double err = 0;
+        for (size_t r = 0; r < (size_t)B * T; r++)
+            for (int c = 0; c < C; c++) {
+                double d = (double)(float)f.dqkv[r * 3 * C + part * C + c] - dqkv[r * 3 * C + part * C + c];
+                err += std::isnan(d) ? INFINITY : d * d;
+            }
+        CAPTURE(part);
+        CHECK(std::sqrt(err) / whole <= tol(1e-5, 1.5e-2));
+    }
+    if (others) {
+        // against the cuBLAS path: both tiers' own roundings apart, so the sum of the two
+        // tolerances against train.cpp
+        FloatXs cy, cdqkv;
+        run_cublas(qkv, dout, B, T, C, NH, cy, cdqkv);
+        CHECK(norm_error(f.y, Floats(cy.begin(), cy.end())) <= tol(2e-5, 1.6e-2));
+        CHECK(norm_error(f.dqkv, Floats(cdqkv.begin(), cdqkv.end())) <= tol(2e-5, 3e-2));
+    }
+    if (others && BF16) {  // the tensor-core kernels against the scalar ones: the sum of their bounds
+        Fused sc = run_fused(qkv, dout, B, T, C, NH, true);
+        CHECK(norm_error(f.y, Floats(sc.y.begin(), sc.y.end())) <= 1.6e-2);
+        CHECK(norm_error(f.dqkv, Floats(sc.dqkv.begin(), sc.dqkv.end())) <= 3e-2);
+    }
+    // log-sum-exp: float32 scores of the same inputs, float32 sums (1e-5 of the value,
+    // or 1e-5 absolute near 0), in both builds (P's rounding does not enter it)
+    std::vector<double> lse = reference_lse(qkv, B, T, C, NH);
+    int bad = 0;
+    for (size_t i = 0; i < lse.size(); i++)
+        if (!(std::fabs(f.lse[i] - lse[i]) <= 1e-5 * std::max(1.0, std::fabs(lse[i])))) bad++;
+    CHECK(bad == 0);
+}
+
+const int HEAD_SIZES[] = {16, 32, 48, 64, 80, 96, 112, 128};  // every supported one
+
+TEST_CASE("fused attention matches train.cpp and the cuBLAS path: y, log-sum-exp and every gradient") {
+    // every head size with T = 1 and 7 (less than a tile), 100 (ends inside one), 64 and 256
+    // (on a boundary of the tensor-core kernels' 64-row tiles and the scalar ones' 32); B·NH
+    // from 1 to 6
+    const int Ts[] = {1, 7, 64, 100, 256};
+    for (int T : Ts)
+        for (int hs : HEAD_SIZES) check_shape({1, T, T <= 64 ? 2 : 1, hs}, true);
+    check_shape({2, 37, 3, 16}, true);
+    check_shape({3, 65, 2, 32}, true);
+}
+
+TEST_CASE("fused attention at T = 1024: 16 query tiles, the online softmax over many key tiles") {
+    // every head size, against train.cpp and float64 (the cuBLAS path and the scalar kernels
+    // of the bf16 build are left out: they would make this the suite's slowest case for no
+    // new check)
+    for (int hs : HEAD_SIZES) check_shape({1, 1024, 1, hs}, false);
+}
+
+// The causal boundary on one set of kernels (scalar: the scalar ones).
+static void check_causal_boundary(bool scalar) {
+    CAPTURE(scalar);
+    const int B = 1, T = 100, NH = 1, hs = 32, C = NH * hs;
+    const size_t n = (size_t)B * T * C;
+    Rng rng(77);
+    Floats qkv = rounded(random_floats(3 * n, rng));
+    Floats zero_dout(n, 0.0f);
+    Fused base = run_fused(qkv, zero_dout, B, T, C, NH, scalar);
+    for (int t : {0, 15, 16, 31, 32, 63, 64, 99}) {  // the last and first rows of tiles and warps
+        CAPTURE(t);
+        // changing v at key t + 1 changes no output row up to t, bit for bit
+        if (t + 1 < T) {
+            Floats later = qkv;
+            for (int d = 0; d < hs; d++) later[(size_t)(t + 1) * 3 * C + 2 * C + d] += 1.0f;
+            Fused f = run_fused(later, zero_dout, B, T, C, NH, scalar);
+            CHECK(memcmp(f.y.data(), base.y.data(), (size_t)(t + 1) * C * sizeof(floatX)) == 0);
+            CHECK(memcmp(f.lse.data(), base.lse.data(), (size_t)(t + 1) * sizeof(float)) == 0);
+        }
+        // changing v at key t (the last key query t sees) changes row t
+        Floats last = qkv;
+        for (int d = 0; d < hs; d++) last[(size_t)t * 3 * C + 2 * C + d] += 1.0f;
+        Fused g = run_fused(last, zero_dout, B, T, C, NH, scalar);
+        bool changed = false;
+        for (int d = 0; d < hs; d++) changed = changed || (float)g.y[(size_t)t * C + d] != (float)base.y[(size_t)t * C + d];
+        CHECK(changed);
+        // a gradient on row t alone reaches q_t and keys/values 0..t, none after t
+        Floats dout(n, 0.0f);
+        for (int d = 0; d < hs; d++) dout[(size_t)t * C + d] = 1.0f + 0.01f * d;
+        Fused f = run_fused(qkv, rounded(dout), B, T, C, NH, scalar);
+        bool after_zero = true, at_t_nonzero = false, other_dq_zero = true;
+        for (int u = 0; u < T; u++)
+            for (int d = 0; d < hs; d++) {
+                float dq = (float)f.dqkv[(size_t)u * 3 * C + d], dk = (float)f.dqkv[(size_t)u * 3 * C + C + d];
+                float dv = (float)f.dqkv[(size_t)u * 3 * C + 2 * C + d];
+                if (u > t) after_zero = after_zero && dk == 0.0f && dv == 0.0f;
+                if (u == t) at_t_nonzero = at_t_nonzero || dv != 0.0f;
+                if (u != t) other_dq_zero = other_dq_zero && dq == 0.0f;
+            }
+        CHECK(after_zero);
+        CHECK(at_t_nonzero);
+        CHECK(other_dq_zero);
+    }
+}
+TEST_CASE("the causal boundary: query t sees key t and nothing after it, across tile edges") {
+    check_causal_boundary(false);
+    if (BF16) check_causal_boundary(true);  // the fp32 build has the scalar kernels only
+}
+
+// Two runs of one set of kernels give the same bits, and the right answer.
+static void check_reruns(bool scalar) {
+    CAPTURE(scalar);
+    // T = 100: two key tiles of the tensor-core kernels (64 rows: the second partial, loaded
+    // while the first is multiplied), four of the scalar ones (32)
+    const int B = 1, T = 100, NH = 2, hs = 16, C = NH * hs;
+    const size_t n = (size_t)B * T * C;
+    Rng rng(3);
+    Floats qkv = rounded(random_floats(3 * n, rng)), dout = rounded(random_floats(n, rng));
+    Fused a = run_fused(qkv, dout, B, T, C, NH, scalar), b = run_fused(qkv, dout, B, T, C, NH, scalar);
+    CHECK(memcmp(a.y.data(), b.y.data(), n * sizeof(floatX)) == 0);
+    CHECK(memcmp(a.dqkv.data(), b.dqkv.data(), 3 * n * sizeof(floatX)) == 0);
+    CHECK(memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0);
+    // and the answer is right (a race that every schedule repeated would still show here)
+    Floats att((size_t)B * NH * T * T), y(n);
+    attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH);
+    CHECK(norm_error(a.y, y) <= tol(1e-5, 8e-3));
+}
+TEST_CASE("race: the fused kernels give the same bits twice (and under CPU_CUDA_RACECHECK=1, every schedule)") {
+    check_reruns(false);
+    if (BF16) check_reruns(true);
+}
+
+TEST_CASE("head sizes: multiples of 16 up to 128 are supported, others are not") {
+    for (int hs : {16, 32, 48, 64, 80, 96, 112, 128}) CHECK(gpu::flash_attention_supports(hs));
+    for (int hs : {0, 8, 24, 65, 144, 256}) CHECK_FALSE(gpu::flash_attention_supports(hs));
+}
+
+int main(int argc, char** argv) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("test_flash_attention: no GPU found; not run\n");
+        return 77;
+    }
+    try {
+        gpu::init_device(0);
+        doctest::Context context(argc, argv);
+        return context.run();
+    } catch (const Error& e) {
+        fprintf(stderr, "test_flash_attention: error: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# --grad-sync overlap (the default) against --grad-sync end, in float32, in both trainers:
+# ./train with MPI (MPI_Iallreduce / MPI_Ireduce started during the last backward) and
+# train_gpt_cpu (the GPU trainer on the CPU runtime, NCCL on a second stream), with and
+# without ZeRO (--zero 1: each bucket reduced to the shards' owners).
+#
+# Each replica runs A = 2 micro-batches (B = 4/R): the first only adds, the last's backward
+# starts the buckets (with A = 1 and the noise scale on, as by default, the sync waits for the
+# end: the noise scale needs that micro-batch's gradient before the sum).
+# --grad-bucket 0 gives the tiny model (2 blocks) three buckets: block 1 and lnf, started
+# after block 1's backward; block 0, after block 0's; the embeddings, by the step's sync. The
+# sum of each element over the replicas must not depend on which bucket carried it:
+#   * 2 replicas: a + b is one rounding whatever the order, so overlap and end must give the
+#     same bits (losses, gradient norms, weights; with ZeRO the AdamW moments too): --tol 0;
+#   * 4 replicas: the CPU runtime's NCCL adds every element in rank order whatever the call,
+#     so bit-identical again; MPI may pick another algorithm (another order of the four
+#     terms) for another message size (a bucket's pieces are smaller than the one all-reduce
+#     or reduce-scatter at the end): within 1e-6 relative, ~10 roundings of 6e-8 over 10 steps.
+# A bucket started before its block's backward is done (test/mutations.sh) moves the weights
+# by ~5e-2. Needs ./train with MPI; the GPU half needs train_gpt_cpu (skipped without).
+set -u
+cd "$(dirname "$0")/../.."
+source test/mpi_lib.sh  # OMPI_ALLOW_RUN_AS_ROOT, $MPIRUN, mpi_ok
+export OMP_WAIT_POLICY=passive CPU_CUDA_THREADS=1                 # up to 4 ranks share the cores
+T=16 STEPS=10
+MODEL="--layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 * T)) --val-every 5 --val-tokens 512
+       --sample-every 0 --warmup 5 -l 3e-3 --shuffle 1 -n $STEPS"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+source test/suite_lib.sh  # pass, fail, skip, check, finish
+
+run() {  # DIR R PROGRAM [options]
+    local dir=$1 R=$2
+    shift 2
+    timeout 300 $MPIRUN -np "$R" "$@" $MODEL -b $((4 / R)) -o "$dir" >"$dir.out" 2>&1 || { tail -5 "$dir.out"; return 1; }
+}
+# overlap vs end: PROGRAM R ZERO TOL NAME
+check_overlap() {
+    local program=$1 R=$2 zero=$3 tol=$4 tag="$work/$(basename "$1")$2$3" states=""
+    [ "$zero" = 1 ] && states=--states
+    local name="$(basename "$program") R=$R --zero $zero: --grad-sync overlap (a bucket per block) = end within $tol"
+    if run "$tag.end" "$R" "$program" --zero "$zero" --grad-sync end &&
+       run "$tag.overlap" "$R" "$program" --zero "$zero" --grad-sync overlap --grad-bucket 0 &&
+       python3 test/replicas/compare_runs.py $states --tol "$tol" "$tag.end" "$tag.overlap" $STEPS; then pass "$name"
+    else fail "$name"; fi
+}
+
+if mpi_ok ./train; then
+    check_overlap ./train 2 0 0
+    check_overlap ./train 4 0 1e-6
+    check_overlap ./train 2 1 0
+    check_overlap ./train 4 1 1e-6
+else
+    skip "the CPU trainer's overlap" "./train without MPI, or no mpirun"
+fi
+
+if [ ! -x ./train_gpt_cpu ]; then
+    skip "the GPU trainer's overlap" "./train_gpt_cpu is not built (make train_gpt_cpu)"
+elif ! mpi_ok ./train_gpt_cpu; then
+    skip "the GPU trainer's overlap" "./train_gpt_cpu without MPI, or no mpirun"
+else
+    check_overlap ./train_gpt_cpu 2 0 0
+    check_overlap ./train_gpt_cpu 4 0 0
+    check_overlap ./train_gpt_cpu 2 1 0
+    check_overlap ./train_gpt_cpu 4 1 0
+    # bf16 changes the arithmetic, so the state file records it (int32 [24] bytes of text at
+    # [32]), and a resume with another type says so; the bf16 run differs from fp32 (a sync
+    # that silently stayed fp32 would not)
+    name="train_gpt_cpu --grad-sync-dtype bf16: recorded in the state file, a resume with fp32 says it changes"
+    recorded() { python3 -c "import struct, sys; b = open(sys.argv[1], 'rb').read(); n = struct.unpack_from('i', b, 96)[0]
+print(b[128:128 + n].decode())" "$1"; }
+    if run "$work/bf16" 2 ./train_gpt_cpu --grad-sync-dtype bf16 --ckpt-every 5 &&
+       [[ "$(recorded "$work/bf16/state_00000005.bin")" == *"grad-sync-dtype=bf16"* ]] &&
+       ! python3 test/replicas/compare_runs.py --tol 0 "$work/train_gpt_cpu20.end" "$work/bf16" $STEPS &&
+       mkdir -p "$work/resumed" && cp "$work/bf16/model_00000005.bin" "$work/bf16/state_00000005.bin" "$work/resumed/" &&
+       run "$work/resumed" 2 ./train_gpt_cpu --resume 1 &&
+       grep -q "computed with --grad-sync-dtype bf16 until step 5; --grad-sync-dtype fp32 changes the arithmetic" \
+           "$work/resumed.out" &&
+       [[ "$(recorded "$work/resumed/state_00000010.bin")" == *"grad-sync-dtype=fp32"* ]]; then pass "$name"
+    else fail "$name"; fi
+fi
+
+finish

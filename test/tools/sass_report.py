@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""Checks of dev/sass_report.py's parsing and arithmetic on SASS and ptxas output written
+here by hand, so that every count below can be checked by reading the listing. Needs
+neither nvcc nor the NVIDIA tools.
+
+Plain Python, no test framework: every function decorated with @check runs, one line is
+printed per check (PASS / FAIL and its name), the last line is "N passed, M failed", and
+the exit status is 1 if anything failed.
+"""
+import contextlib
+import importlib.util
+import io
+import os
+import sys
+import traceback
+
+sys.dont_write_bytecode = True  # leave no __pycache__ in dev/
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+spec = importlib.util.spec_from_file_location("sass_report", os.path.join(ROOT, "dev", "sass_report.py"))
+sr = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sr)
+
+CHECKS = []
+
+
+def check(fn):
+    CHECKS.append(fn)
+    return fn
+
+
+# cuobjdump -sass style: hex addresses as branch targets, the encodings on their own lines.
+# One loop, 0x60..0x130 (14 instructions), closed by the backward BRA at 0x130; in it:
+# 3 HMMA (two m16n8k16 = 4096 FLOP each, one m16n8k8 = 2048), 2 LDSM, 1 generic LD, 1 FFMA,
+# 1 FMUL and one integer-division sequence (I2F.RP, MUFU.RCP, F2I.TRUNC). Before the loop a
+# second division sequence (I2F.U32.RP); at the end the trap BRA to itself, which is no loop.
+FLAT_SASS = """
+	code for sm_90
+		Function : _Z9my_kernelPf
+	.headerflags	@"EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                    /* 0x00000a00ff017b82 */
+                                                                             /* 0x000fe20000000800 */
+        /*0010*/                   S2R R0, SR_TID.X ;
+        /*0020*/                   I2F.U32.RP R2, R3 ;
+        /*0030*/                   MUFU.RCP R2, R2 ;
+        /*0040*/                   IADD3 R4, R2, 0xffffffe, RZ ;
+        /*0050*/                   F2I.FTZ.U32.TRUNC.NTZ R5, R4 ;
+        /*0060*/                   LDSM.16.M88.4 R8, [R6] ;
+        /*0070*/                   LDSM.16.MT88.4 R12, [R6+0x800] ;
+        /*0080*/                   LD.E R16, desc[UR4][R18.64] ;
+        /*0090*/                   HMMA.16816.F32.BF16 R20, R8, R12, R20 ;
+        /*00a0*/                   HMMA.16816.F32.BF16 R24, R8, R14, R24 ;
+        /*00b0*/                   HMMA.1688.F32.TF32 R28, R8, R12, R28 ;
+        /*00c0*/                   FFMA R30, R16, R16, R30 ;
+        /*00d0*/                   FMUL R31, R30, 0.5 ;
+        /*00e0*/                   I2F.RP R2, R7 ;
+        /*00f0*/                   MUFU.RCP R2, R2 ;
+        /*0100*/                   IADD3 R4, R2, 0xffffffe, RZ ;
+        /*0110*/                   F2I.FTZ.U32.TRUNC.NTZ R5, R4 ;
+        /*0120*/                   ISETP.NE.AND P0, PT, R5, RZ, PT ;
+        /*0130*/               @P0 BRA 0x60 ;
+        /*0140*/                   STG.E desc[UR4][R32.64], R20 ;
+        /*0150*/                   EXIT ;
+        /*0160*/                   BRA 0x160;
+"""
+FLAT_LOOP_FLOP = 2 * 4096 + 2048 + 64 + 32  # 3 HMMA, 1 FFMA (32 lanes x 2), 1 FMUL (32 lanes)
+
+# nvdisasm -g style: labels as branch targets, source lines. An outer loop 0x10..0xb0 (11
+# instructions, two back edges to .L_x_1: one loop up to the later one) holding two inner
+# loops: A 0x20..0x40 (3 instructions, no HMMA) and B 0x60..0x70 (2, one HMMA), the hot one.
+# The forward branch at 0x00 uses a label defined after it, and is no loop.
+NESTED_SASS = """
+//--------------------- .text._Z5outerv --------------------------
+	.section	.text._Z5outerv,"ax",@progbits
+.text._Z5outerv:
+	//## File "{root}/gpu/k.cuh", line 10
+        /*0000*/               @P5 BRA `(.L_x_4) ;
+.L_x_1:
+	//## File "{root}/gpu/k.cuh", line 11
+        /*0010*/                   MOV R1, RZ ;
+.L_x_2:
+        /*0020*/                   FFMA R2, R3, R4, R2 ;
+        /*0030*/                   FADD R5, R5, 1 ;
+	//## File "{root}/gpu/k.cuh", line 12
+        /*0040*/               @P0 BRA `(.L_x_2) ;
+        /*0050*/                   LDS R6, [R7] ;
+.L_x_3:
+	//## File "/usr/local/cuda/include/crt/mma.hpp", line 300
+        /*0060*/                   HMMA.16816.F32.BF16 R8, R12, R14, R8 ;
+        /*0070*/               @P1 BRA `(.L_x_3) ;
+        /*0080*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0090*/                   SHFL.BFLY PT, R9, R8, 0x1, 0x1f ;
+	//## File "{root}/gpu/k.cuh", line 9
+        /*00a0*/               @P2 BRA `(.L_x_1) ;
+        /*00b0*/              @!P3 BRA `(.L_x_1) ;
+        /*00c0*/                   EXIT ;
+.L_x_4:
+        /*00d0*/                   BRA `(.L_x_4);
+""".replace("{root}", ROOT)
+
+PTXAS = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z9my_kernelPf' for 'sm_90'
+ptxas info    : Function properties for _Z9my_kernelPf
+    24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 72 registers, used 1 barriers, 16384 bytes smem
+ptxas info    : Compile time = 4.387 ms
+ptxas info    : Function properties for $__internal_0_$__cuda_sm3x_div_rn_noftz_f32_slowpath
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function '_Z5outerv' for 'sm_90'
+ptxas info    : Function properties for _Z5outerv
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 32 registers, 400 bytes cmem[0]
+"""
+
+# cuobjdump -elf: _Z5outerv has __launch_bounds__(256)
+ELF = """
+.nv.info._Z5outerv
+	<0x1>
+	Attribute:	EIATTR_MAX_THREADS
+	Format:	EIFMT_SVAL
+	Value:	0x100 0x1 0x1 
+.nv.info._Z9my_kernelPf
+	<0x1>
+	Attribute:	EIATTR_MAXREG_COUNT
+	Format:	EIFMT_HVAL
+	Value:	0xff
+"""
+
+
+def instrs(text, name):
+    return sr.parse_sass(text)[name]
+
+
+@check
+def parses_cuobjdump_listing():
+    code = instrs(FLAT_SASS, "_Z9my_kernelPf")
+    assert len(code) == 23, len(code)  # 0x000..0x160, the encoding lines skipped
+    assert code[19].opcode == "BRA" and code[19].target == 0x60, code[19]
+    assert code[9].opcode == "HMMA.16816.F32.BF16" and code[9].base == "HMMA"
+
+
+@check
+def finds_the_loop_from_its_backward_branch():
+    code = instrs(FLAT_SASS, "_Z9my_kernelPf")
+    loops = sr.find_loops(code)
+    assert loops == [(6, 19)], loops  # 0x60..0x130; the BRA to itself at 0x160 is no loop
+    assert sr.hottest_loop(code, loops) == (6, 19)
+
+
+@check
+def counts_the_loop_mix():
+    mix = sr.analyse_loops(instrs(FLAT_SASS, "_Z9my_kernelPf"))
+    lp = mix["loop"]
+    assert (lp["start"], lp["end"], mix["depth"]) == (0x60, 0x130, 1), lp
+    expected = dict(instr=14, HMMA=3, LDSM=2, LD=1, ST=0, LDS=0, LDG=0, STG=0, IDIV=1, FFMA=1, FMUL=1, FADD=0,
+                    MUFU=1, BAR=0, SHFL=0)
+    for key, value in expected.items():
+        assert lp[key] == value, (key, lp[key], value)
+    assert lp["flop"] == FLAT_LOOP_FLOP == 10336
+    assert lp["flop_per_instr"] == round(10336 / 14, 1) == 738.3, lp["flop_per_instr"]
+    assert lp["mma_flop_per_instr"] == round(10240 / 14, 1) == 731.4
+
+
+@check
+def counts_the_whole_function():
+    f = sr.analyse_loops(instrs(FLAT_SASS, "_Z9my_kernelPf"))["function"]
+    assert (f["instr"], f["IDIV"], f["HMMA"], f["STG"], f["MUFU"]) == (23, 2, 3, 1, 2), f
+
+
+@check
+def hmma_flop_from_the_shape():
+    assert sr.hmma_flop("HMMA.16816.F32.BF16") == 4096  # m16n8k16: 2·16·8·16
+    assert sr.hmma_flop("HMMA.1688.F32.TF32") == 2048
+    assert sr.hmma_flop("HMMA.16816.F16") == 4096
+
+
+@check
+def nested_loops_labels_and_source_lines():
+    code = instrs(NESTED_SASS, "_Z5outerv")
+    assert code[0].target == 0xd0, code[0]  # a label defined after its branch
+    loops = sr.find_loops(code)
+    assert loops == [(1, 11), (2, 4), (6, 7)], loops  # outer (two back edges), A, B
+    mix = sr.analyse_loops(code)
+    lp, outer = mix["loop"], mix["outer_loop"]
+    assert (lp["start"], lp["end"], lp["instr"], lp["HMMA"]) == (0x60, 0x70, 2, 1), lp
+    assert mix["depth"] == 2
+    # the hot loop's back edge has no project line of its own (CUDA's header): the nearest before
+    assert lp["source"] == "gpu/k.cuh:12", lp["source"]
+    assert (outer["start"], outer["end"], outer["instr"], outer["source"]) == (0x10, 0xb0, 11, "gpu/k.cuh:9"), outer
+    assert (outer["LDS"], outer["BAR"], outer["SHFL"], outer["FFMA"], outer["FADD"]) == (1, 1, 1, 1, 1), outer
+    assert outer["flop_per_instr"] == round((4096 + 64 + 32) / 11, 1) == 381.1
+
+
+@check
+def the_hot_loop_is_where_the_hmma_are_not_the_innermost():
+    # without B's back edge its HMMA sit in the outer loop's own body, around loop A (none)
+    text = NESTED_SASS.replace("@P1 BRA `(.L_x_3) ;", "NOP ;")
+    mix = sr.analyse_loops(instrs(text, "_Z5outerv"))
+    assert (mix["loops"], mix["loop"]["start"], mix["loop"]["end"], mix["depth"]) == (2, 0x10, 0xb0, 1), mix
+
+
+@check
+def largest_innermost_loop_without_hmma():
+    text = NESTED_SASS.replace("HMMA.16816.F32.BF16 R8, R12, R14, R8", "IADD3 R8, R8, 1, RZ")
+    mix = sr.analyse_loops(instrs(text, "_Z5outerv"))
+    assert (mix["loop"]["start"], mix["loop"]["instr"]) == (0x20, 3), mix["loop"]  # A beats B (2)
+
+
+@check
+def ptxas_resources():
+    res = sr.parse_ptxas(PTXAS)
+    assert sorted(res) == ["_Z5outerv", "_Z9my_kernelPf"], sorted(res)  # not the slow-path subroutine
+    assert res["_Z9my_kernelPf"] == dict(regs=72, spill_stores=8, spill_loads=12, stack=24, smem=16384), res
+    assert res["_Z5outerv"] == dict(regs=32, spill_stores=0, spill_loads=0, stack=0, smem=0), res
+
+
+@check
+def launch_bounds_from_the_elf():
+    assert sr.parse_max_threads(ELF) == {"_Z5outerv": 256}
+
+
+@check
+def blocks_per_sm_by_hand():
+    # 72 regs: 2304 per warp (9 units of 256), 65536 // 2304 = 28 warps = 7 blocks of 4 warps;
+    # shared memory 16384 + 20000 + 1024 reserved = 37408: 233472 // 37408 = 6 on sm_90,
+    # 167936 // 37408 = 4 on sm_80; threads 2048 // 128 = 16
+    assert sr.blocks_per_sm(90, 72, 128, 16384 + 20000) == (6, "smem")
+    assert sr.blocks_per_sm(80, 72, 128, 16384 + 20000) == (4, "smem")
+    assert sr.blocks_per_sm(90, 72, 128, 16384) == (7, "regs")  # 233472 // 17408 = 13
+    # 33 regs round up to 40 per thread (1280 per warp): 65536 // 1280 = 51 warps, 6 blocks of 8
+    assert sr.blocks_per_sm(90, 33, 256, 0) == (6, "regs")
+    assert sr.blocks_per_sm(90, 32, 256, 0) == (8, "regs+threads")  # 64 warps both ways
+    assert sr.blocks_per_sm(90, 16, 32, 0) == (32, "blocks")
+    assert sr.blocks_per_sm(90, 32, 128, 228 << 10) == (0, "smem")  # over 227 KB per block
+    assert sr.blocks_per_sm(75, 32, 128, 0) == (None, "arch?")
+
+
+@check
+def short_names():
+    cases = {
+        "void gpu::flash_forward_mma_kernel<64>(__nv_bfloat16*, float const*, int)": "flash_forward_mma_kernel<64>",
+        "gpu::adamw_kernel(float*, int)": "adamw_kernel",
+        "void gpu::k<gpu::Foo<int, 2>, 3>(int)": "k<gpu::Foo<int, 2>, 3>",
+        "_ZN3gpu30flash_attention_forward_kernelEP13__nv_bfloat16PfPKS0_iii": "flash_attention_forward_kernel",
+        "_Z9my_kernelPf": "my_kernel",
+    }
+    for given, want in cases.items():
+        got = sr.short_name(given)
+        assert got == want, (given, got)
+
+
+@check
+def threads_per_block_and_where_from():
+    opts = sr.parse_args(["--threads", "gelu=64"])
+    cases = {"flash_attention_forward_kernel": (128, "table"), "layernorm_forward_kernel": (256, "table"),
+             "gelu_forward_kernel": (64, "option"), "flash_forward_mma_kernel<64>": (256, "default")}
+    for name, want in cases.items():
+        got = sr.threads_of(name, "_Z1x", {}, opts)
+        assert got == want, (name, got, want)
+    assert sr.threads_of("flash_forward_mma_kernel<64>", "_Z1x", {"_Z1x": 96}, opts) == (96, "launch bounds")
+
+
+@check
+def a_build_end_to_end_and_the_thresholds():
+    opts = sr.parse_args(["--arch", "90", "--dynamic-smem", "my_kernel=20000", "--threads", "my_kernel=128",
+                          "--min-flop-per-instr", "my_kernel=700", "--max-spills", "0",
+                          "--min-blocks-per-sm", "outer=8", "--min-flop-per-instr", "renamed=1"])
+    build = sr.report_build(90, "bf16", PTXAS, ELF, FLAT_SASS + NESTED_SASS, ["my_kernel"], opts)
+    k = {k["name"]: k for k in build["kernels"]}
+    mine, outer = k["my_kernel"], k["outer"]
+    assert (mine["threads"], mine["threads_from"], mine["dynamic_smem"], mine["blocks_per_sm"],
+            mine["limited_by"]) == (128, "option", 20000, 6, "smem"), mine
+    assert mine["mix"]["loop"]["flop_per_instr"] == 738.3
+    assert "mix" not in outer  # not selected
+    assert (outer["threads"], outer["threads_from"], outer["blocks_per_sm"]) == (256, "launch bounds", 8), outer
+    verdicts = sr.check_thresholds([build], opts)
+    lines = [line for _, line in verdicts]
+    assert [ok for ok, _ in verdicts] == [True, False, False, True], lines
+    assert "my_kernel: 738.3 FLOP/instr (outer)" in lines[0], lines[0]
+    assert "no kernel matches 'renamed'" in lines[1], lines[1]
+    assert "my_kernel: 20 spill bytes" in lines[2], lines[2]
+    table = sr.format_resources(build) + sr.format_mix(build)
+    assert "my_kernel" in table and "738.3" in table, table
+
+
+@check
+def no_nvcc_says_so_and_exits_2():
+    saved = dict(os.environ)
+    os.environ.update(PATH="/nonexistent", CUDA_HOME="/nonexistent")
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            rc = sr.main(["--nvcc", "/nonexistent/nvcc"])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert rc == 2, rc
+    assert err.getvalue().count("\n") == 1 and "nvcc not found" in err.getvalue(), err.getvalue()
+
+
+def main():
+    passed = failed = 0
+    for fn in CHECKS:
+        try:
+            fn()
+        except Exception as e:  # an AssertionError or anything the code under test raised
+            failed += 1
+            msg = str(e) or traceback.format_exc().strip().splitlines()[-1]
+            print("FAIL %s: %s: %s" % (fn.__name__, type(e).__name__, msg))
+        else:
+            passed += 1
+            print("PASS %s" % fn.__name__)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
