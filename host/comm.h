@@ -104,20 +104,24 @@ struct Comm {
     std::shared_ptr<Collectives> backend;  // host memory; null: a single process
     std::shared_ptr<Collectives> buffers;  // the trainer's memory (GPU); null: same as backend
     std::shared_ptr<RollCall> roll_call;   // how a stuck collective learns who is missing (MPI); may be null
-    // A request to stop the run: this process's (a flag a signal handler sets, host/stop.h)
-    // and the replicas' agreement on it, learnt in the step's scalar all-reduce.
+    // The training run's state of the step, which the run owns and lends here (host/run.h,
+    // TrainingRun); null outside a run (a test that calls a step itself): nothing asks to stop,
+    // nothing is timed.
+    //   stop     a request to stop the run: this process's (a flag a signal handler sets,
+    //            host/stop.h) and the replicas' agreement on it, learnt in the step's scalar
+    //            all-reduce (step_means) or by agree_stop;
+    //   sync_ms  where the step's gradient sync (and ZeRO's all-gather of the weights) adds its
+    //            milliseconds: the log's sync_ms, to set beside the planner's communication time
+    //            (host/cost.h). Wall time of the calls; on the GPU that includes waiting for the
+    //            backward's kernels still queued before the sync. With --grad-sync overlap it
+    //            counts the buckets' starts during the backward and the wait at the end: the
+    //            time the sync was not hidden.
     struct StopRequest {
         const volatile std::sig_atomic_t* local = nullptr;  // null: nothing asks this process to stop
         bool agreed = false;                                // some replica was asked, as of the last step
     };
-    std::shared_ptr<StopRequest> stop = std::make_shared<StopRequest>();
-    // Milliseconds spent in the step's gradient sync (and ZeRO's all-gather of the weights)
-    // since the training loop last set it to 0: the log's sync_ms, to set beside the planner's
-    // communication time (host/cost.h). Wall time of the calls; on the GPU that includes
-    // waiting for the backward's kernels still queued before the sync. With --grad-sync overlap
-    // it counts the buckets' starts during the backward and the wait at the end: the time the
-    // sync was not hidden.
-    std::shared_ptr<double> sync_ms = std::make_shared<double>(0);
+    StopRequest* stop = nullptr;
+    double* sync_ms = nullptr;
 
     // A single process, or MPI when built with it and launched by mpirun / srun with PMI.
     static Comm init(int* argc, char*** argv);
@@ -171,17 +175,17 @@ struct Comm {
     void step_means(double (&x)[N]) const {
         double v[N + 1];
         std::copy(x, x + N, v);
-        v[N] = stop->local && *stop->local ? 1.0 : 0.0;
+        v[N] = stop_asked_here() ? 1.0 : 0.0;
         if (backend) backend->allreduce_sum(v, N + 1);
-        stop->agreed = v[N] > 0;
+        if (stop) stop->agreed = v[N] > 0;
         for (size_t i = 0; i < N; i++) x[i] = v[i] / world;
     }
     // Whether any replica has been asked to stop, outside a step (after an evaluation, which
     // can take longer than a step): sets stop->agreed, the same on every replica.
     void agree_stop() const {
-        double v = stop->local && *stop->local ? 1.0 : 0.0;
+        double v = stop_asked_here() ? 1.0 : 0.0;
         if (backend) backend->allreduce_sum(&v, 1);
-        stop->agreed = v > 0;
+        if (stop) stop->agreed = v > 0;
     }
     // Copies bytes from rank 0 to every rank.
     void broadcast(void* data, size_t bytes) const {
@@ -241,12 +245,14 @@ struct Comm {
     }
 
 private:
-    // Runs the sync call f, adding its wall time to *sync_ms.
+    bool stop_asked_here() const { return stop && stop->local && *stop->local; }
+    // Runs the sync call f, adding its wall time to *sync_ms (when a run lent one).
     template <class F>
     void timed(F&& f) const {
         auto t0 = std::chrono::steady_clock::now();
         f();
-        *sync_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (sync_ms)
+            *sync_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
     // Reads "<length>:<value>" at pos and moves past it; empty at the end or on damage.
     static std::string next_value(const std::string& s, size_t& pos) {

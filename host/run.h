@@ -46,7 +46,12 @@
 template <class Trainer>
 class TrainingRun {
 public:
-    explicit TrainingRun(const Comm& comm) : comm(comm), main_rank(comm.rank == 0) {}
+    // The run owns the step's stop request and sync clock, and lends them to the communicator
+    // (host/comm.h) for as long as it runs.
+    explicit TrainingRun(Comm& replicas) : comm(replicas), main_rank(replicas.rank == 0), lent_to(replicas) {
+        replicas.stop = &stop, replicas.sync_ms = &sync_ms;
+    }
+    ~TrainingRun() { lent_to.stop = nullptr, lent_to.sync_ms = nullptr; }
 
     // ---- set up: options, model shape, batch plan, data, evaluation file, tokenizer.
     // False after --help.
@@ -164,7 +169,7 @@ public:
         if (start == 0) evaluate(0);  // the model as it starts (and all that -n 0 does)
         // from here on there is training to lose (before, a signal ends the process as usual)
         catch_stop_signals();
-        comm.stop->local = stop_request();
+        stop.local = stop_request();
         schedule = lr_schedule(cfg, cfg.steps);
         opt = AdamWConfig{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay};
         replica_flops = flops_per_step(mc, plan) / plan.R;
@@ -173,10 +178,10 @@ public:
             train_one_step(step);
             // a stop request that came during the evaluation stops the run after it, not after
             // one more step: the replicas agree on it again (evaluation is theirs together)
-            if (evaluate(step) && !comm.stop->agreed) comm.agree_stop();
+            if (evaluate(step) && !stop.agreed) comm.agree_stop();
             bool saved = checkpoint_due(step);
             if (saved) save_checkpoint(step);
-            if (comm.stop->agreed) {  // the same on every replica: all stop after this step
+            if (stop.agreed) {  // the same on every replica: all stop after this step
                 if (!saved) save_checkpoint(step);
                 stopped_at = step;
                 return;
@@ -212,6 +217,9 @@ public:
 private:
     const Comm& comm;
     const bool main_rank;
+    Comm& lent_to;                // the communicator that reports to stop and sync_ms below
+    Comm::StopRequest stop;       // a signal's request to stop, and the replicas' agreement on it
+    double sync_ms = 0;           // this step's time in the gradient sync (the log's sync_ms)
     Config cfg;
     DeviceSpeed device;
     ModelConfig mc;
@@ -453,7 +461,7 @@ private:
         auto t0 = std::chrono::steady_clock::now();
         float lr = schedule.at(step - 1);
         StepResult r;
-        *comm.sync_ms = 0;  // the step's gradient sync adds its time (host/comm.h)
+        sync_ms = 0;  // the step's gradient sync adds its time (host/comm.h)
         try {
             r = m->train_step(*train_data, plan, comm, opt, lr, cfg.grad_clip, step);
             check_finite_step(r.loss, r.grad_norm, step);  // for a trainer that did not check before its update
@@ -471,12 +479,12 @@ private:
         noise.add(r.grad_norm_small, r.grad_norm);
         if (writes)
             log.train(step, cfg.steps, (long long)step * plan.global_tokens(), r.loss, lr, r.grad_norm, ms,
-                      *comm.sync_ms, tps, flops_per_s, mfu(flops_per_s), noise.json_fields());
+                      sync_ms, tps, flops_per_s, mfu(flops_per_s), noise.json_fields());
     }
 };
 
 template <class Trainer>
-int run_training(int argc, char** argv, const Comm& comm) {
+int run_training(int argc, char** argv, Comm& comm) {
     TrainingRun<Trainer> run(comm);
     if (!run.set_up(argc, argv)) return 0;  // --help
     if (!run.agree_and_plan()) return 0;    // a dry run ends with the plan

@@ -91,7 +91,7 @@ mutations=(
 "flash dk (tensor cores): stored without the 1/sqrt(hs) scale|gpu/flash_attention_mma.cuh|s#store_rows<N8>(dk_dst, at.width, dk, at.scale,#store_rows<N8>(dk_dst, at.width, dk, 1.0f,#|auto|./test/gpu_trainer/flash_attention_cpu -tc=fused*"
 "flash D = rowsum(dy*y) (tensor cores): heads' rows mixed up|gpu/flash_attention_mma.cuh|s#delta\[(b \* NH + h) \* T + t\] = sum;#delta[(b * NH + h) * T + (T - 1 - t)] = sum;#|auto|./test/gpu_trainer/flash_attention_cpu -tc=fused*"
 "--attention auto: a resumed run times the paths again|host/run.h|/^        adopt_recorded_choices(cfg, /,+1d|auto|./test/gpu_trainer/trainer_cpu -tc=*resume*keeps*attention*"
-"signal during a validation: stops one step later|host/run.h|s#if (evaluate(step) \&\& !comm.stop->agreed) comm.agree_stop();#evaluate(step);#|auto|bash test/hardening/crash_safety.sh"
+"signal during a validation: stops one step later|host/run.h|s#if (evaluate(step) \&\& !stop.agreed) comm.agree_stop();#evaluate(step);#|auto|bash test/hardening/crash_safety.sh"
 "SIGUSR1 (Slurm's --signal) not caught: the run dies without a checkpoint|host/stop.h|s#{SIGINT, SIGTERM, SIGUSR1}#{SIGINT, SIGTERM}#|auto|./test/cpu_trainer/trainer -tc=signals*"
 "fc's epilogue: GELU without the bias|gpu/matmul.cuh|s#(bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)#CUBLASLT_EPILOGUE_GELU_AUX#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=matmul*"
 "cuBLASLt emulation: aux keeps the GELU's output, not its input|cpu_cuda/cublas_cpu.h|/if (e.aux_out) store_floats(e.aux_type, v, rows, aux());/d;s#^            case Activation::none: break;\$#&\n        }\n        if (e.aux_out) { store_floats(e.aux_type, v, rows, aux());#|auto|./test/cpu_runtime/cublas"
