@@ -39,19 +39,16 @@
 #include "stop.h"
 #include "trainer.h"
 
-// One training run, in the phases run_training() calls in turn: set up (options, shape,
-// batch plan, data), plan (the replicas agree, the plan in numbers), restore (model,
-// optimizer state, where to continue), loop (the optimizer steps, with evaluation and
-// checkpoints) and finish (the average speed, or where a stopped run saved).
+// One training run, its phases in the order run_training() calls them (see the top of this file).
 template <class Trainer>
 class TrainingRun {
 public:
     // The run owns the step's stop request and sync clock, and lends them to the communicator
     // (host/comm.h) for as long as it runs.
-    explicit TrainingRun(Comm& replicas) : comm(replicas), main_rank(replicas.rank == 0), lent_to(replicas) {
-        replicas.stop = &stop, replicas.sync_ms = &sync_ms;
+    explicit TrainingRun(Comm& comm) : comm(comm), main_rank(comm.rank == 0) {
+        comm.stop = &stop, comm.sync_ms = &sync_ms;
     }
-    ~TrainingRun() { lent_to.stop = nullptr, lent_to.sync_ms = nullptr; }
+    ~TrainingRun() { comm.stop = nullptr, comm.sync_ms = nullptr; }
 
     // ---- set up: options, model shape, batch plan, data, evaluation file, tokenizer.
     // False after --help.
@@ -215,9 +212,8 @@ public:
     }
 
 private:
-    const Comm& comm;
+    Comm& comm;                   // lent `stop` and `sync_ms` below; otherwise only its collectives are used
     const bool main_rank;
-    Comm& lent_to;                // the communicator that reports to stop and sync_ms below
     Comm::StopRequest stop;       // a signal's request to stop, and the replicas' agreement on it
     double sync_ms = 0;           // this step's time in the gradient sync (the log's sync_ms)
     Config cfg;

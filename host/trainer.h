@@ -125,8 +125,10 @@ using has_constructor = std::is_constructible<T, const ModelConfig&, const Batch
 template <class T>
 constexpr bool check_trainer_contract() {
     using namespace trainer_contract;
+    bool met = true;
 #define TRAINER_NEEDS(name, what) \
-    static_assert(has_##name<T>::value, "the Trainer (host/trainer.h) needs " what)
+    static_assert(has_##name<T>::value, "the Trainer (host/trainer.h) needs " what); \
+    met = met && has_##name<T>::value
     TRAINER_NEEDS(connect, "connect: static Comm connect(int* argc, char*** argv)");
     TRAINER_NEEDS(check_options, "check_options: static void check_options(const Config&)");
     TRAINER_NEEDS(hardware, "hardware: static std::string hardware(const Config&, const Comm&)");
@@ -152,10 +154,5 @@ constexpr bool check_trainer_contract() {
                                 "int B, int T)");
     TRAINER_NEEDS(next_token_logits, "next_token_logits: const float* next_token_logits(const int* context, int T)");
 #undef TRAINER_NEEDS
-    return has_connect<T>::value && has_check_options<T>::value && has_hardware<T>::value &&
-           has_gathered_weight_bytes<T>::value && has_memory_use<T>::value && has_memory_available<T>::value &&
-           has_run_time_choices<T>::value && has_choose_kernels<T>::value && has_kernel_plan<T>::value &&
-           has_constructor<T>::value && has_params<T>::value && has_adam_m<T>::value && has_adam_v<T>::value &&
-           has_upload<T>::value && has_download<T>::value && has_train_step<T>::value && has_token_losses<T>::value &&
-           has_next_token_logits<T>::value;
+    return met;
 }
