@@ -1,13 +1,19 @@
-// train.cpp: GPT-2 training on the CPU, the reference every faster path is checked against.
+// train.cpp: GPT-2 and Llama-3 training on the CPU, the reference every faster path is
+// checked against.
 //
 // Read it top to bottom: shapes and the accumulation contract; the layers, each a
 // forward/backward pair; the model and its three buffers; AdamW; train_step(), the whole
 // optimizer step in one function; main(), which wires in data, logging and checkpoints.
+// The two families share everything but five layers, each chosen where it runs in
+// model_forward() and model_backward(): the norm, the positions, the MLP, the attention's K/V
+// heads and the output head (docs/llama.md).
 //
 // Shapes, used in every name and comment below:
 //   B   sequences per micro-batch        T   tokens per sequence (T ≤ maxT)
 //   C   channels                         NH  attention heads, each hs = C/NH wide
 //   L   transformer blocks               V   vocabulary, Vp ≥ V its padded size
+//   KVH K/V heads (Llama; GPT-2: NH)     QKV = C + 2·KVH·hs, the q, k, v projection's width
+//   F   Llama's MLP width (GPT-2: 4C)
 // Tensors are row-major float32. A leading d marks a gradient: dwte is ∂loss/∂wte.
 //
 // The accumulation contract, which every backward function below follows:
@@ -58,13 +64,18 @@
 // Layers. Each forward has its backward right below it.
 
 // Token + position embedding: out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]
-// out (B,T,C), inp (B,T), wte (Vp,C), wpe (maxT,C)
+// out (B,T,C), inp (B,T), wte (Vp,C), wpe (maxT,C); wpe null: the token's row alone (Llama,
+// whose positions enter as RoPE's rotation of q and k instead).
 void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T, int C) {
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float* o = out + ((size_t)b * T + t) * C;
             const float* tok = wte + (size_t)inp[b * T + t] * C;
+            if (!wpe) {
+                memcpy(o, tok, C * sizeof(float));
+                continue;
+            }
             const float* pos = wpe + (size_t)t * C;
             for (int c = 0; c < C; c++) o[c] = tok[c] + pos[c];
         }
@@ -78,7 +89,7 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* in
             for (int t = 0; t < T; t++) {
                 float d = dout[((size_t)b * T + t) * C + c];
                 dwte[(size_t)inp[b * T + t] * C + c] += d;
-                dwpe[(size_t)t * C + c] += d;
+                if (dwpe) dwpe[(size_t)t * C + c] += d;
             }
 }
 
@@ -130,6 +141,55 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
     }
 }
 
+// RMSNorm over C for each of N rows (Llama): out = x · rstd · w, rstd = 1/√(mean(x²) + eps),
+// kept for the backward pass. No mean is subtracted and there is no bias.
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const float* x = inp + (size_t)n * C;
+        float ss = 0;
+        for (int c = 0; c < C; c++) ss += x[c] * x[c];
+        float s = 1.0f / sqrtf(ss / C + eps);
+        float* o = out + (size_t)n * C;
+        for (int c = 0; c < C; c++) o[c] = x[c] * s * w[c];
+        rstd[n] = s;
+    }
+}
+void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w, const float* rstd,
+                      int N, int C) {
+    // dinp = rstd · (g - xhat · mean(g · xhat)), where g = dout · w and xhat = x · rstd
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const float* x = inp + (size_t)n * C;
+        const float* d = dout + (size_t)n * C;
+        float s = rstd[n], gx_mean = 0;
+        for (int c = 0; c < C; c++) gx_mean += d[c] * w[c] * x[c] * s;
+        gx_mean /= C;
+        float* dx = dinp + (size_t)n * C;
+        for (int c = 0; c < C; c++) dx[c] = s * (d[c] * w[c] - x[c] * s * gx_mean);
+    }
+    // the weight's gradient: threads split the channels so each sum runs in a fixed order
+#pragma omp parallel for
+    for (int c = 0; c < C; c++) {
+        float sw = 0;
+        for (int n = 0; n < N; n++) sw += dout[(size_t)n * C + c] * inp[(size_t)n * C + c] * rstd[n];
+        dw[c] += sw;
+    }
+}
+
+// The block's norm, one of the family's choices: GPT-2's LayerNorm (mean, rstd, weight and
+// bias) or Llama's RMSNorm (rstd and weight; mean and bias unused).
+void norm_forward(const ModelConfig& c, float* out, float* mean, float* rstd, const float* inp, const float* w,
+                  const float* bias, int N) {
+    if (c.llama()) rmsnorm_forward(out, rstd, inp, w, N, c.C, c.norm_eps);
+    else layernorm_forward(out, mean, rstd, inp, w, bias, N, c.C);
+}
+void norm_backward(const ModelConfig& c, float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                   const float* w, const float* mean, const float* rstd, int N) {
+    if (c.llama()) rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, c.C);
+    else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, c.C);
+}
+
 // Linear layer: out (N,OC) = inp (N,IC) · w (OC,IC)ᵀ + bias (OC); bias may be null.
 void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC, int OC) {
     if (bias) {
@@ -156,21 +216,60 @@ void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, co
     }
 }
 
-// Causal multi-head self-attention on the fused projection qkv (B,T,3C) = [q | k | v].
-// Head h uses channels [h·hs, (h+1)·hs) of each of q, k, v. att (B,NH,T,T) keeps the
-// softmax probabilities (row t uses only columns ≤ t); out (B,T,C).
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
-    int hs = C / NH, C3 = 3 * C;
+// Rotary position embedding (Llama), in place on the q and k parts of qkv (B,T,QKV): in each
+// head, channels (2i, 2i+1) are rotated by the angle t·freq_i of their position t. cos_sin
+// (maxT, hs/2, 2) is host/model.h's rope_table(). v is not rotated. The attention that
+// follows sees only rotated q and k, so positions enter through q·k alone.
+void rope_forward(float* qkv, const float* cos_sin, int B, int T, int NH, int KVH, int hs) {
+    int QKV = (NH + 2 * KVH) * hs, half = hs / 2;
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float* row = qkv + ((size_t)b * T + t) * QKV;
+            const float* cs = cos_sin + (size_t)t * half * 2;
+            for (int h = 0; h < NH + KVH; h++)  // NH query heads, then KVH key heads
+                for (int i = 0; i < half; i++) {
+                    float* x = row + h * hs + 2 * i;
+                    float x0 = x[0], x1 = x[1], c = cs[2 * i], s = cs[2 * i + 1];
+                    x[0] = x0 * c - x1 * s, x[1] = x0 * s + x1 * c;
+                }
+        }
+}
+// A rotation's transpose is its inverse: the gradient is rotated back by the same angle.
+void rope_backward(float* dqkv, const float* cos_sin, int B, int T, int NH, int KVH, int hs) {
+    int QKV = (NH + 2 * KVH) * hs, half = hs / 2;
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float* row = dqkv + ((size_t)b * T + t) * QKV;
+            const float* cs = cos_sin + (size_t)t * half * 2;
+            for (int h = 0; h < NH + KVH; h++)
+                for (int i = 0; i < half; i++) {
+                    float* d = row + h * hs + 2 * i;
+                    float d0 = d[0], d1 = d[1], c = cs[2 * i], s = cs[2 * i + 1];
+                    d[0] = d0 * c + d1 * s, d[1] = -d0 * s + d1 * c;
+                }
+        }
+}
+
+// Causal self-attention on the fused projection qkv (B,T,QKV) = [q | k | v]: NH query heads
+// and KVH key/value heads (GPT-2: KVH = NH, QKV = 3C). Query head h uses channels
+// [h·hs, (h+1)·hs) of q and K/V head h / (NH/KVH), whose channels are [kh·hs, (kh+1)·hs) of k
+// and of v: grouped-query attention reads the shared head where it is, no copy. att
+// (B,NH,T,T) keeps the softmax probabilities (row t uses only columns ≤ t); out (B,T,C).
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH) {
+    int hs = C / NH, QKV = C + 2 * KVH * hs, group = NH / KVH;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(3)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
-                const float* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+                const int k_at = C + (h / group) * hs, v_at = C + (KVH + h / group) * hs;  // this head's K and V
+                const float* q = qkv + ((size_t)b * T + t) * QKV + h * hs;
                 float* a = att + (((size_t)b * NH + h) * T + t) * T;
                 float maxv = -INFINITY;
                 for (int t2 = 0; t2 <= t; t2++) {  // causal: position t sees positions ≤ t
-                    const float* k = qkv + ((size_t)b * T + t2) * C3 + C + h * hs;
+                    const float* k = qkv + ((size_t)b * T + t2) * QKV + k_at;
                     float s = 0;
 #pragma omp simd reduction(+ : s)  // in vector lanes, then summed: only the order of the sum changes
                     for (int i = 0; i < hs; i++) s += q[i] * k[i];
@@ -184,50 +283,56 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
                 float* o = out + ((size_t)b * T + t) * C + h * hs;
                 for (int i = 0; i < hs; i++) o[i] = 0;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const float* v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
+                    const float* v = qkv + ((size_t)b * T + t2) * QKV + v_at;
                     for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
                 }
             }
 }
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int C,
-                        int NH) {
-    int hs = C / NH, C3 = 3 * C;
+                        int NH, int KVH) {
+    int hs = C / NH, QKV = C + 2 * KVH * hs, group = NH / KVH;
     float scale = 1.0f / sqrtf((float)hs);
-    // Each (b, h) owns its own slice of dqkv, so threads never write the same element.
+    // Each (b, K/V head) owns its slice of dqkv: the dq of its group's query heads and its dk,
+    // dv. The heads of a group add into dk and dv one after another, in a fixed order.
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
+        for (int kh = 0; kh < KVH; kh++) {
             std::vector<float> datt(T), dpre(T);
-            for (int t = 0; t < T; t++)
-                for (int i = 0; i < hs; i++)
-                    for (int part = 0; part < 3; part++) dqkv[((size_t)b * T + t) * C3 + part * C + h * hs + i] = 0;
+            const int k_at = C + kh * hs, v_at = C + (KVH + kh) * hs;
             for (int t = 0; t < T; t++) {
-                const float* a = att + (((size_t)b * NH + h) * T + t) * T;
-                const float* d = dout + ((size_t)b * T + t) * C + h * hs;
-                // out_t = Σ a[t2] v_t2  →  datt[t2] = d · v_t2,  dv_t2 += a[t2] d
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float* v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
-                    float* dv = dqkv + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
-                    float s = 0;
-#pragma omp simd reduction(+ : s)
-                    for (int i = 0; i < hs; i++) s += d[i] * v[i];
-                    for (int i = 0; i < hs; i++) dv[i] += a[t2] * d[i];
-                    datt[t2] = s;
-                }
-                // softmax backward: dpre = a ⊙ (datt - Σ a·datt)
-                float dot = 0;
-                for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * datt[t2];
-                for (int t2 = 0; t2 <= t; t2++) dpre[t2] = a[t2] * (datt[t2] - dot) * scale;
-                // pre[t2] = q_t · k_t2 · scale
-                const float* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
-                float* dq = dqkv + ((size_t)b * T + t) * C3 + h * hs;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float* k = qkv + ((size_t)b * T + t2) * C3 + C + h * hs;
-                    float* dk = dqkv + ((size_t)b * T + t2) * C3 + C + h * hs;
-#pragma omp simd  // dq and dk are different parts of a row of dqkv
-                    for (int i = 0; i < hs; i++) dq[i] += dpre[t2] * k[i], dk[i] += dpre[t2] * q[i];
-                }
+                float* row = dqkv + ((size_t)b * T + t) * QKV;
+                for (int i = 0; i < hs; i++) row[k_at + i] = 0, row[v_at + i] = 0;
+                for (int h = kh * group; h < (kh + 1) * group; h++)
+                    for (int i = 0; i < hs; i++) row[h * hs + i] = 0;
             }
+            for (int h = kh * group; h < (kh + 1) * group; h++)
+                for (int t = 0; t < T; t++) {
+                    const float* a = att + (((size_t)b * NH + h) * T + t) * T;
+                    const float* d = dout + ((size_t)b * T + t) * C + h * hs;
+                    // out_t = Σ a[t2] v_t2  →  datt[t2] = d · v_t2,  dv_t2 += a[t2] d
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const float* v = qkv + ((size_t)b * T + t2) * QKV + v_at;
+                        float* dv = dqkv + ((size_t)b * T + t2) * QKV + v_at;
+                        float s = 0;
+#pragma omp simd reduction(+ : s)
+                        for (int i = 0; i < hs; i++) s += d[i] * v[i];
+                        for (int i = 0; i < hs; i++) dv[i] += a[t2] * d[i];
+                        datt[t2] = s;
+                    }
+                    // softmax backward: dpre = a ⊙ (datt - Σ a·datt)
+                    float dot = 0;
+                    for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * datt[t2];
+                    for (int t2 = 0; t2 <= t; t2++) dpre[t2] = a[t2] * (datt[t2] - dot) * scale;
+                    // pre[t2] = q_t · k_t2 · scale
+                    const float* q = qkv + ((size_t)b * T + t) * QKV + h * hs;
+                    float* dq = dqkv + ((size_t)b * T + t) * QKV + h * hs;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const float* k = qkv + ((size_t)b * T + t2) * QKV + k_at;
+                        float* dk = dqkv + ((size_t)b * T + t2) * QKV + k_at;
+#pragma omp simd  // dq and dk are different parts of a row of dqkv
+                        for (int i = 0; i < hs; i++) dq[i] += dpre[t2] * k[i], dk[i] += dpre[t2] * q[i];
+                    }
+                }
         }
 }
 
@@ -266,6 +371,34 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) {
         float x = inp[i], th = tanh_fast(GELU_K * (x + 0.044715f * x * x * x));
         float du = GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] = (0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du) * dout[i];
+    }
+}
+
+// SwiGLU (Llama's MLP activation) on fc (N, 2F) = [gate | up] per row:
+// out (N, F) = silu(gate) ⊙ up, silu(g) = g·σ(g), σ(g) = 1/(1 + e^-g).
+static inline float sigmoid_fast(float g) { return 1.0f / (1.0f + exp_fast(-g)); }
+void swiglu_forward(float* out, const float* fc, size_t N, int F) {
+#pragma omp parallel for
+    for (size_t n = 0; n < N; n++) {
+        const float *gate = fc + n * 2 * F, *up = gate + F;
+        float* o = out + n * F;
+#pragma omp simd
+        for (int j = 0; j < F; j++) o[j] = gate[j] * sigmoid_fast(gate[j]) * up[j];
+    }
+}
+// From what the forward kept (fc) and dout (N, F): dfc (N, 2F) overwritten,
+// dgate = dout · up · σ(g)·(1 + g·(1 − σ(g))), dup = dout · silu(g).
+void swiglu_backward(float* dfc, const float* fc, const float* dout, size_t N, int F) {
+#pragma omp parallel for
+    for (size_t n = 0; n < N; n++) {
+        const float *gate = fc + n * 2 * F, *up = gate + F, *d = dout + n * F;
+        float *dgate = dfc + n * 2 * F, *dup = dgate + F;
+#pragma omp simd
+        for (int j = 0; j < F; j++) {
+            float g = gate[j], sg = sigmoid_fast(g);
+            dgate[j] = d[j] * up[j] * sg * (1.0f + g * (1.0f - sg));
+            dup[j] = d[j] * g * sg;
+        }
     }
 }
 
@@ -316,15 +449,15 @@ void crossentropy_backward(float* dlogits, const float* probs, const int* target
 // A smaller batch uses the front of each tensor, with strides from its own B and T.
 struct Activations {
     float *encoded;               // (B, T, C)     embeddings, the input of block 0
-    float *ln1, *ln1_mean, *ln1_rstd;  // (L, B, T, C), (L, B, T), (L, B, T)
-    float *qkv;                   // (L, B, T, 3C)
+    float *ln1, *ln1_mean, *ln1_rstd;  // (L, B, T, C), (L, B, T), (L, B, T); no mean for RMSNorm
+    float *qkv;                   // (L, B, T, QKV) q, k (RoPE-rotated for Llama), v
     float *att;                   // (L, B, NH, T, T) attention probabilities
     float *atty;                  // (L, B, T, C)  attention output, before its projection
     float *attproj;               // (L, B, T, C)
     float *residual2;             // (L, B, T, C)  after the attention residual
     float *ln2, *ln2_mean, *ln2_rstd;  // (L, B, T, C), (L, B, T), (L, B, T)
-    float *fch;                   // (L, B, T, 4C) before GELU
-    float *fch_gelu;              // (L, B, T, 4C)
+    float *fch;                   // (L, B, T, 4C) before GELU; Llama: (L, B, T, 2F), [gate | up]
+    float *fch_gelu;              // (L, B, T, 4C) GELU's output; Llama: (L, B, T, F), SwiGLU's
     float *fcproj;                // (L, B, T, C)
     float *residual3;             // (L, B, T, C)  output of block l
     float *lnf, *lnf_mean, *lnf_rstd;  // (B, T, C), (B, T), (B, T)
@@ -335,12 +468,12 @@ struct Activations {
 // Gradients of activations: only one block's worth, reused layer after layer.
 struct ActivationGrads {
     float *dresidual;  // (B, T, C)   the residual stream's gradient, carried down the blocks
-    float *dx;         // (B, T, C)   a block LayerNorm's input gradient, before it joins the stream
-    float *dln;        // (B, T, C)   gradient of a LayerNorm output (ln1, ln2 or lnf)
+    float *dx;         // (B, T, C)   a block norm's input gradient, before it joins the stream
+    float *dln;        // (B, T, C)   gradient of a norm's output (ln1, ln2 or lnf)
     float *datty;      // (B, T, C)
-    float *dqkv;       // (B, T, 3C)
-    float *dfch;       // (B, T, 4C)
-    float *dfch_gelu;  // (B, T, 4C)
+    float *dqkv;       // (B, T, QKV)
+    float *dfch;       // (B, T, 4C or 2F)
+    float *dfch_gelu;  // (B, T, 4C or F)
     float *dlogits;    // (B, T, Vp)
 };
 
@@ -364,7 +497,7 @@ static void carve(std::vector<float>& buffer, std::vector<std::pair<float**, siz
     for (auto& f : fields) *f.first = p, p += f.second;
 }
 
-struct GPT2 {
+struct GPT2 {  // the model, of either family (cfg.family)
     ModelConfig cfg;
     int maxB = 0, maxT = 0;          // activation capacity
     std::vector<float> params, grads;  // num_params floats each, file order (ZeRO: + padding, shard.padded)
@@ -374,27 +507,31 @@ struct GPT2 {
     std::vector<float> act_buffer, dact_buffer;
     Activations a;
     ActivationGrads da;
+    std::vector<float> rope;           // Llama: RoPE's (maxT, hs/2, 2) cos and sin (host/model.h)
     std::vector<int> inputs, targets;  // (B, T) of the current micro-batch
 };
 
 // The activation layout, written once: each field and its size in floats.
 static std::vector<std::pair<float**, size_t>> activation_layout(Activations& a, const ModelConfig& c, int B, int T) {
     size_t BT = (size_t)B * T, L = c.L, C = c.C, NH = c.NH, Vp = c.Vp;
+    size_t QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden();
+    size_t mean = c.llama() ? 0 : BT;  // RMSNorm subtracts no mean
     return {{&a.encoded, BT * C},
-            {&a.ln1, L * BT * C}, {&a.ln1_mean, L * BT}, {&a.ln1_rstd, L * BT},
-            {&a.qkv, L * BT * 3 * C}, {&a.att, L * B * NH * T * T}, {&a.atty, L * BT * C},
+            {&a.ln1, L * BT * C}, {&a.ln1_mean, L * mean}, {&a.ln1_rstd, L * BT},
+            {&a.qkv, L * BT * QKV}, {&a.att, L * B * NH * T * T}, {&a.atty, L * BT * C},
             {&a.attproj, L * BT * C}, {&a.residual2, L * BT * C},
-            {&a.ln2, L * BT * C}, {&a.ln2_mean, L * BT}, {&a.ln2_rstd, L * BT},
-            {&a.fch, L * BT * 4 * C}, {&a.fch_gelu, L * BT * 4 * C}, {&a.fcproj, L * BT * C},
+            {&a.ln2, L * BT * C}, {&a.ln2_mean, L * mean}, {&a.ln2_rstd, L * BT},
+            {&a.fch, L * BT * FC}, {&a.fch_gelu, L * BT * H}, {&a.fcproj, L * BT * C},
             {&a.residual3, L * BT * C},
-            {&a.lnf, BT * C}, {&a.lnf_mean, BT}, {&a.lnf_rstd, BT},
+            {&a.lnf, BT * C}, {&a.lnf_mean, mean}, {&a.lnf_rstd, BT},
             {&a.logits, BT * Vp}, {&a.probs, BT * Vp}, {&a.losses, BT}};
 }
 static std::vector<std::pair<float**, size_t>> activation_grad_layout(ActivationGrads& d, const ModelConfig& c, int B,
                                                                       int T) {
     size_t BT = (size_t)B * T, C = c.C;
     return {{&d.dresidual, BT * C}, {&d.dx, BT * C}, {&d.dln, BT * C}, {&d.datty, BT * C},
-            {&d.dqkv, BT * 3 * C}, {&d.dfch, BT * 4 * C}, {&d.dfch_gelu, BT * 4 * C}, {&d.dlogits, BT * c.Vp}};
+            {&d.dqkv, BT * c.qkv_channels()}, {&d.dfch, BT * c.fc_channels()}, {&d.dfch_gelu, BT * c.hidden()},
+            {&d.dlogits, BT * c.Vp}};
 }
 
 // Floats of activations and their gradients for a micro-batch of B×T (the memory estimate).
@@ -419,44 +556,51 @@ void gpt2_build(GPT2& m, const ModelConfig& cfg, int B, int T, Shard shard = {})
     m.g = param_views(m.grads.data(), cfg);
     carve(m.act_buffer, activation_layout(m.a, cfg, B, T), "the activations");
     carve(m.dact_buffer, activation_grad_layout(m.da, cfg, B, T), "the activation gradients");
+    if (cfg.llama()) m.rope = rope_table(cfg);
     size_t BT = (size_t)B * T;
     allocate(m.inputs, BT, "the micro-batch's inputs");
     allocate(m.targets, BT, "the micro-batch's targets");
 }
 
+// Layer l's slice of a tensor stacked over layers, n floats a layer; null for a tensor the
+// family does not have (a bias, for Llama).
+static inline float* slice(float* stacked, int l, size_t n) { return stacked ? stacked + l * n : nullptr; }
+
 // Forward to the logits (B, T, Vp) for inputs (B, T), B ≤ maxB and T ≤ maxT.
 void gpt2_forward(GPT2& m, const int* inputs, int B, int T) {
     const ModelConfig& c = m.cfg;
-    const int C = c.C, NH = c.NH, Vp = c.Vp;
-    const size_t BT = (size_t)B * T;
+    const int C = c.C, NH = c.NH, KVH = c.kv_heads(), Vp = c.Vp;
+    const size_t BT = (size_t)B * T, QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden();
     ParamTensors& p = m.p;
     Activations& a = m.a;
-    encoder_forward(a.encoded, inputs, p.wte, p.wpe, B, T, C);
+    encoder_forward(a.encoded, inputs, p.wte, p.wpe, B, T, C);  // Llama: no wpe, positions are RoPE's
     for (int l = 0; l < c.L; l++) {
         const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
-        // this block's slices of the activations and parameters
-        float* ln1 = a.ln1 + l * BT * C;       float* ln1_mean = a.ln1_mean + l * BT;
-        float* ln1_rstd = a.ln1_rstd + l * BT; float* qkv = a.qkv + l * BT * 3 * C;
+        // this block's slices of the activations
+        float* ln1 = a.ln1 + l * BT * C;       float* ln1_mean = slice(a.ln1_mean, l, BT);
+        float* ln1_rstd = a.ln1_rstd + l * BT; float* qkv = a.qkv + l * BT * QKV;
         float* att = a.att + l * BT * NH * T;  float* atty = a.atty + l * BT * C;
         float* attproj = a.attproj + l * BT * C;  float* residual2 = a.residual2 + l * BT * C;
-        float* ln2 = a.ln2 + l * BT * C;       float* ln2_mean = a.ln2_mean + l * BT;
-        float* ln2_rstd = a.ln2_rstd + l * BT; float* fch = a.fch + l * BT * 4 * C;
-        float* fch_gelu = a.fch_gelu + l * BT * 4 * C;  float* fcproj = a.fcproj + l * BT * C;
+        float* ln2 = a.ln2 + l * BT * C;       float* ln2_mean = slice(a.ln2_mean, l, BT);
+        float* ln2_rstd = a.ln2_rstd + l * BT; float* fch = a.fch + l * BT * FC;
+        float* fch_gelu = a.fch_gelu + l * BT * H;  float* fcproj = a.fcproj + l * BT * C;
         float* residual3 = a.residual3 + l * BT * C;
-        // x + attention(ln1(x)), then x + mlp(ln2(x))
-        layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, p.ln1w + l * C, p.ln1b + l * C, BT, C);
-        matmul_forward(qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, BT, C, 3 * C);
-        attention_forward(atty, att, qkv, B, T, C, NH);
-        matmul_forward(attproj, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, BT, C, C);
+        // x + attention(norm1(x)), then x + mlp(norm2(x))
+        norm_forward(c, ln1, ln1_mean, ln1_rstd, residual, p.ln1w + l * C, slice(p.ln1b, l, C), BT);
+        matmul_forward(qkv, ln1, slice(p.qkvw, l, QKV * C), slice(p.qkvb, l, QKV), BT, C, QKV);
+        if (c.llama()) rope_forward(qkv, m.rope.data(), B, T, NH, KVH, c.hs());  // positions: q, k rotated
+        attention_forward(atty, att, qkv, B, T, C, NH, KVH);
+        matmul_forward(attproj, atty, slice(p.attprojw, l, C * C), slice(p.attprojb, l, C), BT, C, C);
         residual_forward(residual2, residual, attproj, BT * C);
-        layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, p.ln2w + l * C, p.ln2b + l * C, BT, C);
-        matmul_forward(fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, BT, C, 4 * C);
-        gelu_forward(fch_gelu, fch, BT * 4 * C);
-        matmul_forward(fcproj, fch_gelu, p.fcprojw + (size_t)l * C * 4 * C, p.fcprojb + l * C, BT, 4 * C, C);
+        norm_forward(c, ln2, ln2_mean, ln2_rstd, residual2, p.ln2w + l * C, slice(p.ln2b, l, C), BT);
+        matmul_forward(fch, ln2, slice(p.fcw, l, FC * C), slice(p.fcb, l, FC), BT, C, FC);
+        if (c.llama()) swiglu_forward(fch_gelu, fch, BT, c.F);
+        else gelu_forward(fch_gelu, fch, BT * FC);
+        matmul_forward(fcproj, fch_gelu, slice(p.fcprojw, l, C * H), slice(p.fcprojb, l, C), BT, H, C);
         residual_forward(residual3, residual2, fcproj, BT * C);
     }
-    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3 + (c.L - 1) * BT * C, p.lnfw, p.lnfb, BT, C);
-    matmul_forward(a.logits, a.lnf, p.wte, nullptr, BT, C, Vp);  // the output head is wte, tied
+    norm_forward(c, a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3 + (c.L - 1) * BT * C, p.lnfw, p.lnfb, BT);
+    matmul_forward(a.logits, a.lnf, c.tied_head() ? p.wte : p.wout, nullptr, BT, C, Vp);  // GPT-2's head is wte
 }
 
 // Mean cross-entropy of the logits from gpt2_forward against targets (B, T).
@@ -474,43 +618,46 @@ float gpt2_loss(GPT2& m, const int* targets, int B, int T) {
 void gpt2_backward(GPT2& m, const int* inputs, const int* targets, int B, int T, float loss_scale,
                    GradSync* sync = nullptr) {
     const ModelConfig& c = m.cfg;
-    const int C = c.C, NH = c.NH, Vp = c.Vp;
-    const size_t BT = (size_t)B * T;
+    const int C = c.C, NH = c.NH, KVH = c.kv_heads(), Vp = c.Vp;
+    const size_t BT = (size_t)B * T, QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden();
     ParamTensors& p = m.p;
     ParamTensors& g = m.g;
     Activations& a = m.a;
     ActivationGrads& d = m.da;
     crossentropy_backward(d.dlogits, a.probs, targets, loss_scale, BT, Vp);
-    matmul_backward(d.dln, g.wte, nullptr, d.dlogits, a.lnf, p.wte, BT, C, Vp);
-    layernorm_backward(d.dresidual, g.lnfw, g.lnfb, d.dln, a.residual3 + (c.L - 1) * BT * C, p.lnfw, a.lnf_mean,
-                       a.lnf_rstd, BT, C);
+    matmul_backward(d.dln, c.tied_head() ? g.wte : g.wout, nullptr, d.dlogits, a.lnf, c.tied_head() ? p.wte : p.wout,
+                    BT, C, Vp);
+    norm_backward(c, d.dresidual, g.lnfw, g.lnfb, d.dln, a.residual3 + (c.L - 1) * BT * C, p.lnfw, a.lnf_mean,
+                  a.lnf_rstd, BT);
     for (int l = c.L - 1; l >= 0; l--) {
         // d.dresidual holds ∂loss/∂(output of block l)
         const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
-        const float* ln1 = a.ln1 + l * BT * C;        const float* ln1_mean = a.ln1_mean + l * BT;
-        const float* ln1_rstd = a.ln1_rstd + l * BT;  const float* qkv = a.qkv + l * BT * 3 * C;
+        const float* ln1 = a.ln1 + l * BT * C;        const float* ln1_mean = slice(a.ln1_mean, l, BT);
+        const float* ln1_rstd = a.ln1_rstd + l * BT;  const float* qkv = a.qkv + l * BT * QKV;
         const float* att = a.att + l * BT * NH * T;   const float* atty = a.atty + l * BT * C;
         const float* residual2 = a.residual2 + l * BT * C;  const float* ln2 = a.ln2 + l * BT * C;
-        const float* ln2_mean = a.ln2_mean + l * BT;  const float* ln2_rstd = a.ln2_rstd + l * BT;
-        const float* fch = a.fch + l * BT * 4 * C;    const float* fch_gelu = a.fch_gelu + l * BT * 4 * C;
-        // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-        matmul_backward(d.dfch_gelu, g.fcprojw + (size_t)l * C * 4 * C, g.fcprojb + l * C, d.dresidual, fch_gelu,
-                        p.fcprojw + (size_t)l * C * 4 * C, BT, 4 * C, C);
-        gelu_backward(d.dfch, fch, d.dfch_gelu, BT * 4 * C);
-        matmul_backward(d.dln, g.fcw + (size_t)l * 4 * C * C, g.fcb + l * 4 * C, d.dfch, ln2,
-                        p.fcw + (size_t)l * 4 * C * C, BT, C, 4 * C);
-        layernorm_backward(d.dx, g.ln2w + l * C, g.ln2b + l * C, d.dln, residual2, p.ln2w + l * C, ln2_mean,
-                           ln2_rstd, BT, C);
+        const float* ln2_mean = slice(a.ln2_mean, l, BT);   const float* ln2_rstd = a.ln2_rstd + l * BT;
+        const float* fch = a.fch + l * BT * FC;       const float* fch_gelu = a.fch_gelu + l * BT * H;
+        // MLP branch: residual3 = residual2 + fcproj(act(fc(norm2(residual2)))), act GELU or SwiGLU
+        matmul_backward(d.dfch_gelu, slice(g.fcprojw, l, C * H), slice(g.fcprojb, l, C), d.dresidual, fch_gelu,
+                        slice(p.fcprojw, l, C * H), BT, H, C);
+        if (c.llama()) swiglu_backward(d.dfch, fch, d.dfch_gelu, BT, c.F);
+        else gelu_backward(d.dfch, fch, d.dfch_gelu, BT * FC);
+        matmul_backward(d.dln, slice(g.fcw, l, FC * C), slice(g.fcb, l, FC), d.dfch, ln2, slice(p.fcw, l, FC * C), BT,
+                        C, FC);
+        norm_backward(c, d.dx, g.ln2w + l * C, slice(g.ln2b, l, C), d.dln, residual2, p.ln2w + l * C, ln2_mean,
+                      ln2_rstd, BT);
         // residual2 fed both the skip path and ln2: its gradient is the sum of the two
         for (size_t i = 0; i < BT * C; i++) d.dresidual[i] += d.dx[i];
-        // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        matmul_backward(d.datty, g.attprojw + (size_t)l * C * C, g.attprojb + l * C, d.dresidual, atty,
-                        p.attprojw + (size_t)l * C * C, BT, C, C);
-        attention_backward(d.dqkv, d.datty, qkv, att, B, T, C, NH);
-        matmul_backward(d.dln, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + l * 3 * C, d.dqkv, ln1,
-                        p.qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C);
-        layernorm_backward(d.dx, g.ln1w + l * C, g.ln1b + l * C, d.dln, residual, p.ln1w + l * C, ln1_mean,
-                           ln1_rstd, BT, C);
+        // attention branch: residual2 = residual + attproj(attention(qkv(norm1(residual))))
+        matmul_backward(d.datty, slice(g.attprojw, l, C * C), slice(g.attprojb, l, C), d.dresidual, atty,
+                        slice(p.attprojw, l, C * C), BT, C, C);
+        attention_backward(d.dqkv, d.datty, qkv, att, B, T, C, NH, KVH);
+        if (c.llama()) rope_backward(d.dqkv, m.rope.data(), B, T, NH, KVH, c.hs());  // rotated back
+        matmul_backward(d.dln, slice(g.qkvw, l, QKV * C), slice(g.qkvb, l, QKV), d.dqkv, ln1, slice(p.qkvw, l, QKV * C),
+                        BT, C, QKV);
+        norm_backward(c, d.dx, g.ln1w + l * C, slice(g.ln1b, l, C), d.dln, residual, p.ln1w + l * C, ln1_mean, ln1_rstd,
+                      BT);
         for (size_t i = 0; i < BT * C; i++) d.dresidual[i] += d.dx[i];  // same for the block's input
         if (sync) sync->block_done(l);  // block l's parameter gradients are final: their sum may start
     }

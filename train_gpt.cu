@@ -455,6 +455,7 @@ struct GpuTrainer {
 
     GpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& config, const Comm& comm)
         : measure_noise(noise_scale_measured(config.noise_ema, plan)), replicas(&comm) {
+        if (mc.llama()) throw Error("train_gpt does not train Llama models yet: ./train does (docs/llama.md)");
         gpu::KernelPaths k;
         k.recompute = config.recompute;
         k.fused_attention = gpu::uses_fused_attention(config, mc);

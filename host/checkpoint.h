@@ -1,8 +1,10 @@
 // Checkpoint I/O, in llm.c's formats so its GPT-2 weights load here unchanged.
 //
 // Model file: 256 little-endian int32 header
-//   [0] = 20240326, [1] = 3 (float32), [2] = maxT, [3] = V, [4] = L, [5] = NH, [6] = C, [7] = Vp
-// then the 16 parameter tensors as float32, in the order of ModelConfig::param_sizes.
+//   GPT-2:   [0] = 20240326, [1] = 3 (float32), [2] = maxT, [3] = V, [4] = L, [5] = NH, [6] = C, [7] = Vp
+//   Llama-3: [0] = 20240803, [1] = 3, [2..7] = maxT, V, L, NH, KVH, C, then the fields that
+//            save_model() lists (LLAMA_MAGIC); llm.c's own Llama-3 files are read too
+// then the parameter tensors the family has as float32, in the order of ModelConfig::param_sizes.
 //
 // Training-state file (ours; llm.c's is not needed to resume here): 256 int32 header
 //   [0] = 20261124, [1] = 3, [2] = step, [3..5] = data epoch, shard, chunk,
@@ -44,37 +46,63 @@ constexpr int MODEL_MAGIC = 20240326;
 constexpr int MODEL_VERSION_FP32 = 3;
 constexpr int STATE_MAGIC = 20261124;
 constexpr int STATE_VERSION = 5;
-constexpr int NUM_PARAM_TENSORS = 16;
+constexpr int NUM_PARAM_TENSORS = 17;
+
+// The two model families. Each difference between them is one field of ModelConfig below,
+// read where the layer that it changes runs (docs/llama.md):
+//   GPT-2:    LayerNorm, learned positions (wpe), GELU MLP of 4C, NH K/V heads, head tied to wte
+//   Llama-3:  RMSNorm, rotary positions (RoPE), SwiGLU MLP of F, KVH ≤ NH K/V heads, own head
+enum class Family { gpt2 = 0, llama3 = 1 };
 
 struct ModelConfig {
-    int maxT = 0;  // longest sequence (rows of the position table)
+    int maxT = 0;  // longest sequence (rows of the position table; RoPE's table for Llama)
     int V = 0;     // vocabulary size
     int Vp = 0;    // vocabulary padded for alignment; rows V..Vp-1 of wte are never used
     int L = 0;     // transformer blocks
-    int NH = 0;    // attention heads
+    int NH = 0;    // attention heads (query heads), each hs = C/NH wide
     int C = 0;     // channels
+    // Llama-3's fields, unused for GPT-2 (whose accessors below give NH K/V heads, 4C, tied).
+    Family family = Family::gpt2;
+    int KVH = 0;   // key/value heads (grouped-query attention): query head h reads K/V head h / (NH/KVH)
+    int F = 0;     // the MLP's hidden width (GPT-2: 4C)
+    int tied = 1;  // 1: the output head is wte; 0: its own tensor, wout
+    float norm_eps = 1e-5f;          // RMSNorm's (GPT-2's LayerNorm keeps its own 1e-5)
+    float rope_theta = 500000.0f;    // RoPE's base
+    float rope_factor = 0.0f;        // Llama-3.1 frequency scaling (3.1: 8, 3.2: 32); 0 = none
+    float rope_low_freq = 1.0f, rope_high_freq = 4.0f;  // its low/high frequency factors
+    int rope_original_T = 8192;      // the context length the scaling was made for
 
-    // Element counts of the 16 tensors, in file order; each is stacked over layers,
-    // weights in (out, in) layout.
+    bool llama() const { return family == Family::llama3; }
+    int hs() const { return C / NH; }
+    int kv_heads() const { return llama() ? KVH : NH; }
+    int qkv_channels() const { return C + 2 * kv_heads() * hs(); }  // QKV: [q (NH·hs) | k (KVH·hs) | v (KVH·hs)]
+    int hidden() const { return llama() ? F : 4 * C; }               // the MLP's activation width
+    int fc_channels() const { return llama() ? 2 * F : 4 * C; }      // fc's output: SwiGLU's [gate | up]
+    bool tied_head() const { return !llama() || tied; }
+
+    // Element counts of the 17 tensors, in file order; each is stacked over layers,
+    // weights in (out, in) layout. A tensor the family does not have has size 0.
     std::vector<size_t> param_sizes() const {
-        size_t l = L, c = C;
+        size_t l = L, c = C, qkv = qkv_channels(), fc = fc_channels(), h = hidden();
+        size_t gpt2 = llama() ? 0 : 1;  // biases, LayerNorm's shifts and wpe: GPT-2's only
         return {
-            (size_t)Vp * c,  // wte       (Vp, C)
-            (size_t)maxT * c,  // wpe     (maxT, C)
-            l * c,         // ln1w        (L, C)
-            l * c,         // ln1b        (L, C)
-            l * 3 * c * c, // qkvw        (L, 3C, C)
-            l * 3 * c,     // qkvb        (L, 3C)
-            l * c * c,     // attprojw    (L, C, C)
-            l * c,         // attprojb    (L, C)
-            l * c,         // ln2w        (L, C)
-            l * c,         // ln2b        (L, C)
-            l * 4 * c * c, // fcw         (L, 4C, C)
-            l * 4 * c,     // fcb         (L, 4C)
-            l * c * 4 * c, // fcprojw     (L, C, 4C)
-            l * c,         // fcprojb     (L, C)
-            c,             // lnfw        (C)
-            c,             // lnfb        (C)
+            (size_t)Vp * c,       // wte       (Vp, C)
+            gpt2 * maxT * c,      // wpe       (maxT, C)
+            l * c,                // ln1w      (L, C)
+            gpt2 * l * c,         // ln1b      (L, C)
+            l * qkv * c,          // qkvw      (L, QKV, C)
+            gpt2 * l * qkv,       // qkvb      (L, QKV)
+            l * c * c,            // attprojw  (L, C, C)
+            gpt2 * l * c,         // attprojb  (L, C)
+            l * c,                // ln2w      (L, C)
+            gpt2 * l * c,         // ln2b      (L, C)
+            l * fc * c,           // fcw       (L, 4C or 2F, C): Llama's rows [gate W1 | up W3]
+            gpt2 * l * fc,        // fcb       (L, 4C)
+            l * c * h,            // fcprojw   (L, C, 4C or F)
+            gpt2 * l * c,         // fcprojb   (L, C)
+            c,                    // lnfw      (C)
+            gpt2 * c,             // lnfb      (C)
+            tied_head() ? 0 : (size_t)Vp * c,  // wout (Vp, C), the untied output head
         };
     }
     size_t num_params() const {
@@ -85,48 +113,102 @@ struct ModelConfig {
 };
 inline const char* const PARAM_NAMES[NUM_PARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "wout"};
+inline const char* family_name(Family f) { return f == Family::llama3 ? "llama3" : "gpt2"; }
 
-// The shape's fields: where each sits in the model header, the option that sets it, and the
-// largest value accepted. The limits are far beyond any GPT-2-class model, and keep every
-// product of them in the trainers (12·L·C², Vp·C, ...) well inside 64 bits and each
-// per-layer offset inside int; a header beyond them is damage, not a model.
+// The shape's fields: where each sits in the model header (GPT-2's and Llama's: -1 where the
+// family has no such field), the option that sets it, and the largest value accepted. The
+// limits are far beyond any model of either family, and keep every product of them in the
+// trainers (12·L·C², Vp·C, L·2F·C, ...) well inside 64 bits; a header beyond them is damage,
+// not a model.
 using ShapeMember = int ModelConfig::*;
 struct ShapeField {
     const char* name;
-    int header_index;
+    int header_index;        // GPT-2's header
+    int llama_header_index;  // Llama's header
     const char* option;
     ShapeMember value;
     int max;
+    int index(const ModelConfig& c) const { return c.llama() ? llama_header_index : header_index; }
 };
 inline const ShapeField SHAPE_FIELDS[] = {
-    {"maxT", 2, "--max-seq-len", &ModelConfig::maxT, 1 << 20},
-    {"V", 3, "--vocab", &ModelConfig::V, 1 << 24},
-    {"L", 4, "--layers", &ModelConfig::L, 1024},
-    {"NH", 5, "--heads", &ModelConfig::NH, 1 << 16},
-    {"C", 6, "--channels", &ModelConfig::C, 1 << 16},
-    {"Vp", 7, "--padded-vocab", &ModelConfig::Vp, 1 << 24},
+    {"maxT", 2, 2, "--max-seq-len", &ModelConfig::maxT, 1 << 20},
+    {"V", 3, 3, "--vocab", &ModelConfig::V, 1 << 24},
+    {"L", 4, 4, "--layers", &ModelConfig::L, 1024},
+    {"NH", 5, 5, "--heads", &ModelConfig::NH, 1 << 16},
+    {"C", 6, 7, "--channels", &ModelConfig::C, 1 << 16},
+    {"Vp", 7, 17, "--padded-vocab", &ModelConfig::Vp, 1 << 24},
+    {"KVH", -1, 6, "--kv-heads", &ModelConfig::KVH, 1 << 16},
+    {"F", -1, 18, "--ffn-hidden", &ModelConfig::F, 1 << 20},
+    {"rope_original_T", -1, 20, "--rope-original-len", &ModelConfig::rope_original_T, 1 << 24},
 };
+// Llama's real-valued fields, as float32 bit patterns in its header.
+using RealMember = float ModelConfig::*;
+struct RealField {
+    const char* name;
+    int llama_header_index;
+    const char* option;
+    RealMember value;
+};
+inline const RealField REAL_FIELDS[] = {
+    {"norm_eps", 21, "--norm-eps", &ModelConfig::norm_eps},
+    {"rope_theta", 22, "--rope-theta", &ModelConfig::rope_theta},
+    {"rope_factor", 23, "--rope-factor", &ModelConfig::rope_factor},
+    {"rope_low_freq", 24, "--rope-low-freq", &ModelConfig::rope_low_freq},
+    {"rope_high_freq", 25, "--rope-high-freq", &ModelConfig::rope_high_freq},
+};
+
+// Every field of c's family with its value as text, the family first: what two shapes are
+// compared by, and what the replicas of a run must agree on.
+inline std::vector<std::pair<std::string, std::string>> shape_values(const ModelConfig& c) {
+    std::vector<std::pair<std::string, std::string>> v = {{"family", family_name(c.family)}};
+    for (const ShapeField& f : SHAPE_FIELDS)
+        if (f.index(c) >= 0) v.push_back({strf("%s (%s)", f.name, f.option), std::to_string(c.*f.value)});
+    if (c.llama()) {
+        v.push_back({"tied (--tied)", std::to_string(c.tied)});
+        for (const RealField& f : REAL_FIELDS) v.push_back({strf("%s (%s)", f.name, f.option), strf("%.9g", c.*f.value)});
+    }
+    return v;
+}
 
 // Why c cannot be a model (empty when it can). Fields are named as in the header, or as
 // options when the shape came from the command line.
 inline std::string shape_problem(const ModelConfig& c, bool from_options) {
     for (const ShapeField& f : SHAPE_FIELDS) {
+        if (f.index(c) < 0) continue;
         int v = c.*f.value;
         if (v < 1 || v > f.max)
             return from_options ? strf("%s %d is out of range (1 to %s)", f.option, v, with_commas(f.max).c_str())
-                                : strf("header field [%d] %s = %d is out of range (1 to %s)", f.header_index, f.name, v,
+                                : strf("header field [%d] %s = %d is out of range (1 to %s)", f.index(c), f.name, v,
                                        with_commas(f.max).c_str());
     }
-    if (c.C % c.NH != 0) return strf("C = %d is not divisible by NH = %d", c.C, c.NH);
+    auto name = [&](const char* field, const char* option) { return from_options ? option : field; };
+    if (c.C % c.NH != 0)
+        return strf("%s = %d is not divisible by %s = %d", name("C", "--channels"), c.C, name("NH", "--heads"), c.NH);
     if (c.Vp < c.V) return strf("Vp = %d is smaller than V = %d", c.Vp, c.V);
+    if (!c.llama()) return "";
+    if (c.NH % c.KVH != 0)
+        return strf("%s = %d is not a multiple of %s = %d (each K/V head serves a whole group of query heads)",
+                    name("NH", "--heads"), c.NH, name("KVH", "--kv-heads"), c.KVH);
+    if (c.hs() % 2 != 0)
+        return strf("the head size C/NH = %d is odd: RoPE rotates pairs of channels", c.hs());
+    if (c.tied != 0 && c.tied != 1) return strf("tied = %d is neither 0 nor 1", c.tied);
+    for (const RealField& f : REAL_FIELDS)
+        if (!std::isfinite(c.*f.value) || c.*f.value < 0)
+            return strf("%s = %g is not a finite value ≥ 0", name(f.name, f.option), c.*f.value);
+    if (!(c.norm_eps > 0 && c.norm_eps < 1)) return strf("%s = %g is not in (0, 1)", name("norm_eps", "--norm-eps"), c.norm_eps);
+    if (!(c.rope_theta > 1)) return strf("%s = %g is not above 1", name("rope_theta", "--rope-theta"), c.rope_theta);
+    if (c.rope_factor > 0 && !(c.rope_factor >= 1 && c.rope_low_freq > 0 && c.rope_high_freq > c.rope_low_freq))
+        return strf("RoPE scaling needs factor ≥ 1 and 0 < low_freq < high_freq (factor %g, low %g, high %g)",
+                    c.rope_factor, c.rope_low_freq, c.rope_high_freq);
     return "";
 }
 
 // The first field in which two shapes differ, as "NH (--heads): 2 against 4"; empty when equal.
 inline std::string shape_difference(const ModelConfig& a, const ModelConfig& b) {
-    for (const ShapeField& f : SHAPE_FIELDS)
-        if (a.*f.value != b.*f.value) return strf("%s (%s): %d against %d", f.name, f.option, a.*f.value, b.*f.value);
+    auto va = shape_values(a), vb = shape_values(b);
+    for (size_t i = 0; i < std::min(va.size(), vb.size()); i++)
+        if (va[i] != vb[i]) return strf("%s: %s against %s", va[i].first.c_str(), va[i].second.c_str(), vb[i].second.c_str());
     return "";
 }
 
@@ -134,9 +216,12 @@ inline std::string shape_difference(const ModelConfig& a, const ModelConfig& b) 
 // limits above it always fits; a shape from a file is sized this way all the same, so that
 // raising a limit cannot bring back the wrap-around.
 inline long long checked_num_params(const ModelConfig& c) {
-    long long L = c.L, C = c.C;
-    long long parts[] = {checked_product({c.Vp, C}), checked_product({c.maxT, C}), checked_product({L, 12, C, C}),
-                         checked_product({L, 13, C}), 2 * C};
+    long long L = c.L, C = c.C, gpt2 = c.llama() ? 0 : 1;
+    long long qkv = c.qkv_channels(), fc = c.fc_channels(), h = c.hidden();
+    long long parts[] = {checked_product({c.Vp, C}), checked_product({gpt2, c.maxT, C}),
+                         checked_product({L, C, qkv + C + fc}), checked_product({L, C, h}),
+                         checked_product({L, 2 + gpt2 * 4, C}), checked_product({gpt2, L, qkv + fc}),
+                         (1 + gpt2) * C, c.tied_head() ? 0 : checked_product({c.Vp, C})};
     long long n = 0;
     for (long long p : parts)
         if (p < 0 || __builtin_add_overflow(n, p, &n)) return -1;
@@ -174,32 +259,35 @@ struct NonFiniteValues : Error {
 };
 
 // Views into a buffer of parameters (or of their gradients: the same layout), in host or
-// device memory, in file order. T is float for the weights and gradients; the GPU trainer
-// also views its copy of the weights as its kernels read them (bf16).
+// device memory, in file order; null for a tensor the family does not have. T is float for
+// the weights and gradients; the GPU trainer also views its copy of the weights as its
+// kernels read them (bf16).
 template <class T>
 struct ParamViews {
     T *wte;       // (Vp, C)
     T *wpe;       // (maxT, C)
     T *ln1w, *ln1b;          // (L, C)
-    T *qkvw;      // (L, 3C, C)
-    T *qkvb;      // (L, 3C)
+    T *qkvw;      // (L, QKV, C)  QKV = 3C for GPT-2
+    T *qkvb;      // (L, QKV)
     T *attprojw;  // (L, C, C)
     T *attprojb;  // (L, C)
     T *ln2w, *ln2b;          // (L, C)
-    T *fcw;       // (L, 4C, C)
+    T *fcw;       // (L, 4C, C); Llama's (L, 2F, C), [gate | up]
     T *fcb;       // (L, 4C)
-    T *fcprojw;   // (L, C, 4C)
+    T *fcprojw;   // (L, C, 4C); Llama's (L, C, F)
     T *fcprojb;   // (L, C)
     T *lnfw, *lnfb;          // (C)
+    T *wout;      // (Vp, C) the untied head (Llama); empty when tied: the head is wte
 };
 using ParamTensors = ParamViews<float>;
 template <class T>
 inline ParamViews<T> param_views(T* base, const ModelConfig& cfg) {
     ParamViews<T> p;
     T** fields[NUM_PARAM_TENSORS] = {&p.wte, &p.wpe, &p.ln1w, &p.ln1b, &p.qkvw, &p.qkvb, &p.attprojw, &p.attprojb,
-                                     &p.ln2w, &p.ln2b, &p.fcw, &p.fcb, &p.fcprojw, &p.fcprojb, &p.lnfw, &p.lnfb};
+                                     &p.ln2w, &p.ln2b, &p.fcw, &p.fcb, &p.fcprojw, &p.fcprojb, &p.lnfw, &p.lnfb,
+                                     &p.wout};
     std::vector<size_t> sizes = cfg.param_sizes();
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = base, base += sizes[i];
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = sizes[i] ? base : nullptr, base += sizes[i];
     return p;
 }
 
@@ -207,21 +295,50 @@ inline ParamViews<T> param_views(T* base, const ModelConfig& cfg) {
 // LayerNorm parameters (they set scales and offsets, which decay would pull towards 0).
 inline bool param_decays(int tensor) {
     std::string n = PARAM_NAMES[tensor];
-    return n == "wte" || n == "wpe" || n == "qkvw" || n == "attprojw" || n == "fcw" || n == "fcprojw";
+    return n == "wte" || n == "wpe" || n == "qkvw" || n == "attprojw" || n == "fcw" || n == "fcprojw" || n == "wout";
 }
 
 // ---- writing ----
+
+// Llama's header ([0] = LLAMA_MAGIC): llm.c's fields where llm.c has them, [2..7] maxT, V, L,
+// NH, KVH, C, [9] multiple_of (0 here), [11] rope_theta as an integer, [12] whether RoPE is
+// scaled; then ours from [16] = 1 on: [17] Vp, [18] F, [19] tied, [20] rope_original_T and
+// [21..25] the real-valued fields (REAL_FIELDS) as float32 bit patterns. llm.c's own file has
+// no [16] (module comment): read_model_header() derives what it does not say.
+constexpr int LLAMA_MAGIC = 20240803;
+constexpr int LLAMA_EXTENSION = 1;
 
 inline void save_model(const std::string& path, const ModelConfig& cfg, const float* params) {
     NonFinite bad = find_non_finite(params, cfg);
     if (bad.count > 0) throw NonFiniteValues("not writing '" + path + "': the weights hold " + bad.describe());
     int header[256] = {};
-    header[0] = MODEL_MAGIC, header[1] = MODEL_VERSION_FP32, header[2] = cfg.maxT, header[3] = cfg.V;
-    header[4] = cfg.L, header[5] = cfg.NH, header[6] = cfg.C, header[7] = cfg.Vp;
+    header[0] = cfg.llama() ? LLAMA_MAGIC : MODEL_MAGIC, header[1] = MODEL_VERSION_FP32;
+    for (const ShapeField& f : SHAPE_FIELDS)
+        if (f.index(cfg) >= 0) header[f.index(cfg)] = cfg.*f.value;
+    if (cfg.llama()) {
+        header[11] = (int)cfg.rope_theta, header[12] = cfg.rope_factor > 0;
+        header[16] = LLAMA_EXTENSION, header[19] = cfg.tied;
+        for (const RealField& f : REAL_FIELDS) memcpy(&header[f.llama_header_index], &(cfg.*f.value), 4);
+    }
     write_file_atomic(path, {{header, sizeof header}, {params, cfg.num_params() * sizeof(float)}});
 }
 
 // ---- reading, with checks ----
+
+// llm.c's own Llama-3 file: no Vp (its V is 128,256, a multiple of 128), its own head, the
+// eps of Meta's models, F from the file's size, and the scaling of Llama-3.1 (llm.c records
+// only whether RoPE is scaled: a Llama-3.2 file, factor 32, reads as 3.1's factor 8).
+inline std::string read_llmc_llama_fields(ModelConfig& cfg, const int* h, long long file_size) {
+    cfg.Vp = cfg.V, cfg.tied = 0, cfg.norm_eps = 1e-5f, cfg.rope_theta = (float)h[11];
+    cfg.rope_factor = h[12] ? 8.0f : 0.0f, cfg.rope_low_freq = 1, cfg.rope_high_freq = 4, cfg.rope_original_T = 8192;
+    cfg.F = 1;  // its share is solved for below
+    long long rest = checked_num_params(cfg), per_F = checked_product({3, cfg.L, cfg.C});
+    long long floats = (file_size - 1024) / 4 - (rest - per_F);  // F·3LC
+    if (rest < 0 || per_F <= 0 || floats <= 0 || floats % per_F != 0 || floats / per_F > (1 << 20))
+        return "its size fits no FFN width";
+    cfg.F = (int)(floats / per_F);
+    return "";
+}
 
 // Reads and checks a model file's header, and that the file has the size its shape needs,
 // before anything is allocated for it.
@@ -230,20 +347,31 @@ inline ModelConfig read_model_header(const std::string& path) {
     int h[256];
     if (!f.read(h, sizeof h))
         throw Error(strf("'%s' is too short to be a model file (%lld bytes)", path.c_str(), f.size()));
-    if (h[0] != MODEL_MAGIC)
-        throw Error(strf("'%s' is not a model file (magic %d, expected %d)", path.c_str(), h[0], MODEL_MAGIC));
+    if (h[0] != MODEL_MAGIC && h[0] != LLAMA_MAGIC)
+        throw Error(strf("'%s' is not a model file (magic %d, expected %d for GPT-2 or %d for Llama-3)", path.c_str(),
+                         h[0], MODEL_MAGIC, LLAMA_MAGIC));
     if (h[1] != MODEL_VERSION_FP32)
         throw Error(strf("'%s': model version %d is not supported (expected %d, float32)%s", path.c_str(), h[1],
                          MODEL_VERSION_FP32, h[1] == 5 ? "; this is a bf16 file, export the float32 one" : ""));
     ModelConfig cfg;
-    for (const ShapeField& field : SHAPE_FIELDS) cfg.*field.value = h[field.header_index];
-    std::string problem = shape_problem(cfg, false);
+    cfg.family = h[0] == LLAMA_MAGIC ? Family::llama3 : Family::gpt2;
+    for (const ShapeField& field : SHAPE_FIELDS)
+        if (field.index(cfg) >= 0) cfg.*field.value = h[field.index(cfg)];
+    std::string problem;
+    if (cfg.llama() && h[16] != LLAMA_EXTENSION) {
+        problem = read_llmc_llama_fields(cfg, h, f.size());
+    } else if (cfg.llama()) {
+        cfg.tied = h[19];
+        for (const RealField& field : REAL_FIELDS) memcpy(&(cfg.*field.value), &h[field.llama_header_index], 4);
+    }
+    if (problem.empty()) problem = shape_problem(cfg, false);
     if (!problem.empty()) throw Error(strf("'%s' has an impossible shape: %s", path.c_str(), problem.c_str()));
     long long params = checked_num_params(cfg), expected = checked_product({params, 4});
     if (params < 0 || expected < 0 || expected > LLONG_MAX - 1024 || expected + 1024 != f.size())
-        throw Error(strf("'%s' is truncated or damaged: its shape (maxT %d, V %d, Vp %d, L %d, NH %d, C %d) needs "
+        throw Error(strf("'%s' is truncated or damaged: its shape (%s maxT %d, V %d, Vp %d, L %d, NH %d, C %d%s) needs "
                          "%s bytes, the file has %s",
-                         path.c_str(), cfg.maxT, cfg.V, cfg.Vp, cfg.L, cfg.NH, cfg.C,
+                         path.c_str(), family_name(cfg.family), cfg.maxT, cfg.V, cfg.Vp, cfg.L, cfg.NH, cfg.C,
+                         cfg.llama() ? strf(", KVH %d, F %d", cfg.KVH, cfg.F).c_str() : "",
                          expected < 0 ? "more than 2^63" : with_commas(expected + 1024).c_str(),
                          with_commas(f.size()).c_str()));
     return cfg;
@@ -253,9 +381,20 @@ inline ModelConfig read_model_header(const std::string& path) {
 // refuses weights that are not finite: training from them could only produce NaN.
 inline void load_model_params(const std::string& path, const ModelConfig& cfg, float* params) {
     InputFile f(path, "model file");
-    f.seek(1024);
-    if (!f.read(params, cfg.num_params() * sizeof(float)))
+    int h[256];
+    if (!f.read(h, sizeof h) || !f.read(params, cfg.num_params() * sizeof(float)))
         throw Error("could not read all parameters of '" + path + "'");
+    if (cfg.llama() && h[16] != LLAMA_EXTENSION) {
+        // llm.c stores each layer's gate rows for all layers, then each layer's up rows: (2, L, F, C)
+        std::vector<size_t> sizes = cfg.param_sizes();
+        float* fcw = params;
+        for (int t = 0; t < 10; t++) fcw += sizes[t];
+        size_t FC = (size_t)cfg.F * cfg.C;
+        std::vector<float> file_order(fcw, fcw + 2 * cfg.L * FC);
+        for (int l = 0; l < cfg.L; l++)
+            for (int part = 0; part < 2; part++)
+                std::copy_n(file_order.data() + ((size_t)part * cfg.L + l) * FC, FC, fcw + ((size_t)2 * l + part) * FC);
+    }
     NonFinite bad = find_non_finite(params, cfg);
     if (bad.count > 0) throw Error("'" + path + "': the weights hold " + bad.describe());
 }

@@ -25,6 +25,17 @@ struct Config {
     int layers = 4, heads = 4, channels = 128, max_seq_len = 256;
     int vocab = 0;         // 0 = 256 for the built-in corpus, 50257 (GPT-2) for shards
     int padded_vocab = 0;  // 0 = vocab rounded up to a multiple of 128
+    // the family of a random init (docs/llama.md); "" = gpt2. A model file says its own.
+    std::string model;
+    // Llama-3's shape (random init); Meta's published models set them all (host/model.h)
+    int kv_heads = 0;         // K/V heads; 0 = NH/2 when NH is even, else NH
+    int ffn_hidden = 0;       // F; 0 = Meta's rule: 8C/3, times ffn_multiplier, up to a multiple of ffn_multiple_of
+    int ffn_multiple_of = 256;
+    float ffn_multiplier = 0;  // 0 = none
+    float norm_eps = 1e-5f, rope_theta = 500000.0f;
+    float rope_factor = 0, rope_low_freq = 1, rope_high_freq = 4;  // Llama-3.1 RoPE scaling; factor 0 = off
+    int rope_original_len = 8192;
+    int tied = 0;  // 1: the output head is wte
     // batch: global tokens per step = batch_size × seq_len × accumulation × replicas
     int batch_size = 16, seq_len = 64;  // batch_size 0: auto, the largest that fits in memory
     long long total_batch = 0;  // tokens per optimizer step; 0 = batch_size × seq_len × replicas
@@ -109,6 +120,18 @@ inline std::vector<Option> option_table(Config& c) {
         {"max-seq-len", 0, "int", &c.max_seq_len, "maxT, position table size (random init)"},
         {"vocab", 0, "int", &c.vocab, "V; 0 = 256 (built-in corpus) or 50257 (shards)"},
         {"padded-vocab", 0, "int", &c.padded_vocab, "Vp >= V; 0 = V rounded up to 128"},
+        {"model", 0, "str", &c.model, "family of a random init: gpt2 or llama3; \"\" = gpt2"},
+        {"kv-heads", 0, "int", &c.kv_heads, "Llama: K/V heads (divides NH); 0 = NH/2 when even"},
+        {"ffn-hidden", 0, "int", &c.ffn_hidden, "Llama: F, the MLP width; 0 = Meta's rule (8C/3 ...)"},
+        {"ffn-multiple-of", 0, "int", &c.ffn_multiple_of, "Llama: Meta's rule rounds F up to this"},
+        {"ffn-multiplier", 0, "float", &c.ffn_multiplier, "Llama: Meta's rule scales 8C/3 by this; 0 = 1"},
+        {"norm-eps", 0, "float", &c.norm_eps, "Llama: RMSNorm epsilon"},
+        {"rope-theta", 0, "float", &c.rope_theta, "Llama: RoPE base"},
+        {"rope-factor", 0, "float", &c.rope_factor, "Llama: RoPE scaling (3.1: 8, 3.2: 32); 0 = none"},
+        {"rope-low-freq", 0, "float", &c.rope_low_freq, "Llama: RoPE scaling's low frequency factor"},
+        {"rope-high-freq", 0, "float", &c.rope_high_freq, "Llama: RoPE scaling's high frequency factor"},
+        {"rope-original-len", 0, "int", &c.rope_original_len, "Llama: context the RoPE scaling was made for"},
+        {"tied", 0, "bool", &c.tied, "Llama: output head tied to wte (0 or 1)"},
         {"batch-size", 'b', "batch", &c.batch_size, "B, sequences per micro-batch; auto = the most that fit"},
         {"seq-len", 't', "int", &c.seq_len, "T, tokens per sequence"},
         {"total-batch", 'd', "long", &c.total_batch, "tokens per optimizer step; 0 = B*T*replicas"},
@@ -276,6 +299,14 @@ inline void validate_config(const Config& c) {
     require(c.layers >= 1 && c.heads >= 1 && c.channels >= 1, "--layers, --heads and --channels must be at least 1");
     require(c.channels % c.heads == 0,
             strf("--channels %d is not divisible by --heads %d", c.channels, c.heads));
+    require(c.model.empty() || c.model == "gpt2" || c.model == "llama3",
+            "--model must be 'gpt2' or 'llama3' (the families this trainer builds), got '" + c.model + "'");
+    require(c.model == "llama3" || (c.kv_heads == 0 && c.ffn_hidden == 0),
+            "--kv-heads and --ffn-hidden set a Llama's shape: add --model llama3 (GPT-2 has NH K/V heads and 4C)");
+    require(c.kv_heads == 0 || c.heads % c.kv_heads == 0,
+            strf("--heads %d is not a multiple of --kv-heads %d (each K/V head serves a whole group of query heads)",
+                 c.heads, c.kv_heads));
+    require(c.ffn_multiple_of >= 1, "--ffn-multiple-of must be at least 1");
     require(c.lr_schedule == "cosine" || c.lr_schedule == "constant",
             "--lr-schedule must be 'cosine' or 'constant', got '" + c.lr_schedule + "'");
     require(c.attention == "cublas" || c.attention == "fused" || c.attention == "auto",

@@ -37,7 +37,8 @@ inline std::vector<GradBucket> gradient_buckets(const ModelConfig& c, double buc
     const std::vector<size_t> sizes = c.param_sizes();
     std::vector<size_t> offset(NUM_PARAM_TENSORS + 1, 0);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) offset[i + 1] = offset[i] + sizes[i];
-    const int FIRST_BLOCK_TENSOR = 2, LAST_BLOCK_TENSOR = 13, LNFW = 14;  // ln1w .. fcprojb; then lnfw, lnfb
+    // ln1w .. fcprojb; then lnfw, lnfb and wout, which the backward finishes first
+    const int FIRST_BLOCK_TENSOR = 2, LAST_BLOCK_TENSOR = 13, LNFW = 14;
     std::vector<GradBucket> buckets;
     // blocks [lo, hi) of every per-block tensor, and lnf when `with_lnf`
     auto bucket = [&](int lo, int hi, bool with_lnf, int after_block) {
@@ -45,9 +46,9 @@ inline std::vector<GradBucket> gradient_buckets(const ModelConfig& c, double buc
         b.after_block = after_block;
         for (int i = FIRST_BLOCK_TENSOR; i <= LAST_BLOCK_TENSOR; i++) {
             size_t per_block = sizes[i] / c.L;
-            if (hi > lo) b.ranges.push_back({offset[i] + lo * per_block, (hi - lo) * per_block});
+            if (hi > lo && per_block > 0) b.ranges.push_back({offset[i] + lo * per_block, (hi - lo) * per_block});
         }
-        if (with_lnf) b.ranges.push_back({offset[LNFW], sizes[LNFW] + sizes[LNFW + 1]});
+        if (with_lnf) b.ranges.push_back({offset[LNFW], offset[NUM_PARAM_TENSORS] - offset[LNFW]});
         for (const GradRange& r : b.ranges) b.floats += r.count;
         return b;
     };

@@ -84,7 +84,7 @@ public:
     bool agree_and_plan() {
         std::vector<std::pair<std::string, std::string>> agreed;
         for (const Option& o : option_table(cfg)) agreed.push_back({std::string("--") + o.name, option_value_string(o)});
-        for (const ShapeField& f : SHAPE_FIELDS) agreed.push_back({strf("the model's %s", f.name), std::to_string(mc.*f.value)});
+        for (const auto& [name, value] : shape_values(mc)) agreed.push_back({"the model's " + name, value});
         agreed.push_back({"the accumulation steps", std::to_string(plan.A)});
         if (train_data && val_data) {
             agreed.push_back({"the training data", train_data->identity().describe()});
@@ -96,8 +96,7 @@ public:
         if (comm.world > 1)
             for (int r = 0; r < comm.world; r++) say(strf("rank %d on %s", r, places[r].c_str()));
 
-        say(strf("model: L=%d NH=%d C=%d maxT=%d V=%d Vp=%d, %s parameters", mc.L, mc.NH, mc.C, mc.maxT, mc.V, mc.Vp,
-                 with_commas(mc.num_params()).c_str()));
+        say("model: " + describe_model(mc));
         if (!division.empty()) say("steps from --train-tokens: " + division);
         say(describe_plan(plan, cfg.steps));
         if (cfg.val_every > 0 && val_data)
@@ -134,7 +133,7 @@ public:
     bool restore() {
         m = std::make_unique<Trainer>(mc, plan, cfg, comm);
         if (!cfg.load.empty()) load_model_params(cfg.load, mc, m->params());
-        else init_params_gpt2(m->params(), mc, cfg.seed);
+        else init_params(m->params(), mc, cfg.seed);
 
         // -n 0 trains nothing and writes nothing: it evaluates the model and samples from it
         writes = main_rank && !cfg.out_dir.empty() && cfg.steps > 0;

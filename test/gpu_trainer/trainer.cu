@@ -830,7 +830,7 @@ static std::vector<uint16_t> tiny_tokens() {
     return tokens;
 }
 static void randomize(float* params, const ModelConfig& c, uint64_t seed) {
-    init_params_gpt2(params, c, seed);
+    init_params(params, c, seed);
     Rng rng(seed + 100);
     std::vector<size_t> sizes = c.param_sizes();
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
