@@ -78,6 +78,9 @@ endif
 test/cpu_trainer/plan: test/cpu_trainer/plan.cpp test/test_util.h $(HOST_HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ test/cpu_trainer/plan.cpp
 
+test/cpu_trainer/llama: test/cpu_trainer/llama.cpp test/test_util.h train.cpp $(HOST_HEADERS)
+	$(CXX) $(CXXFLAGS) -o $@ test/cpu_trainer/llama.cpp
+
 test/cpu_trainer/noise_estimator: test/cpu_trainer/noise_estimator.cpp $(HOST_HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ test/cpu_trainer/noise_estimator.cpp
 
@@ -85,7 +88,7 @@ test/cpu_trainer/check_reference: test/cpu_trainer/check_reference.cpp test/gold
 	$(CXX) $(CXXFLAGS) -o $@ test/cpu_trainer/check_reference.cpp
 
 # Everything the tests run, built in parallel first (the CPU runtime's programs take a while).
-TEST_PROGRAMS := train test/cpu_trainer/trainer test/cpu_trainer/plan test/cpu_trainer/noise_estimator test/cpu_trainer/check_reference $(if $(CPU_CUDA_OK),$(CPU_CUDA_PROGRAMS))
+TEST_PROGRAMS := train test/cpu_trainer/trainer test/cpu_trainer/llama test/cpu_trainer/plan test/cpu_trainer/noise_estimator test/cpu_trainer/check_reference $(if $(CPU_CUDA_OK),$(CPU_CUDA_PROGRAMS))
 test:
 	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_PROGRAMS)
 	@bash test/run_all.sh
@@ -131,7 +134,7 @@ sass:
 	    $(if $(strip $(NVCCFLAGS)),--nvcc-flags="$(NVCCFLAGS)") $(SASS_ARGS)
 
 clean:
-	rm -f train train_gpt test/cpu_trainer/trainer test/cpu_trainer/plan test/cpu_trainer/noise_estimator test/cpu_trainer/check_reference test/gpu_trainer/trainer .train-mpi .train-single
+	rm -f train train_gpt test/cpu_trainer/trainer test/cpu_trainer/llama test/cpu_trainer/plan test/cpu_trainer/noise_estimator test/cpu_trainer/check_reference test/gpu_trainer/trainer .train-mpi .train-single
 	rm -rf build $(CPU_CUDA_PROGRAMS) dev/cpu_cuda_bench dev/cpu_cuda_gemm_bench
 	$(MAKE) -C dev/cuda clean
 

@@ -368,10 +368,10 @@ inline ModelConfig read_model_header(const std::string& path) {
     if (!problem.empty()) throw Error(strf("'%s' has an impossible shape: %s", path.c_str(), problem.c_str()));
     long long params = checked_num_params(cfg), expected = checked_product({params, 4});
     if (params < 0 || expected < 0 || expected > LLONG_MAX - 1024 || expected + 1024 != f.size())
-        throw Error(strf("'%s' is truncated or damaged: its shape (%s maxT %d, V %d, Vp %d, L %d, NH %d, C %d%s) needs "
+        throw Error(strf("'%s' is truncated or damaged: its shape (maxT %d, V %d, Vp %d, L %d, NH %d, C %d%s) needs "
                          "%s bytes, the file has %s",
-                         path.c_str(), family_name(cfg.family), cfg.maxT, cfg.V, cfg.Vp, cfg.L, cfg.NH, cfg.C,
-                         cfg.llama() ? strf(", KVH %d, F %d", cfg.KVH, cfg.F).c_str() : "",
+                         path.c_str(), cfg.maxT, cfg.V, cfg.Vp, cfg.L, cfg.NH, cfg.C,
+                         cfg.llama() ? strf(", KVH %d, F %d, Llama-3", cfg.KVH, cfg.F).c_str() : "",
                          expected < 0 ? "more than 2^63" : with_commas(expected + 1024).c_str(),
                          with_commas(f.size()).c_str()));
     return cfg;

@@ -48,6 +48,7 @@ suite() {
 }
 
 suite "CPU trainer (doctest)" ./test/cpu_trainer/trainer
+suite "CPU trainer: Llama-3's layers, model and files (doctest)" ./test/cpu_trainer/llama
 suite "FLOPs and communication of a step (doctest)" ./test/cpu_trainer/plan
 suite "threads sized to the processors a process may use" bash test/cpu_trainer/threads.sh
 suite "gradient noise scale: the estimator (doctest)" ./test/cpu_trainer/noise_estimator

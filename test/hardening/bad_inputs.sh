@@ -67,6 +67,10 @@ cp "$D/run_padded/model_00000001.bin" "$D/model_nan_pad.bin" &&
     put32 "$D/model_nan_pad.bin" $((256 + 300 * 32 + 5)) $nan32           # wte row 300, a padding row
 cp "$M" "$D/model_inf.bin" && put32 "$D/model_inf.bin" $((256 + params - 64)) $inf32  # lnfw[0]
 mkdir -p "$D/model_dir.bin"
+# a Llama from a one-step run (NH = 2, so KVH = 1), its K/V heads damaged; a run directory of it
+eval "$TINY --model llama3 -o $D/run_llama" >/dev/null || { echo "FAIL could not make the Llama files"; exit 1; }
+cp "$D/run_llama/model_00000001.bin" "$D/llama_kvh.bin" && put32 "$D/llama_kvh.bin" 6 3
+mkdir -p "$D/r_llama" && cp "$D/run_llama/"*_00000001.bin "$D/r_llama/"
 
 E=test/golden/hellaswag_tiny.bin  # 64 examples, tokens below 91, endings of up to 16 tokens
 cp $E "$D/eval_magic.bin" && put32 "$D/eval_magic.bin" 0 1
@@ -135,6 +139,11 @@ cases=$(cat <<EOF
 2 | --lr-schedule must be 'cosine' or 'constant', got 'linear' | --lr-schedule linear
 2 | --comm-timeout must be >= 0 seconds | --comm-timeout -1
 2 | --channels 30 is not divisible by --heads 4 | --channels 30 --heads 4
+2 | --model must be 'gpt2' or 'llama3' (the families this trainer builds), got 'llama2' | --model llama2
+2 | --heads 4 is not a multiple of --kv-heads 3 | --model llama3 --heads 4 --kv-heads 3
+2 | --kv-heads and --ffn-hidden set a Llama's shape: add --model llama3 | --kv-heads 1
+2 | the head size C/NH = 15 is odd: RoPE rotates pairs of channels | --model llama3 --channels 30 --heads 2
+2 | --rope-theta = 0.5 is not above 1 | --model llama3 --rope-theta 0.5
 2 | --layers 5000 is out of range (1 to 1,024) | --layers 5000
 2 | --max-seq-len 2000000 is out of range (1 to 1,048,576) | --max-seq-len 2000000
 2 | --vocab 2147483647 is out of range (1 to 16,777,216) | --vocab 2147483647
@@ -166,7 +175,11 @@ cases=$(cat <<EOF
 1 | cannot open model file '$D/nothere.bin': No such file or directory | -e $D/nothere.bin
 1 | '$D/model_dir.bin' is a directory, not a model file | -e $D/model_dir.bin
 1 | '$D/model_empty.bin' is too short to be a model file (0 bytes) | -e $D/model_empty.bin
-1 | '$D/model_magic.bin' is not a model file (magic 1, expected 20240326) | -e $D/model_magic.bin
+1 | '$D/model_magic.bin' is not a model file (magic 1, expected 20240326 for GPT-2 or 20240803 for Llama-3) | -e $D/model_magic.bin
+1 | '$M' holds a gpt2 model, not the llama3 that --model asks for | -e $M --model llama3
+1 | '$D/llama_kvh.bin' has an impossible shape: NH = 2 is not a multiple of KVH = 3 | -e $D/llama_kvh.bin
+1 | '$D/r_llama/model_00000001.bin' has another model shape than this run: family: llama3 against gpt2 | -n 4 --resume 1 -o $D/r_llama
+1 | '$D/r_llama/model_00000001.bin' has another model shape than this run: KVH (--kv-heads): 1 against 2 | -n 4 --resume 1 -o $D/r_llama --model llama3 --kv-heads 2
 1 | '$D/model_bf16.bin': model version 5 is not supported (expected 3, float32); this is a bf16 file | -e $D/model_bf16.bin
 1 | '$D/model_trunc.bin' is truncated or damaged | -e $D/model_trunc.bin
 1 | '$D/model_wrap.bin' has an impossible shape: header field [4] L = 1073741824 is out of range (1 to 1,024) | -e $D/model_wrap.bin --dry-run 1
