@@ -2,7 +2,8 @@
 # Data-parallel replicas with real MPI processes (run by test/run_all.sh when ./train has MPI).
 #
 # The invariance matrix: the same global batch of 8 sequences split as (B, A, R) =
-# (8,1,1) (4,2,1) (4,1,2) (2,2,2) (1,2,4) (2,4,1) must train identically: losses at
+# (8,1,1) (4,2,1) (4,1,2) (2,2,2) (1,2,4) (2,4,1) must train identically (a Llama too, in
+# three of the splits): losses at
 # every one of 20 steps, the validation losses at steps 0, 10 and 20 and the final weights
 # agree within 1e-5 relative (compare_runs.py
 # says why that tolerance). A wrong loss scale, a sync per micro-batch or overlapping data
@@ -19,9 +20,10 @@ source test/suite_lib.sh  # pass, fail, skip, check, finish
 
 compare() { python3 test/replicas/compare_runs.py "$@"; }  # losses, norms, weights within 1e-5
 
-run_split() {  # B A R DIR
+run_split() {  # B A R DIR [more options]
     local B=$1 A=$2 R=$3 dir=$4
-    $MPIRUN -np "$R" $TINY -b "$B" -n 20 -o "$dir" >"$dir.out" 2>&1 || { cat "$dir.out"; return 1; }
+    shift 4
+    $MPIRUN -np "$R" $TINY -b "$B" -n 20 -o "$dir" "$@" >"$dir.out" 2>&1 || { cat "$dir.out"; return 1; }
     grep -q "micro-batch ${B}×$T = $((B * T)) tokens × $A accumulation × $R replica" "$dir.out" || {
         echo "   unexpected arithmetic line:"; grep micro-batch "$dir.out"; return 1; }
 }
@@ -32,6 +34,17 @@ for split in "4 2 1" "4 1 2" "2 2 2" "1 2 4" "2 4 1"; do
     set -- $split
     name="invariance (B,A,R)=($1,$2,$3) vs (8,1,1)"
     if run_split "$1" "$2" "$3" "$work/s$1$2$3" && compare "$work/ref" "$work/s$1$2$3" 20; then pass "$name"
+    else fail "$name"; fi
+done
+
+# ---- the same for a Llama (RMSNorm, RoPE, SwiGLU, NH = 2 query heads sharing KVH = 1 K/V
+# head, an untied head): its step is the same function, so the same splits must agree
+LLAMA="--model llama3"
+run_split 8 1 1 "$work/lref" $LLAMA || fail "Llama reference run (8,1,1)"
+for split in "4 2 1" "2 2 2" "1 2 4"; do
+    set -- $split
+    name="Llama: invariance (B,A,R)=($1,$2,$3) vs (8,1,1)"
+    if run_split "$1" "$2" "$3" "$work/l$1$2$3" $LLAMA && compare "$work/lref" "$work/l$1$2$3" 20; then pass "$name"
     else fail "$name"; fi
 done
 

@@ -49,6 +49,16 @@ if [ "$shard" = "AdamW state (1/3 shard) 90.4 KiB" ]; then  # 2 × 4 bytes × 11
     pass "R=3: the shard printed is 2 × 11,568 floats of the padded 34,704 ($shard)"
 else fail "R=3 shard size: got '$shard'"; fi
 
+# ---- a Llama (its untied head and fewer K/V heads change where the shards fall)
+run "$work/lref8" 1 0 8 8 20 --model llama3 || fail "Llama reference run (8,1,1)"
+for split in "2 2 2 8" "1 2 4 8"; do
+    set -- $split
+    name="Llama: --zero 1 (B,A,R)=($1,$2,$3) trains as --zero 0 at ($4,1,1)"
+    if run "$work/lz$1$2$3" "$3" 1 "$1" "$4" 20 --model llama3 && compare "$work/lref$4" "$work/lz$1$2$3" 20; then
+        pass "$name"
+    else fail "$name"; fi
+done
+
 # ---- resume across layouts: saved at step 10 by one layout, continued to 20 by another,
 # against the uninterrupted --zero 0 run; the step-10 files against that run's too
 resume() {  # R ZERO -> R ZERO
