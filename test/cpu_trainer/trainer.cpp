@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #define TRAIN_NO_MAIN
@@ -1075,6 +1076,138 @@ TEST_CASE("validation: exactly the first --val-tokens tokens, the same loss for 
     // more than the data holds: all of it, (1000 - 1) / 6 = 166 sequences
     CHECK(validation_set(data, 1 << 20, T, 0, 1).total == 166);
     CHECK_THROWS_AS(validation_set(data, 5, T, 0, 1), Error);  // less than one sequence
+}
+
+// The sum and the sum of absolute values of n numbers, in double, first to last.
+template <typename T>
+static std::pair<double, double> sums(const T* x, size_t n) {
+    double s = 0, a = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i], a += std::fabs((double)x[i]);
+    return {s, a};
+}
+// The writer summed the same values in double in another order: the sums agree to ~1e-16 of
+// the sum of absolute values; 1e-12 of it leaves room and still catches any value misplaced.
+static void check_sums(const std::pair<double, double>& ours, double sum, double abs_sum) {
+    CHECK(std::fabs(ours.second - abs_sum) <= 1e-12 * abs_sum);
+    CHECK(std::fabs(ours.first - sum) <= 1e-12 * abs_sum);
+}
+
+TEST_CASE("golden files: version 2 reads back what llama_reference.py wrote, with its model file; version 1 as before") {
+    Golden g = read_golden("test/golden/llama_reference_tiny.bin");
+    CHECK(g.version == 2);
+    CHECK(g.llama.family == 1);
+    CHECK(g.llama.tied == 0);
+    // the companion text: the writer's own record of the element counts and of every section
+    std::ifstream text("test/golden/llama_reference_tiny.txt");
+    REQUIRE(text);
+    std::vector<std::string> tensors;
+    std::vector<double> counts;
+    std::map<std::string, std::vector<double>> section, init, grad, after;
+    std::string line, kind, name;
+    while (std::getline(text, line)) {
+        std::istringstream in(line);
+        in >> kind >> name;
+        std::vector<double> v;
+        for (double x; in >> x;) v.push_back(x);
+        if (kind == "tensor") tensors.push_back(name), counts.push_back(v.empty() ? -1 : v[0]);
+        if (kind == "section") section[name] = v;
+        if (kind == "init") init[name] = v;
+        if (kind == "grad") grad[name] = v;
+        if (kind == "after") after[name] = v;
+    }
+    REQUIRE(tensors.size() == 17);
+    REQUIRE(g.sizes.size() == 17);
+    for (size_t t = 0; t < 17; t++) CHECK(g.sizes[t] == counts[t]);
+    CHECK(tensors[16] == "wout");
+    size_t n = 0;
+    for (size_t s : g.sizes) n += s;
+    // section name -> what the reader made of it (first and last compared exactly: the text
+    // holds each float32 to 9 digits, which round-trips)
+    std::vector<float> hp = {g.lr, g.beta1, g.beta2, g.eps, g.weight_decay, g.grad_clip, 0, 0};
+    std::vector<float> lf = {g.llama.norm_eps, g.llama.rope_theta, g.llama.rope_factor, g.llama.rope_low_freq,
+                             g.llama.rope_high_freq, 0, 0, 0};
+    std::vector<float> loss = {g.loss};
+    std::vector<float> inputs(g.inputs.begin(), g.inputs.end()), targets(g.targets.begin(), g.targets.end());
+    std::map<std::string, const std::vector<float>*> read = {
+        {"hyperparameters", &hp}, {"llama", &lf},   {"inputs", &inputs},       {"targets", &targets},
+        {"logits", &g.logits},    {"loss", &loss},  {"grads", &g.grads},       {"losses", &g.losses},
+        {"params_after", &g.params_after}};
+    REQUIRE(section.size() == read.size());
+    for (auto& [what, ref] : section) {
+        CAPTURE(what);
+        REQUIRE(read.count(what));
+        const std::vector<float>& x = *read[what];
+        REQUIRE(ref.size() == 5);  // elements, first, last, sum, sum of absolute values
+        REQUIRE(x.size() == (size_t)ref[0]);
+        CHECK(x.front() == (float)ref[1]);
+        CHECK(x.back() == (float)ref[2]);
+        check_sums(sums(x.data(), x.size()), ref[3], ref[4]);
+    }
+    CHECK(g.grads.size() == n);
+    // each tensor at the offset the reader's sizes give it, in the golden file and in the model file
+    std::vector<char> model = read_bytes("test/golden/llama_tiny.bin");
+    REQUIRE(model.size() == 1024 + 4 * n);
+    std::vector<int> h(256);
+    std::vector<float> params(n);
+    memcpy(h.data(), model.data(), 1024), memcpy(params.data(), model.data() + 1024, 4 * n);
+    CHECK(h[0] == 20240803);
+    CHECK(h[1] == 3);
+    CHECK(std::vector<int>(h.begin() + 2, h.begin() + 8) ==
+          std::vector<int>{g.cfg.maxT, g.cfg.V, g.cfg.L, g.cfg.NH, g.llama.KVH, g.cfg.C});
+    CHECK(h[16] == 1);
+    CHECK(std::vector<int>(h.begin() + 17, h.begin() + 21) ==
+          std::vector<int>{g.cfg.Vp, g.llama.F, g.llama.tied, g.llama.rope_original_T});
+    std::vector<float> model_floats(5);
+    memcpy(model_floats.data(), h.data() + 21, 20);
+    CHECK(model_floats == std::vector<float>(lf.begin(), lf.begin() + 5));
+    size_t off = 0, present = 0;
+    for (size_t t = 0; t < 17; t++) {
+        CAPTURE(tensors[t]);
+        if (g.sizes[t] > 0) {
+            present++;
+            REQUIRE(init.count(tensors[t]));
+            check_sums(sums(params.data() + off, g.sizes[t]), init[tensors[t]][0], init[tensors[t]][1]);
+            check_sums(sums(g.grads.data() + off, g.sizes[t]), grad[tensors[t]][0], grad[tensors[t]][1]);
+            check_sums(sums(g.params_after.data() + off, g.sizes[t]), after[tensors[t]][0], after[tensors[t]][1]);
+        } else {
+            CHECK(init.count(tensors[t]) == 0);
+        }
+        off += g.sizes[t];
+    }
+    CHECK(present == 9);
+    CHECK(present == init.size());
+
+    // version 1 reads as it always did: GPT-2's 16 tensors, LayerNorm, tied head
+    Golden g1 = read_golden("test/golden/reference_tiny.bin");
+    CHECK(g1.version == 1);
+    CHECK(g1.sizes == g1.cfg.param_sizes());
+    CHECK(g1.grads.size() == g1.cfg.num_params());
+    CHECK(g1.params_after.size() == g1.cfg.num_params());
+    CHECK((g1.llama.family == 0 && g1.llama.tied == 1 && g1.llama.KVH == g1.cfg.NH && g1.llama.F == 4 * g1.cfg.C));
+
+    // a damaged copy is refused: one byte short, one byte more, another version, a bad KVH
+    std::string dir = temp_dir();
+    std::vector<char> bytes = read_bytes("test/golden/llama_reference_tiny.bin");
+    auto refused = [&](std::vector<char> b, const char* why) {
+        write_bytes(dir + "/g.bin", b.data(), b.size());
+        try {
+            read_golden(dir + "/g.bin");
+            return false;
+        } catch (const Error& e) {
+            return std::string(e.what()).find(why) != std::string::npos;
+        }
+    };
+    CHECK(refused(std::vector<char>(bytes.begin(), bytes.end() - 1), "truncated"));
+    std::vector<char> longer = bytes;
+    longer.push_back(0);
+    CHECK(refused(longer, "after its last field"));
+    std::vector<char> v3 = bytes;
+    v3[4] = 3;
+    CHECK(refused(v3, "version 1 to 2"));
+    std::vector<char> kvh = bytes;
+    kvh[12 * 4] = 3;  // NH = 4
+    CHECK(refused(kvh, "does not divide"));
+    run_command("rm -rf " + dir);
 }
 
 TEST_CASE("HellaSwag: every example's scores and choices match the PyTorch reference") {
