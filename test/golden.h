@@ -12,7 +12,7 @@
 //   tensors after nsteps AdamW steps on the same batch; nothing after them.
 // The parameter tensors are those of the model file, in its order: version 1 the 16 of
 // GPT-2 (ModelConfig::param_sizes), version 2 the 17 of the Llama layout, a tensor the family
-// lacks taking no space (golden_param_sizes). dev/reference/README.md gives both in full.
+// lacks taking no space (ModelConfig::param_sizes). dev/reference/README.md gives both in full.
 #pragma once
 #include <cstdio>
 #include <cstdlib>
@@ -28,38 +28,10 @@
 constexpr int GOLDEN_MAGIC = 20261123;
 constexpr int GOLDEN_VERSION = 2;  // the newest; version 1 is read too
 
-// The Llama-3 fields of a version-2 file (version 1 gets GPT-2's values). The golden file keeps
-// its own copy, so this reader does not depend on which of them ModelConfig carries.
-struct LlamaFields {
-    int family = 0;           // 0 = gpt2, 1 = llama3
-    int KVH = 0;              // K/V heads (NH % KVH == 0)
-    int F = 0;                // FFN hidden size (GPT-2: 4C)
-    int tied = 1;             // 1: the head is wte; 0: the 17th tensor, wout
-    int rope_original_T = 0;  // Llama-3.1's original context (0 when no frequency rule)
-    float norm_eps = 0, rope_theta = 0, rope_factor = 0, rope_low_freq = 0, rope_high_freq = 0;
-};
-
-// Element counts of the 17 tensors of the Llama layout in file order, for either family; a
-// tensor the family lacks is 0 (Llama: every bias, wpe; GPT-2: wout, the head being wte).
-//   0 wte (Vp,C)  1 wpe (maxT,C)  2 ln1w (L,C)  3 ln1b  4 qkvw (L,QKV,C), QKV = C + 2·KVH·hs
-//   5 qkvb (L,QKV)  6 attprojw (L,C,C)  7 attprojb (L,C)  8 ln2w (L,C)  9 ln2b
-//   10 fcw (L,2F,C), GPT-2 (L,4C,C)  11 fcb  12 fcprojw (L,C,F), GPT-2 (L,C,4C)  13 fcprojb (L,C)
-//   14 lnfw (C)  15 lnfb (C)  16 wout (Vp,C) when untied
-inline std::vector<size_t> golden_param_sizes(const ModelConfig& c, const LlamaFields& f) {
-    bool llama = f.family == 1;
-    size_t L = c.L, C = c.C, Vp = c.Vp, hs = C / c.NH;
-    size_t qkv = C + 2 * (size_t)f.KVH * hs, fc = llama ? 2 * (size_t)f.F : 4 * C, hidden = llama ? (size_t)f.F : 4 * C;
-    size_t gpt2 = llama ? 0 : 1;  // multiplies the tensors only GPT-2 has
-    return {Vp * C,      gpt2 * c.maxT * C, L * C,      gpt2 * L * C,      L * qkv * C, gpt2 * L * qkv,
-            L * C * C,   gpt2 * L * C,      L * C,      gpt2 * L * C,      L * fc * C,  gpt2 * L * fc,
-            L * C * hidden, gpt2 * L * C,   C,          gpt2 * C,          f.tied ? 0 : Vp * C};
-}
-
 struct Golden {
     int version;
     int B, T, nsteps;
-    ModelConfig cfg;                    // maxT, V, Vp, L, NH, C
-    LlamaFields llama;
+    ModelConfig cfg;                    // the model's shape, of either family
     float lr, beta1, beta2, eps, weight_decay, grad_clip;
     std::vector<size_t> sizes;          // the parameter tensors' element counts, file order (16 or 17)
     std::vector<int> inputs, targets;   // (B, T)
@@ -75,17 +47,11 @@ struct Golden {
 inline std::string golden_problem(const Golden& g) {
     const int big = 1 << 24;
     const ModelConfig& c = g.cfg;
-    const LlamaFields& f = g.llama;
-    for (int v : {g.B, g.T, c.maxT, c.V, c.L, c.NH, c.C, c.Vp})
-        if (v < 1 || v > big) return strf("a shape field is %d (1 to %d)", v, big);
+    for (int v : {g.B, g.T})
+        if (v < 1 || v > big) return strf("a batch field is %d (1 to %d)", v, big);
     if (g.nsteps < 0 || g.nsteps > big) return strf("nsteps is %d", g.nsteps);
-    if (c.C % c.NH != 0 || c.V > c.Vp || g.T > c.maxT) return "C % NH, V > Vp or T > maxT";
-    if (f.family != 0 && f.family != 1) return strf("family %d is neither 0 (gpt2) nor 1 (llama3)", f.family);
-    if (f.KVH < 1 || c.NH % f.KVH != 0) return strf("KVH %d does not divide NH %d", f.KVH, c.NH);
-    if (f.F < 1 || f.F > big || (f.tied != 0 && f.tied != 1) || f.rope_original_T < 0)
-        return strf("F %d, tied %d or rope_original_T %d", f.F, f.tied, f.rope_original_T);
-    if (f.family == 1 && (c.C / c.NH) % 2 != 0) return "a Llama head's size is odd (RoPE rotates pairs)";
-    return "";
+    if (g.T > c.maxT) return "T > maxT";
+    return shape_problem(c, false);
 }
 
 inline Golden read_golden(const std::string& path) {
@@ -107,19 +73,17 @@ inline Golden read_golden(const std::string& path) {
     g.cfg.maxT = h[4], g.cfg.V = h[5], g.cfg.L = h[6], g.cfg.NH = h[7], g.cfg.C = h[8], g.cfg.Vp = h[9];
     need(hp, 4, 8);
     g.lr = hp[0], g.beta1 = hp[1], g.beta2 = hp[2], g.eps = hp[3], g.weight_decay = hp[4], g.grad_clip = hp[5];
-    if (g.version == 1) {  // GPT-2: LayerNorm's eps, no RoPE
-        g.llama.KVH = g.cfg.NH, g.llama.F = 4 * g.cfg.C, g.llama.norm_eps = 1e-5f;
-    } else {
+    if (g.version == 2) {  // version 1 is GPT-2's
         float lf[8];
         need(lf, 4, 8);
-        g.llama.family = h[11], g.llama.KVH = h[12], g.llama.F = h[13], g.llama.tied = h[14];
-        g.llama.rope_original_T = h[15];
-        g.llama.norm_eps = lf[0], g.llama.rope_theta = lf[1], g.llama.rope_factor = lf[2];
-        g.llama.rope_low_freq = lf[3], g.llama.rope_high_freq = lf[4];
+        if (h[11] != 0 && h[11] != 1) throw Error(strf("'%s': family %d is neither 0 (gpt2) nor 1 (llama3)", path.c_str(), h[11]));
+        ModelConfig& c = g.cfg;
+        c.family = (Family)h[11], c.KVH = h[12], c.F = h[13], c.tied = h[14], c.rope_original_T = h[15];
+        c.norm_eps = lf[0], c.rope_theta = lf[1], c.rope_factor = lf[2], c.rope_low_freq = lf[3], c.rope_high_freq = lf[4];
     }
     std::string problem = golden_problem(g);
     if (!problem.empty()) throw Error("'" + path + "' is not a golden file: " + problem);
-    g.sizes = g.version == 1 ? g.cfg.param_sizes() : golden_param_sizes(g.cfg, g.llama);
+    g.sizes = g.cfg.param_sizes();
     size_t BT = (size_t)g.B * g.T, n = 0;
     for (size_t s : g.sizes) n += s;
     g.inputs.resize(BT), g.targets.resize(BT), g.logits.resize(BT * g.cfg.V), g.grads.resize(n);

@@ -1095,8 +1095,8 @@ static void check_sums(const std::pair<double, double>& ours, double sum, double
 TEST_CASE("golden files: version 2 reads back what llama_reference.py wrote, with its model file; version 1 as before") {
     Golden g = read_golden("test/golden/llama_reference_tiny.bin");
     CHECK(g.version == 2);
-    CHECK(g.llama.family == 1);
-    CHECK(g.llama.tied == 0);
+    CHECK(g.cfg.llama());
+    CHECK(g.cfg.tied == 0);
     // the companion text: the writer's own record of the element counts and of every section
     std::ifstream text("test/golden/llama_reference_tiny.txt");
     REQUIRE(text);
@@ -1124,8 +1124,8 @@ TEST_CASE("golden files: version 2 reads back what llama_reference.py wrote, wit
     // section name -> what the reader made of it (first and last compared exactly: the text
     // holds each float32 to 9 digits, which round-trips)
     std::vector<float> hp = {g.lr, g.beta1, g.beta2, g.eps, g.weight_decay, g.grad_clip, 0, 0};
-    std::vector<float> lf = {g.llama.norm_eps, g.llama.rope_theta, g.llama.rope_factor, g.llama.rope_low_freq,
-                             g.llama.rope_high_freq, 0, 0, 0};
+    std::vector<float> lf = {g.cfg.norm_eps, g.cfg.rope_theta, g.cfg.rope_factor, g.cfg.rope_low_freq,
+                             g.cfg.rope_high_freq, 0, 0, 0};
     std::vector<float> loss = {g.loss};
     std::vector<float> inputs(g.inputs.begin(), g.inputs.end()), targets(g.targets.begin(), g.targets.end());
     std::map<std::string, const std::vector<float>*> read = {
@@ -1153,10 +1153,10 @@ TEST_CASE("golden files: version 2 reads back what llama_reference.py wrote, wit
     CHECK(h[0] == 20240803);
     CHECK(h[1] == 3);
     CHECK(std::vector<int>(h.begin() + 2, h.begin() + 8) ==
-          std::vector<int>{g.cfg.maxT, g.cfg.V, g.cfg.L, g.cfg.NH, g.llama.KVH, g.cfg.C});
+          std::vector<int>{g.cfg.maxT, g.cfg.V, g.cfg.L, g.cfg.NH, g.cfg.KVH, g.cfg.C});
     CHECK(h[16] == 1);
     CHECK(std::vector<int>(h.begin() + 17, h.begin() + 21) ==
-          std::vector<int>{g.cfg.Vp, g.llama.F, g.llama.tied, g.llama.rope_original_T});
+          std::vector<int>{g.cfg.Vp, g.cfg.F, g.cfg.tied, g.cfg.rope_original_T});
     std::vector<float> model_floats(5);
     memcpy(model_floats.data(), h.data() + 21, 20);
     CHECK(model_floats == std::vector<float>(lf.begin(), lf.begin() + 5));
@@ -1183,7 +1183,7 @@ TEST_CASE("golden files: version 2 reads back what llama_reference.py wrote, wit
     CHECK(g1.sizes == g1.cfg.param_sizes());
     CHECK(g1.grads.size() == g1.cfg.num_params());
     CHECK(g1.params_after.size() == g1.cfg.num_params());
-    CHECK((g1.llama.family == 0 && g1.llama.tied == 1 && g1.llama.KVH == g1.cfg.NH && g1.llama.F == 4 * g1.cfg.C));
+    CHECK((!g1.cfg.llama() && g1.cfg.tied_head() && g1.cfg.kv_heads() == g1.cfg.NH && g1.cfg.hidden() == 4 * g1.cfg.C));
 
     // a damaged copy is refused: one byte short, one byte more, another version, a bad KVH
     std::string dir = temp_dir();
