@@ -191,6 +191,7 @@ cases=$(cat <<EOF
 1 | '$D/shard32_trunc.bin' is truncated or damaged: header says 5000 tokens (21024 bytes), file has 20624 bytes | -i $D/shard32_trunc.bin -j $D/good32.bin
 1 | '$D/badtoken32.bin': token 70000 at position 123 is out of range for vocabulary size 256 | -i $D/badtoken32.bin -j $D/good32.bin --vocab 256
 1 | '$D/mixed/b.bin' holds uint32 tokens but '$D/mixed/a.bin' holds uint16 tokens: every shard of a run must be of one kind | -i '$D/mixed/*.bin' -j $D/good.bin --vocab 256
+1 | '$D/good.bin' (validation data) holds uint16 tokens but '$D/good32.bin' (training data) holds uint32 tokens: every shard of a run must be of one kind | -i $D/good32.bin -j $D/good.bin --vocab 256
 1 | '$D/shard_trunc.bin' is truncated or damaged: header says 5000 tokens | -i $D/shard_trunc.bin -j $D/good.bin
 1 | '$D/shard_negative.bin' is truncated or damaged: header says -5 tokens | -i $D/good.bin -j $D/shard_negative.bin
 1 | '$D/shard_short.bin' is too short to be a token shard (100 bytes) | -i $D/shard_short.bin -j $D/good.bin
