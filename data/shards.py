@@ -1,9 +1,16 @@
 """Shared helpers for the data scripts: the on-disk formats the trainer reads.
 
-Token shard (what -i/-j point at):
+Token shard (what -i/-j point at), in one of llm.c's two kinds:
     header: 256 little-endian int32  [0]=20240520 (magic) [1]=1 (version)
                                      [2]=number of tokens, rest zero
     body:   the tokens, uint16 little-endian
+  or, for vocabularies past 65,536 (Llama-3's 128,256; token_bytes=4):
+    header: 256 little-endian int32  [0]=20240801 (magic) [1]=7 (version)
+                                     [2]=number of tokens, rest zero
+    body:   the tokens, uint32 little-endian
+  (the magic, version and token type of llm.c's dev/data/data_common.py, whose
+  write_datafile takes model_desc "gpt-2" or "llama-3").  Every shard of a run
+  is of one kind.
 
 Tokenizer file (what --tokenizer points at, used to print samples):
     header: 256 little-endian uint32 [0]=20240328 (magic) [1]=2 (version)
@@ -32,6 +39,11 @@ EVAL_VERSION = 1
 EVAL_START = 65535
 SHARD_MAGIC = 20240520
 SHARD_VERSION = 1
+SHARD32_MAGIC = 20240801  # llm.c's "llama-3" shards: uint32 tokens
+SHARD32_VERSION = 7
+# token bytes -> (magic, version) of the shard kind
+SHARD_KINDS = {2: (SHARD_MAGIC, SHARD_VERSION), 4: (SHARD32_MAGIC, SHARD32_VERSION)}
+_UINT32 = "I" if array("I").itemsize == 4 else "L"  # the array typecode of 4-byte unsigned ints
 TOKENIZER_MAGIC = 20240328
 TOKENIZER_VERSION = 2
 HEADER_INTS = 256
@@ -73,6 +85,34 @@ def _as_uint16_bytes(tokens):
     return arr.tobytes()
 
 
+def _as_uint32_bytes(tokens):
+    """Little-endian uint32 bytes of `tokens` (as _as_uint16_bytes takes them); ValueError if
+    any is out of range."""
+    if isinstance(tokens, (bytes, bytearray)):
+        out = bytearray(4 * len(tokens))
+        out[0::4] = tokens
+        return bytes(out)
+    if hasattr(tokens, "dtype"):
+        if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= 2 ** 32):
+            raise ValueError("token ids must be in [0, 2^32) to fit in uint32; "
+                             "got range [%d, %d]" % (tokens.min(), tokens.max()))
+        return tokens.astype("<u4", copy=False).tobytes()
+    arr = array(_UINT32)
+    try:
+        arr.extend(tokens)
+    except OverflowError:
+        bad = next(t for t in tokens if not 0 <= t < 2 ** 32)
+        raise ValueError("token id %d does not fit in uint32 (must be < 2^32)" % bad) from None
+    if sys.byteorder != "little":
+        arr.byteswap()
+    return arr.tobytes()
+
+
+def token_bytes_for_vocab(vocab):
+    """2 (uint16 shards) for a vocabulary that fits them, else 4 (uint32)."""
+    return 2 if vocab <= 65536 else 4
+
+
 class ShardWriter:
     """Writes one shard incrementally; the token count is patched in on close.
 
@@ -81,22 +121,26 @@ class ShardWriter:
     half-written file is removed so it can never be mistaken for a good shard.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, token_bytes=2):
+        if token_bytes not in SHARD_KINDS:
+            raise ValueError("token_bytes must be 2 (uint16) or 4 (uint32), not %r" % (token_bytes,))
         self.path = path
         self.count = 0
+        self.token_bytes = token_bytes
+        self._magic, self._version = SHARD_KINDS[token_bytes]
         self._f = open(path, "wb")
-        self._f.write(_pack_header([SHARD_MAGIC, SHARD_VERSION, 0], "i"))
+        self._f.write(_pack_header([self._magic, self._version, 0], "i"))
 
     def write(self, tokens):
-        data = _as_uint16_bytes(tokens)
+        data = _as_uint32_bytes(tokens) if self.token_bytes == 4 else _as_uint16_bytes(tokens)
         self._f.write(data)
-        self.count += len(data) // 2
+        self.count += len(data) // self.token_bytes
 
     def close(self):
         if self.count >= 2 ** 31:
             raise ValueError("%s: %d tokens do not fit in the int32 header" % (self.path, self.count))
         self._f.seek(0)
-        self._f.write(_pack_header([SHARD_MAGIC, SHARD_VERSION, self.count], "i"))
+        self._f.write(_pack_header([self._magic, self._version, self.count], "i"))
         self._f.close()
 
     def abort(self):
@@ -114,38 +158,45 @@ class ShardWriter:
         return False
 
 
-def write_shard(path, tokens, quiet=False):
-    """Write a whole shard at once; returns the number of tokens written."""
-    with ShardWriter(path) as w:
+def write_shard(path, tokens, quiet=False, token_bytes=2):
+    """Write a whole shard at once; returns the number of tokens written.  token_bytes=4
+    writes llm.c's uint32 ("llama-3") kind."""
+    with ShardWriter(path, token_bytes) as w:
         w.write(tokens)
     if not quiet:
         print("wrote %s tokens to %s" % (format(w.count, ","), path))
     return w.count
 
 
-def read_shard_header(path):
-    """Return the token count after checking magic, version and file size."""
+def shard_header(path):
+    """(token count, token bytes: 2 or 4) after checking magic, version and file size."""
     with open(path, "rb") as f:
         raw = f.read(HEADER_BYTES)
     if len(raw) != HEADER_BYTES:
         raise ValueError("%s: too short for a shard header" % path)
     magic, version, count = struct.unpack("<3i", raw[:12])
-    if magic != SHARD_MAGIC:
-        raise ValueError("%s: bad magic %d (expected %d)" % (path, magic, SHARD_MAGIC))
-    if version != SHARD_VERSION:
+    token_bytes = next((b for b, (m, _) in SHARD_KINDS.items() if m == magic), None)
+    if token_bytes is None:
+        raise ValueError("%s: bad magic %d (expected %d or %d)" % (path, magic, SHARD_MAGIC, SHARD32_MAGIC))
+    if version != SHARD_KINDS[token_bytes][1]:
         raise ValueError("%s: unsupported version %d" % (path, version))
-    expected = HEADER_BYTES + 2 * count
+    expected = HEADER_BYTES + token_bytes * count
     actual = os.path.getsize(path)
     if actual != expected:
         raise ValueError("%s: header says %d tokens (%d bytes) but file has %d bytes"
                          % (path, count, expected, actual))
-    return count
+    return count, token_bytes
+
+
+def read_shard_header(path):
+    """Return the token count after checking magic, version and file size."""
+    return shard_header(path)[0]
 
 
 def read_shard(path):
-    """Return the tokens of a shard as array('H')."""
-    count = read_shard_header(path)
-    arr = array("H")
+    """Return the tokens of a shard as array('H') (uint16 shards) or a 4-byte array (uint32)."""
+    count, token_bytes = shard_header(path)
+    arr = array("H" if token_bytes == 2 else _UINT32)
     with open(path, "rb") as f:
         f.seek(HEADER_BYTES)
         arr.fromfile(f, count)

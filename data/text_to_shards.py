@@ -13,6 +13,10 @@ Tokenizers (--tokenizer):
          file, no end-of-text token.  Needs only the Python standard library.
   auto   (default) gpt2 if the encoding loads, otherwise bytes.
 
+Shards (--token-bytes): 2, uint16 tokens (llm.c's GPT-2 shards), unless the
+vocabulary exceeds 65,536; 4 writes uint32 tokens (llm.c's Llama-3 shards:
+magic 20240801, version 7) whatever the vocabulary.
+
 Output, in --out-dir (default data/<name>):
   <name>_val_000000.bin                 the first --val-tokens tokens
   <name>_train_000001.bin, _000002 ...  the rest, --shard-tokens per file
@@ -26,7 +30,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shards import (GPT2_EOT, ShardWriter, byte_tokenizer_table, die, gpt2_encoding,  # noqa: E402
-                    gpt2_tokenizer_table, write_tokenizer)
+                    gpt2_tokenizer_table, token_bytes_for_vocab, write_tokenizer)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_VAL_FRACTION = 0.1
@@ -73,6 +77,9 @@ def main(argv=None):
                     help="first N tokens are validation (default: 10%%%% of the tokens, at most %s)"
                     % format(DEFAULT_VAL_CAP, ","))  # %%%% here: argparse formats the help text once more
     ap.add_argument("--shard-tokens", type=int, default=10 ** 8, help="training tokens per shard file")
+    ap.add_argument("--token-bytes", type=int, choices=[2, 4],
+                    help="bytes per token in the shards: 2 (uint16) or 4 (uint32); "
+                         "default: 2 unless the vocabulary exceeds 65,536")
     ap.add_argument("--blank-line-docs", action="store_true",
                     help="gpt2 only: one document per blank-line separated passage")
     args = ap.parse_args(argv)
@@ -103,6 +110,7 @@ def main(argv=None):
         print("tokenizer: bytes (token = byte value, vocab 256)")
         tokens = tokenize_bytes(args.inputs)
 
+    token_bytes = args.token_bytes or token_bytes_for_vocab(vocab)
     total = len(tokens)
     val = args.val_tokens
     if val is None:
@@ -119,7 +127,7 @@ def main(argv=None):
 
     def write(index, split, lo, hi):
         path = os.path.join(out_dir, "%s_%s_%06d.bin" % (name, split, index))
-        with ShardWriter(path) as w:
+        with ShardWriter(path, token_bytes) as w:
             w.write(tokens[lo:hi])
         print("wrote %s %s tokens to %s" % (format(hi - lo, ","), split, path))
 
@@ -136,8 +144,9 @@ def main(argv=None):
     else:
         write_tokenizer(tok_path, byte_tokenizer_table(), BYTES_START_TOKEN)
 
-    print("%s tokens: %s val, %s train; tokenizer %s"
-          % (format(total, ","), format(val, ","), format(total - val, ","), kind))
+    print("%s tokens: %s val, %s train; tokenizer %s%s"
+          % (format(total, ","), format(val, ","), format(total - val, ","), kind,
+             "; uint32 shards" if token_bytes == 4 else ""))
     flags = "-i '%s'" % os.path.join(out_dir, name + "_train_*.bin")
     if val:
         flags += " -j '%s'" % os.path.join(out_dir, name + "_val_*.bin")

@@ -1,7 +1,13 @@
 // Data loading: llm.c token shards, and the order in which their tokens are served.
 //
-// Shard file: 256 little-endian int32 header ([0] = 20240520, [1] = 1, [2] = token count),
-// then the tokens as uint16.
+// Shard file: 256 little-endian int32 header ([0] magic, [1] version, [2] token count), then
+// the tokens, in one of llm.c's two kinds (the header says which):
+//   GPT-2:   [0] = 20240520, [1] = 1, tokens as uint16;
+//   Llama-3: [0] = 20240801, [1] = 7, tokens as uint32 (vocabularies past 65,536, such as
+//            Llama-3's 128,256). These are the magic, version and token type that llm.c's
+//            dev/data/data_common.py gives its "llama-3" model_desc (HEADERS_INFO, used by
+//            write_datafile); its "gpt-2" entry is the kind above.
+// Every shard of a loader is of one kind. A uint16 shard stays uint16 in memory.
 //
 // Order. The data is cut into "chunks", one per optimizer step: a chunk is B×A×R
 // consecutive sequences of T tokens (the global batch). Within a chunk, micro-step a of
@@ -15,6 +21,7 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -24,8 +31,43 @@
 #include "file.h"
 #include "rng.h"
 
-constexpr int SHARD_MAGIC = 20240520;
+constexpr int SHARD_MAGIC = 20240520;  // GPT-2: uint16 tokens
 constexpr int SHARD_VERSION = 1;
+constexpr int SHARD32_MAGIC = 20240801;  // Llama-3: uint32 tokens
+constexpr int SHARD32_VERSION = 7;
+
+// What a shard's header says: its token count and the bytes of one token (2 or 4).
+struct ShardHeader {
+    long long tokens = 0;
+    int token_bytes = 2;
+};
+
+// "uint16" or "uint32": a kind of shard as error lines name it.
+inline const char* token_type(int token_bytes) { return token_bytes == 4 ? "uint32" : "uint16"; }
+
+// A shard's tokens, as wide as its file stores them: u16 when token_bytes is 2, u32 when 4
+// (the other vector stays empty).
+struct Tokens {
+    int token_bytes = 2;
+    std::vector<uint16_t> u16;
+    std::vector<uint32_t> u32;
+    size_t size() const { return token_bytes == 4 ? u32.size() : u16.size(); }
+    bool empty() const { return size() == 0; }
+    uint32_t operator[](size_t i) const { return token_bytes == 4 ? u32[i] : u16[i]; }
+    const void* data() const { return token_bytes == 4 ? (const void*)u32.data() : (const void*)u16.data(); }
+    void release() { std::vector<uint16_t>().swap(u16), std::vector<uint32_t>().swap(u32); }
+    static Tokens of(std::vector<uint16_t> v) {
+        Tokens t;
+        t.u16 = std::move(v);
+        return t;
+    }
+    static Tokens of(std::vector<uint32_t> v) {
+        Tokens t;
+        t.token_bytes = 4;
+        t.u32 = std::move(v);
+        return t;
+    }
+};
 
 // Files matching a glob, sorted; an error names the pattern when nothing matches.
 inline std::vector<std::string> expand_glob(const std::string& pattern) {
@@ -46,57 +88,84 @@ inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934
     return h;
 }
 
-// Reads and checks a shard's header; returns its token count. Checks the file size too,
-// so a truncated download is caught before training starts rather than mid-run. With
-// `hash`, continues it over the header and the first KiB of tokens (llm.c's headers differ
-// only in the token count, so the tokens make the fingerprint tell datasets apart). With
+// Reads and checks a shard's header: its kind (magic and version), and its token count
+// against the file size, so a truncated download is caught before training starts rather
+// than mid-run. With `hash`, continues it over the header and the first 512 tokens (llm.c's
+// headers differ only in the token count, so the tokens make the fingerprint tell datasets
+// apart; for a uint16 shard that is its first KiB, as it has always been). With
 // `largest`, raises it to the largest of those first tokens.
-inline long long read_shard_header(const std::string& path, uint64_t* hash = nullptr, int* largest = nullptr) {
+inline ShardHeader read_shard_header(const std::string& path, uint64_t* hash = nullptr, int* largest = nullptr) {
     InputFile f(path, "token shard");
     int header[256];
     if (!f.read(header, sizeof header))
         throw Error(strf("'%s' is too short to be a token shard (%lld bytes)", path.c_str(), f.size()));
-    if (header[0] != SHARD_MAGIC)
-        throw Error(strf("'%s' is not a token shard (magic %d, expected %d)", path.c_str(), header[0], SHARD_MAGIC));
-    if (header[1] != SHARD_VERSION)
-        throw Error(strf("'%s': unsupported shard version %d (expected %d)", path.c_str(), header[1], SHARD_VERSION));
-    long long ntok = header[2];
-    long long expected = 256 * 4 + ntok * 2;  // ntok is an int32: no overflow in 64 bits
-    if (ntok < 0 || f.size() != expected)
+    ShardHeader h;
+    if (header[0] == SHARD_MAGIC)
+        h.token_bytes = 2;
+    else if (header[0] == SHARD32_MAGIC)
+        h.token_bytes = 4;
+    else
+        throw Error(strf("'%s' is not a token shard (magic %d, expected %d for uint16 tokens or %d for uint32 tokens)",
+                         path.c_str(), header[0], SHARD_MAGIC, SHARD32_MAGIC));
+    int version = h.token_bytes == 4 ? SHARD32_VERSION : SHARD_VERSION;
+    if (header[1] != version)
+        throw Error(strf("'%s': unsupported shard version %d (expected %d with magic %d, %s tokens)", path.c_str(),
+                         header[1], version, header[0], token_type(h.token_bytes)));
+    h.tokens = header[2];
+    long long expected = 256 * 4 + h.tokens * h.token_bytes;  // the count is an int32: no overflow in 64 bits
+    if (h.tokens < 0 || f.size() != expected)
         throw Error(strf("'%s' is truncated or damaged: header says %lld tokens (%lld bytes), file has %lld bytes",
-                         path.c_str(), ntok, expected, f.size()));
+                         path.c_str(), h.tokens, expected, f.size()));
     if (hash || largest) {
-        uint16_t first[512];
-        size_t n = (size_t)std::min<long long>(512, ntok);
-        if (!f.read(first, n * 2)) throw Error("'" + path + "' could not be read");
-        if (hash) *hash = fnv1a(first, n * 2, fnv1a(header, sizeof header, *hash));
+        uint16_t first16[512];
+        uint32_t first32[512];
+        size_t n = (size_t)std::min<long long>(512, h.tokens);
+        void* first = h.token_bytes == 4 ? (void*)first32 : (void*)first16;
+        if (!f.read(first, n * h.token_bytes)) throw Error("'" + path + "' could not be read");
+        if (hash) *hash = fnv1a(first, n * h.token_bytes, fnv1a(header, sizeof header, *hash));
         if (largest)
-            for (size_t i = 0; i < n; i++) *largest = std::max(*largest, (int)first[i]);
+            for (size_t i = 0; i < n; i++) {
+                uint32_t t = h.token_bytes == 4 ? first32[i] : first16[i];
+                *largest = std::max(*largest, (int)std::min<uint32_t>(t, INT_MAX));
+            }
     }
-    return ntok;
+    return h;
 }
 
 // Every token must index the vocabulary: an out-of-range id would read past the
 // embedding table, so it is an error that names the file and the position.
-inline void check_token_range(const std::vector<uint16_t>& tokens, int V, const std::string& name) {
+template <class T>
+inline void check_token_range(const std::vector<T>& tokens, int V, const std::string& name) {
     for (size_t i = 0; i < tokens.size(); i++)
-        if (tokens[i] >= V)
-            throw Error(strf("'%s': token %d at position %zu is out of range for vocabulary size %d",
-                             name.c_str(), tokens[i], i, V));
+        if ((long long)tokens[i] >= V)
+            throw Error(strf("'%s': token %lld at position %zu is out of range for vocabulary size %d",
+                             name.c_str(), (long long)tokens[i], i, V));
+}
+inline void check_token_range(const Tokens& tokens, int V, const std::string& name) {
+    if (tokens.token_bytes == 4)
+        check_token_range(tokens.u32, V, name);
+    else
+        check_token_range(tokens.u16, V, name);
 }
 
-inline std::vector<uint16_t> read_shard(const std::string& path, int V) {
-    long long ntok = read_shard_header(path);  // checked against the file size: the allocation is bounded by it
-    std::vector<uint16_t> tokens;
+inline Tokens read_shard(const std::string& path, int V) {
+    ShardHeader h = read_shard_header(path);  // checked against the file size: the allocation is bounded by it
+    Tokens tokens;
+    tokens.token_bytes = h.token_bytes;
     try {
-        tokens.resize(ntok);
+        if (h.token_bytes == 4)
+            tokens.u32.resize(h.tokens);
+        else
+            tokens.u16.resize(h.tokens);
     } catch (const std::bad_alloc&) {
-        throw Error(strf("out of memory loading token shard '%s': %s tokens (%s)", path.c_str(),
-                         with_commas(ntok).c_str(), format_bytes(ntok * 2.0).c_str()));
+        throw Error(strf("out of memory loading token shard '%s': %s %s tokens (%s)", path.c_str(),
+                         with_commas(h.tokens).c_str(), token_type(h.token_bytes),
+                         format_bytes((double)h.tokens * h.token_bytes).c_str()));
     }
     InputFile f(path, "token shard");
     f.seek(256 * sizeof(int));
-    if (!f.read(tokens.data(), ntok * sizeof(uint16_t))) throw Error("'" + path + "' could not be read completely");
+    if (!f.read((void*)tokens.data(), (size_t)h.tokens * h.token_bytes))
+        throw Error("'" + path + "' could not be read completely");
     check_token_range(tokens, V, path);
     return tokens;
 }
@@ -107,7 +176,7 @@ struct DataPosition {
 };
 
 // What the training data is, as far as a checkpoint needs to know: a resumed run must read
-// the same tokens. The fingerprint hashes every shard's header and first KiB of tokens, in
+// the same tokens. The fingerprint hashes every shard's header and first 512 tokens, in
 // order (not the file names: the same data moved elsewhere is the same data).
 struct DataIdentity {
     uint64_t fingerprint = 0;
@@ -124,24 +193,40 @@ struct DataIdentity {
 
 class DataLoader {
 public:
-    // A loader over shard files (loaded one at a time) ...
+    // A loader over shard files (loaded one at a time), all of one kind ...
     DataLoader(const std::vector<std::string>& files, int V) {
         uint64_t h = fnv1a(nullptr, 0);  // the hash of nothing, continued over every shard
-        for (const std::string& f : files) shards_.push_back({f, read_shard_header(f, &h, &leading_max_), {}});
+        for (const std::string& f : files) {
+            ShardHeader header = read_shard_header(f, &h, &leading_max_);
+            if (!shards_.empty() && header.token_bytes != token_bytes_)
+                throw Error(strf("'%s' holds %s tokens but '%s' holds %s tokens: every shard of a run must be of "
+                                 "one kind (llm.c's GPT-2 shards or its Llama-3 shards)",
+                                 f.c_str(), token_type(header.token_bytes), shards_[0].name.c_str(),
+                                 token_type(token_bytes_)));
+            token_bytes_ = header.token_bytes;
+            shards_.push_back({f, header.tokens, {}});
+        }
         fingerprint_ = h;
         V_ = V;
     }
-    // ... or over tokens already in memory (the built-in corpus).
-    DataLoader(const std::string& name, std::vector<uint16_t> tokens, int V) {
+    // ... or over tokens already in memory (the built-in corpus; tests), uint16 or uint32. The
+    // fingerprint hashes the count and the first 512 tokens (uint16: what it always hashed).
+    DataLoader(const std::string& name, Tokens tokens, int V) {
         check_token_range(tokens, V, name);
         long long n = (long long)tokens.size();
+        size_t lead = std::min<size_t>(tokens.size(), 512);
         fingerprint_ = fnv1a(&n, sizeof n);
-        fingerprint_ = fnv1a(tokens.data(), std::min<size_t>(tokens.size(), 512) * sizeof(uint16_t), fingerprint_);
-        for (size_t i = 0; i < std::min<size_t>(tokens.size(), 512); i++) leading_max_ = std::max(leading_max_, (int)tokens[i]);
+        fingerprint_ = fnv1a(tokens.data(), lead * tokens.token_bytes, fingerprint_);
+        for (size_t i = 0; i < lead; i++) leading_max_ = std::max(leading_max_, (int)std::min<uint32_t>(tokens[i], INT_MAX));
+        token_bytes_ = tokens.token_bytes;
         shards_.push_back({name, n, std::move(tokens)});
         V_ = V;
         in_memory_ = true;
     }
+    DataLoader(const std::string& name, std::vector<uint16_t> tokens, int V)
+        : DataLoader(name, Tokens::of(std::move(tokens)), V) {}
+    DataLoader(const std::string& name, std::vector<uint32_t> tokens, int V)
+        : DataLoader(name, Tokens::of(std::move(tokens)), V) {}
 
     // Sets the batch geometry. chunk_sequences = B×A×R sequences of T tokens per chunk.
     void configure(int B, int T, int A, int R, int rank, bool shuffle, uint64_t seed) {
@@ -200,17 +285,19 @@ public:
 
     // This replica's micro-batch a (0 ≤ a < A) of the current chunk: B×T inputs and targets.
     void micro_batch(int a, int* inputs, int* targets) const {
-        const std::vector<uint16_t>& tok = shards_[current_shard_].tokens;
+        const Tokens& tok = shards_[current_shard_].tokens;
         long long start = current_start_ + ((long long)a * R_ + rank_) * B_ * T_;
-        for (long long i = 0; i < (long long)B_ * T_; i++) {
-            inputs[i] = tok[start + i];
-            targets[i] = tok[start + i + 1];  // targets are the inputs shifted by one token
-        }
+        if (tok.token_bytes == 4)  // (the width is chosen once per micro-batch, not per token)
+            copy_batch(tok.u32.data() + start, (long long)B_ * T_, inputs, targets);
+        else
+            copy_batch(tok.u16.data() + start, (long long)B_ * T_, inputs, targets);
     }
 
     // Identifies the data, for checkpoints and for replicas to check they read the same tokens.
     DataIdentity identity() const { return {fingerprint_, total_tokens(), (long long)shards_.size()}; }
     size_t num_shards() const { return shards_.size(); }
+    // The bytes of one token in every shard: 2 (uint16, GPT-2's shards) or 4 (uint32, Llama-3's).
+    int token_bytes() const { return token_bytes_; }
     const std::string& first_shard_name() const { return shards_[0].name; }
     // The largest of the first 512 tokens of every shard: below 256, the data looks byte-level.
     int leading_max_token() const { return leading_max_; }
@@ -224,13 +311,21 @@ private:
     struct Shard {
         std::string name;
         long long ntok;
-        std::vector<uint16_t> tokens;  // empty until loaded (files) or always full (memory)
+        Tokens tokens;  // empty until loaded (files) or always full (memory)
     };
+    // Inputs and targets (the inputs shifted by one token) of n positions from src.
+    template <class T>
+    static void copy_batch(const T* src, long long n, int* inputs, int* targets) {
+        for (long long i = 0; i < n; i++) {
+            inputs[i] = (int)src[i];  // below V (checked at load), so it fits an int
+            targets[i] = (int)src[i + 1];
+        }
+    }
     long long chunks_in(const Shard& s) const { return (s.ntok - 1) / chunk_tokens(); }
 
     void ensure_loaded(long long shard) {
         if (in_memory_ || !shards_[shard].tokens.empty()) return;
-        for (Shard& s : shards_) std::vector<uint16_t>().swap(s.tokens);  // one shard in memory at a time
+        for (Shard& s : shards_) s.tokens.release();  // one shard in memory at a time
         shards_[shard].tokens = read_shard(shards_[shard].name, V_);
     }
 
@@ -256,6 +351,7 @@ private:
     std::vector<Shard> shards_;
     uint64_t fingerprint_ = 0;
     int leading_max_ = 0;
+    int token_bytes_ = 2;
     int V_ = 0;
     bool in_memory_ = false;
     int B_ = 1, T_ = 1, A_ = 1, R_ = 1, rank_ = 0;
@@ -265,6 +361,16 @@ private:
     std::vector<long long> shard_order_, chunk_order_;
     long long current_shard_ = 0, current_start_ = 0;
 };
+
+// The training and the validation data of a run are of one kind too: the same model reads
+// both, and uint16 shards beside uint32 ones are two tokenizers' data.
+inline void check_same_kind(const DataLoader& train, const DataLoader& val) {
+    if (train.token_bytes() != val.token_bytes())
+        throw Error(strf("'%s' (validation data) holds %s tokens but '%s' (training data) holds %s tokens: every shard "
+                         "of a run must be of one kind (llm.c's GPT-2 shards or its Llama-3 shards)",
+                         val.first_shard_name().c_str(), token_type(val.token_bytes()),
+                         train.first_shard_name().c_str(), token_type(train.token_bytes())));
+}
 
 // Warns when data made of byte tokens meets a model with a larger vocabulary: it trains,
 // but on the wrong tokenization (e.g. text_to_shards.py --tokenizer bytes without --vocab 256).

@@ -274,6 +274,7 @@ private:
             read_unless_dry_run([&] {
                 train_data = std::make_unique<DataLoader>(expand_glob(cfg.train_data), mc.V);
                 val_data = std::make_unique<DataLoader>(expand_glob(cfg.val_data), mc.V);
+                check_same_kind(*train_data, *val_data);
                 say(strf("data: %zu train shard(s), %s tokens; %zu val shard(s), %s tokens", train_data->num_shards(),
                          with_commas(train_data->total_tokens()).c_str(), val_data->num_shards(),
                          with_commas(val_data->total_tokens()).c_str()));

@@ -89,6 +89,8 @@ mutations=(
 "data: the shards in the same order every epoch|host/data.h|s#permute(order, mix_seed(seed_, (uint64_t)epoch));#permute(order, mix_seed(seed_, 0));#|auto|./test/cpu_trainer/trainer -tc=data*"
 "data: a shard's chunks in the same order every epoch|host/data.h|s#mix_seed(seed_, (uint64_t)epoch, (uint64_t)shard_order_#mix_seed(seed_, 0, (uint64_t)shard_order_#|auto|./test/cpu_trainer/trainer -tc=data*"
 "data: a resumed position keeps the first shard's chunk order|host/data.h|/^        pos_ = p;\$/{n;/load_order/d}|auto|./test/cpu_trainer/trainer -tc=data*"
+"data: uint32 tokens (Llama-3's shards) cut to 16 bits, as a uint16 reader would|host/data.h|s#inputs\[i\] = (int)src\[i\];#inputs[i] = (int)(uint16_t)src[i];#|auto|./test/cpu_trainer/trainer -tc=data*"
+"data: uint16 and uint32 shards accepted in one run|host/data.h|s#if (!shards_.empty() \&\& header.token_bytes != token_bytes_)#if (false)#|auto|./test/cpu_trainer/trainer -tc=data*"
 "ZeRO (CPU): the clipping norm of this replica's shard only|train.cpp|s#? sq : comm.allreduce_sum(sq));#? sq : sq);#|auto|bash test/replicas/cpu_zero.sh"
 "ZeRO (CPU): a resumed state's moments cut from the start, not the shard|train.cpp|s#m.adam_m\[i - lo\] = file_m\[i\], m.adam_v\[i - lo\] = file_v\[i\];#m.adam_m[i - lo] = file_m[i - lo], m.adam_v[i - lo] = file_v[i - lo];#|auto|bash test/replicas/cpu_zero.sh"
 "ZeRO (GPU): the norm from the mean of the shards' squares, not their sum|train_gpt.cu|s#m.sharded() ? means\[2\] \* comm.world : sums\[1\]#m.sharded() ? means[2] : sums[1]#|auto|bash test/replicas/gpu_zero.sh"

@@ -67,6 +67,16 @@ static void write_shard(const std::string& path, const std::vector<uint16_t>& to
     fwrite(tokens.data(), 2, tokens.size(), f);
     fclose(f);
 }
+// A shard of llm.c's Llama-3 kind: uint32 tokens after the header (magic 20240801, version 7)
+static void write_shard32(const std::string& path, const std::vector<uint32_t>& tokens, int magic = SHARD32_MAGIC,
+                          int version = SHARD32_VERSION) {
+    int header[256] = {};
+    header[0] = magic, header[1] = version, header[2] = (int)tokens.size();
+    FILE* f = fopen(path.c_str(), "wb");
+    fwrite(header, sizeof header, 1, f);
+    fwrite(tokens.data(), 4, tokens.size(), f);
+    fclose(f);
+}
 
 // ----------------------------------------------------------------------------
 // Double-precision references, written independently of train.cpp's float layers.
@@ -736,6 +746,109 @@ TEST_CASE("data order over several shards of different sizes, across epochs, res
             }
         }
     }
+    run_command("rm -rf " + dir);
+}
+
+// uint32 shards, llm.c's Llama-3 kind (vocabulary 128,256): the tokens served are the tokens
+// written, ids above 65,535 included (a reader that takes them as uint16 cuts them to 16 bits,
+// or reads two halves as two tokens), over two shards, from files and from memory. The
+// refusals name the file: a token ≥ V, a wrong version, a mixed run. And the fingerprint of
+// uint16 shards is the one checkpoints made before uint32 shards hold (pinned here).
+TEST_CASE("data: uint32 shards (Llama-3's) are served as written, ids above 65,535 included; mixed kinds refused") {
+    std::string dir = temp_dir();
+    const int V = 128256, B = 2, T = 8, CHUNK = B * T;
+    std::vector<std::vector<uint32_t>> written(2);
+    std::vector<std::string> files;
+    for (int s = 0; s < 2; s++) {
+        written[s].resize((s == 0 ? 5 : 3) * CHUNK + 1);
+        for (size_t i = 0; i < written[s].size(); i++)
+            written[s][i] = (uint32_t)((i * 40009 + 65530 + 17 * s) % V);  // most of them above 65,535
+        written[s][3] = V - 1, written[s][4] = 65535, written[s][5] = 65536;
+        files.push_back(dir + "/llama_" + std::to_string(s) + ".bin");
+        write_shard32(files.back(), written[s]);
+    }
+    Tokens back = read_shard(files[0], V);
+    CHECK(back.token_bytes == 4);
+    CHECK(back.u32 == written[0]);
+
+    DataLoader d(files, V), m("in memory", written[0], V);
+    CHECK(d.token_bytes() == 4);
+    CHECK(m.token_bytes() == 4);
+    CHECK(d.total_tokens() == (long long)(written[0].size() + written[1].size()));
+    d.configure(B, T, 1, 1, 0, false, 0);
+    m.configure(B, T, 1, 1, 0, false, 0);
+    std::vector<int> in(CHUNK), tg(CHUNK), min(CHUNK), mtg(CHUNK);
+    int above_16_bits = 0;
+    for (int s = 0; s < 2; s++)
+        for (int c = 0; c < (s == 0 ? 5 : 3); c++) {
+            d.next_chunk();
+            d.micro_batch(0, in.data(), tg.data());
+            for (int j = 0; j < CHUNK; j++) {
+                INFO("shard ", s, " chunk ", c, " position ", j);
+                REQUIRE(in[j] == (int)written[s][c * CHUNK + j]);
+                REQUIRE(tg[j] == (int)written[s][c * CHUNK + j + 1]);
+                above_16_bits += in[j] > 65535;
+            }
+            if (s == 0) {
+                m.next_chunk();
+                m.micro_batch(0, min.data(), mtg.data());
+                CHECK(min == in);
+                CHECK(mtg == tg);
+            }
+        }
+    CHECK(above_16_bits > CHUNK);
+
+    // the refusals: the error names the file, the token, its position and V
+    std::vector<uint32_t> bad = written[0];
+    bad[77] = V;
+    write_shard32(dir + "/badtoken.bin", bad);
+    write_shard32(dir + "/version.bin", written[0], SHARD32_MAGIC, SHARD_VERSION);
+    std::vector<uint16_t> gpt2(200, 7);
+    write_shard(dir + "/gpt2.bin", gpt2);
+    auto error_of = [](const std::function<void()>& f) -> std::string {
+        try {
+            f();
+        } catch (const Error& e) {
+            return e.what();
+        }
+        return "(no error)";
+    };
+    CHECK(error_of([&] { read_shard(dir + "/badtoken.bin", V); }) ==
+          "'" + dir + "/badtoken.bin': token 128256 at position 77 is out of range for vocabulary size 128256");
+    CHECK(error_of([&] { read_shard(dir + "/badtoken.bin", V + 1); }) == "(no error)");
+    CHECK(error_of([&] { DataLoader("in memory", bad, V); }).find("token 128256 at position 77 is out of range") !=
+          std::string::npos);
+    CHECK(error_of([&] { read_shard_header(dir + "/version.bin"); }) ==
+          "'" + dir + "/version.bin': unsupported shard version 1 (expected 7 with magic 20240801, uint32 tokens)");
+    CHECK(error_of([&] { DataLoader({files[0], dir + "/gpt2.bin", files[1]}, V); }) ==
+          "'" + dir + "/gpt2.bin' holds uint16 tokens but '" + files[0] +
+              "' holds uint32 tokens: every shard of a run must be of one kind (llm.c's GPT-2 shards or its "
+              "Llama-3 shards)");
+    DataLoader g({dir + "/gpt2.bin"}, V);
+    CHECK(g.token_bytes() == 2);
+    CHECK(error_of([&] { check_same_kind(d, g); }) ==
+          "'" + dir + "/gpt2.bin' (validation data) holds uint16 tokens but '" + files[0] +
+              "' (training data) holds uint32 tokens: every shard of a run must be of one kind (llm.c's GPT-2 "
+              "shards or its Llama-3 shards)");
+    CHECK(error_of([&] { check_same_kind(d, d); }) == "(no error)");
+
+    // uint16 shards: the fingerprints of the reader before uint32 shards, for the same files
+    // and tokens (checkpoints hold them: a resume compares)
+    std::vector<uint16_t> a(5000), b(300), t(1000);
+    for (size_t i = 0; i < a.size(); i++) a[i] = (uint16_t)(i * 7 % 50257);
+    for (size_t i = 0; i < b.size(); i++) b[i] = (uint16_t)(i * 7 % 50257);
+    for (size_t i = 0; i < t.size(); i++) t[i] = (uint16_t)(i * 7 % 256);
+    write_shard(dir + "/a.bin", a);
+    write_shard(dir + "/b.bin", b);
+    CHECK(DataLoader({dir + "/a.bin", dir + "/b.bin"}, 50257).identity().describe() ==
+          "2 shards, 5,300 tokens, fingerprint 553a96ac726fcfbf");
+    CHECK(DataLoader("memory", t, 256).identity().describe() == "1 shard, 1,000 tokens, fingerprint e1cd2c7d6c6831a6");
+    // the same ids as uint32 are other data (another header): another fingerprint
+    std::vector<uint32_t> a32(a.begin(), a.end()), b32(b.begin(), b.end());
+    write_shard32(dir + "/a32.bin", a32);
+    write_shard32(dir + "/b32.bin", b32);
+    CHECK(!(DataLoader({dir + "/a32.bin", dir + "/b32.bin"}, 50257).identity() ==
+            DataLoader({dir + "/a.bin", dir + "/b.bin"}, 50257).identity()));
     run_command("rm -rf " + dir);
 }
 
@@ -1465,6 +1578,31 @@ TEST_CASE("mismatched files: a byte-level shard with a GPT-2 vocabulary is flagg
     CHECK(val != std::string::npos);
     CHECK(ckpt != std::string::npos);
     CHECK(val < ckpt);
+    run_command("rm -rf " + dir);
+}
+
+// The same token ids as uint16 shards and as uint32 shards are the same training: the log's
+// losses (train and validation) are equal, line for line.
+TEST_CASE("data: a run on uint32 shards logs the losses of the same tokens in uint16 shards") {
+    std::string dir = temp_dir(), out;
+    std::vector<uint16_t> t16(3000);
+    for (size_t i = 0; i < t16.size(); i++) t16[i] = (uint16_t)"the cat sat on the mat.\n"[i % 24];
+    write_shard(dir + "/a16.bin", t16);
+    write_shard32(dir + "/a32.bin", std::vector<uint32_t>(t16.begin(), t16.end()));
+    std::vector<std::vector<std::string>> logs;
+    for (const char* kind : {"16", "32"}) {
+        std::string shard = dir + "/a" + kind + ".bin", run = dir + "/run" + kind;
+        REQUIRE(run_command(TINY + "-n 4 --vocab 256 --val-every 2 --val-tokens 256 -i " + shard + " -j " + shard +
+                                " -o " + run,
+                            &out) == 0);
+        std::vector<std::string> lines = log_lines(run + "/log.jsonl", "train"), val = log_lines(run + "/log.jsonl", "val");
+        REQUIRE(lines.size() == 4);
+        REQUIRE(val.size() == 3);
+        lines.insert(lines.end(), val.begin(), val.end());
+        for (std::string& l : lines) l = strip_timing(l);
+        logs.push_back(lines);
+    }
+    CHECK(logs[0] == logs[1]);
     run_command("rm -rf " + dir);
 }
 

@@ -26,6 +26,15 @@ shard() {
     put32 "$1" 2 "$2"
 }
 
+# shard32 FILE NTOKENS: the same in llm.c's uint32 kind (Llama-3's: magic 20240801, version 7);
+# token i is the int32 at index 256 + i (put32)
+shard32() {
+    head -c $((1024 + 4 * $2)) /dev/zero >"$1"
+    put32 "$1" 0 20240801
+    put32 "$1" 1 7
+    put32 "$1" 2 "$2"
+}
+
 # tokenizer FILE COUNT VERSION EOT: an llm.c tokenizer whose token i is the byte i mod 256
 tokenizer() {
     local file=$1 count=$2 i

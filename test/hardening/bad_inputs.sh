@@ -38,6 +38,13 @@ head -c $((1024 + 2 * 4900)) "$D/good.bin" >"$D/shard_trunc.bin"
 shard "$D/small.bin" 20
 head -c 100 "$D/good.bin" >"$D/shard_short.bin"
 mkdir -p "$D/shard_dir.bin"
+# uint32 shards (llm.c's Llama-3 kind): a token above 65,535 out of range, a wrong version, a
+# truncated file, and a run that mixes them with uint16 shards (in one glob; train against val)
+shard32 "$D/good32.bin" 5000
+cp "$D/good32.bin" "$D/badtoken32.bin" && put32 "$D/badtoken32.bin" $((256 + 123)) 70000
+cp "$D/good32.bin" "$D/shard32_version.bin" && put32 "$D/shard32_version.bin" 1 1
+head -c $((1024 + 4 * 4900)) "$D/good32.bin" >"$D/shard32_trunc.bin"
+mkdir -p "$D/mixed" && cp "$D/good.bin" "$D/mixed/a.bin" && cp "$D/good32.bin" "$D/mixed/b.bin"
 
 # a model and a training state from a real one-step run, then damaged copies
 # (the tiny model: C = 32, V = Vp = 256; padded: Vp = 384, so wte rows 256..383 are padding)
@@ -191,8 +198,13 @@ cases=$(cat <<EOF
 1 | '$D/model_inf.bin': the weights hold 1 non-finite value (NaN or infinity), the first in lnfw | -e $D/model_inf.bin
 1 | no file matches '$D/missing.bin' | -i $D/missing.bin -j $D/good.bin
 1 | '$D/shard_dir.bin' is a directory, not a token shard | -i $D/shard_dir.bin -j $D/good.bin
-1 | '$D/shard_magic.bin' is not a token shard (magic 12345, expected 20240520) | -i $D/shard_magic.bin -j $D/good.bin
-1 | '$D/shard_version.bin': unsupported shard version 7 | -i $D/shard_version.bin -j $D/good.bin
+1 | '$D/shard_magic.bin' is not a token shard (magic 12345, expected 20240520 for uint16 tokens or 20240801 for uint32 tokens) | -i $D/shard_magic.bin -j $D/good.bin
+1 | '$D/shard_version.bin': unsupported shard version 7 (expected 1 with magic 20240520, uint16 tokens) | -i $D/shard_version.bin -j $D/good.bin
+1 | '$D/shard32_version.bin': unsupported shard version 1 (expected 7 with magic 20240801, uint32 tokens) | -i $D/shard32_version.bin -j $D/good32.bin
+1 | '$D/shard32_trunc.bin' is truncated or damaged: header says 5000 tokens (21024 bytes), file has 20624 bytes | -i $D/shard32_trunc.bin -j $D/good32.bin
+1 | '$D/badtoken32.bin': token 70000 at position 123 is out of range for vocabulary size 256 | -i $D/badtoken32.bin -j $D/good32.bin --vocab 256
+1 | '$D/mixed/b.bin' holds uint32 tokens but '$D/mixed/a.bin' holds uint16 tokens: every shard of a run must be of one kind | -i '$D/mixed/*.bin' -j $D/good.bin --vocab 256
+1 | '$D/good.bin' (validation data) holds uint16 tokens but '$D/good32.bin' (training data) holds uint32 tokens: every shard of a run must be of one kind | -i $D/good32.bin -j $D/good.bin --vocab 256
 1 | '$D/shard_trunc.bin' is truncated or damaged: header says 5000 tokens | -i $D/shard_trunc.bin -j $D/good.bin
 1 | '$D/shard_negative.bin' is truncated or damaged: header says -5 tokens | -i $D/good.bin -j $D/shard_negative.bin
 1 | '$D/shard_short.bin' is too short to be a token shard (100 bytes) | -i $D/shard_short.bin -j $D/good.bin
@@ -316,6 +328,7 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
 1 | rank 1 waited 3 s (--comm-timeout) for rank 0 to write NCCL's id (slurm job none step none world 2) into '$D/garbage.id', which holds a file of 8 bytes that is not one of NCCL's ids | SLURM_NTASKS=2 SLURM_PROCID=1 SLURM_LOCALID=0 | --nccl-init-file $D/garbage.id --comm-timeout 3
 1 | --nccl-init-file '$D/fifo' is a named pipe (FIFO), not a regular file | SLURM_NTASKS=2 SLURM_PROCID=1 SLURM_LOCALID=0 | --nccl-init-file $D/fifo
 1 | '$D/fifo' is a named pipe (FIFO), not a model file | | -e $D/fifo
+1 | '$D/mixed/b.bin' holds uint32 tokens but '$D/mixed/a.bin' holds uint16 tokens: every shard of a run must be of one kind | | -i '$D/mixed/*.bin' -j $D/good.bin --vocab 256
 1 | OMP_NUM_THREADS=100000 is more than the | OMP_NUM_THREADS=100000 | --threads 0
 2 | CPU_CUDA_NCCL_TIMEOUT='5x' is not valid | CPU_CUDA_NCCL_TIMEOUT=5x |
 2 | TRAIN_GPT_ATTENTION_PICK='slow' is not valid: expected fused or cublas | TRAIN_GPT_ATTENTION_PICK=slow |"

@@ -230,6 +230,105 @@ def read_shard_rejects_bad_files():
         raise AssertionError("read_shard accepted a file with bad " + name)
 
 
+def raw_shard32(path):
+    """Parse a uint32 shard (llm.c's Llama-3 kind) without data/shards.py."""
+    with open(path, "rb") as f:
+        data = f.read()
+    header = struct.unpack("<256i", data[:1024])
+    body = data[1024:]
+    return header, list(struct.unpack("<%dI" % (len(body) // 4), body)), len(body)
+
+
+@check
+def gpt2_shard_bytes_are_llm_c_s():
+    # the uint16 kind byte for byte, built here by hand: what write_shard wrote before uint32 shards
+    toks = [0, 1, 255, 256, 50256, 65535]
+    want = struct.pack("<256i", *([20240520, 1, len(toks)] + [0] * 253)) + struct.pack("<6H", *toks)
+    for i, kwargs in enumerate([{}, {"token_bytes": 2}]):
+        path = os.path.join(TMP.name, "gpt2_%d.bin" % i)
+        shards.write_shard(path, toks, quiet=True, **kwargs)
+        with open(path, "rb") as f:
+            assert f.read() == want, "write_shard(%s) differs from llm.c's uint16 shard" % kwargs
+
+
+@check
+def uint32_shard_round_trips_ids_above_65535():
+    # llm.c's Llama-3 kind: magic 20240801, version 7, uint32 tokens (vocabulary 128,256)
+    toks = [0, 65535, 65536, 70000, 128000, 128255, 2 ** 32 - 1, 7]
+    path = os.path.join(TMP.name, "llama.bin")
+    assert shards.write_shard(path, toks, quiet=True, token_bytes=4) == len(toks)
+    header, body, body_len = raw_shard32(path)
+    assert header[:3] == (20240801, 7, len(toks)), header[:3]
+    assert not any(header[3:]), "reserved header ints not zero"
+    assert body_len == 4 * len(toks) and body == toks, body
+    assert list(shards.read_shard(path)) == toks, "shards.read_shard disagrees with the raw parse"
+    assert shards.shard_header(path) == (len(toks), 4)
+    # streamed in pieces, and from bytes (byte tokens widened, not reinterpreted)
+    with shards.ShardWriter(path, token_bytes=4) as w:
+        w.write(toks[:3])
+        w.write(b"\x01\xff")
+        w.write(toks[3:])
+    assert raw_shard32(path)[1] == toks[:3] + [1, 255] + toks[3:]
+    for bad in ([-1], [2 ** 32], [1, 2 ** 40]):
+        try:
+            shards.write_shard(path, bad, quiet=True, token_bytes=4)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("write_shard(token_bytes=4) accepted %s" % bad)
+        assert not os.path.exists(path), "a rejected shard was left on disk"
+    assert shards.token_bytes_for_vocab(50257) == 2 and shards.token_bytes_for_vocab(65536) == 2
+    assert shards.token_bytes_for_vocab(65537) == 4 and shards.token_bytes_for_vocab(128256) == 4
+
+
+@check
+def read_shard_rejects_bad_uint32_files():
+    good = os.path.join(TMP.name, "good32.bin")
+    shards.write_shard(good, list(range(70000, 70010)), quiet=True, token_bytes=4)
+    with open(good, "rb") as f:
+        data = f.read()
+    for name, blob in [("version", data[:4] + struct.pack("<i", 1) + data[8:]),  # GPT-2's version
+                       ("truncated", data[:-2]),
+                       ("uint16 magic", struct.pack("<i", 20240520) + data[4:])]:  # then the size is wrong
+        path = os.path.join(TMP.name, "bad32.bin")
+        with open(path, "wb") as f:
+            f.write(blob)
+        try:
+            shards.read_shard(path)
+        except ValueError:
+            continue
+        raise AssertionError("read_shard accepted a uint32 shard with bad " + name)
+
+
+@check
+def text_to_shards_token_bytes_4_writes_the_same_tokens_as_uint32():
+    src = os.path.join(bytes_run()["out"], "..", "sample.txt")
+    out = os.path.join(TMP.name, "wide")
+    p = sh([sys.executable, "-S", "data/text_to_shards.py", src, "--tokenizer", "bytes", "--out-dir", out,
+            "--name", "s", "--val-tokens", str(VAL_TOKENS), "--shard-tokens", str(SHARD_TOKENS),
+            "--token-bytes", "4"])
+    assert p.returncode == 0, p.stderr
+    assert "uint32 shards" in p.stdout, p.stdout
+    names = sorted(n for n in os.listdir(out) if n.endswith(".bin") and "tokenizer" not in n)
+    assert names == sorted(n for n in bytes_run()["names"] if "tokenizer" not in n), names
+    wide = []
+    for kind in ("val", "train"):
+        for n in (n for n in names if n.startswith("s_%s_" % kind)):
+            header, toks, body_len = raw_shard32(os.path.join(out, n))
+            assert header[:2] == (20240801, 7) and header[2] * 4 == body_len, (n, header[:3], body_len)
+            wide += toks
+    assert wide == all_tokens(), "the uint32 shards hold other tokens than the uint16 ones"
+    # the default, and --token-bytes 2, are the uint16 shards byte for byte
+    out2 = os.path.join(TMP.name, "narrow")
+    p = sh([sys.executable, "-S", "data/text_to_shards.py", src, "--tokenizer", "bytes", "--out-dir", out2,
+            "--name", "s", "--val-tokens", str(VAL_TOKENS), "--shard-tokens", str(SHARD_TOKENS),
+            "--token-bytes", "2"])
+    assert p.returncode == 0, p.stderr
+    for n in bytes_run()["names"]:
+        with open(os.path.join(out2, n), "rb") as a, open(os.path.join(bytes_run()["out"], n), "rb") as b:
+            assert a.read() == b.read(), "--token-bytes 2 changed " + n
+
+
 # --------------------------------------------------------------------------- tiny Shakespeare rule
 
 MARK = "<|endoftext|>"

@@ -1,4 +1,4 @@
-// Token shards: the header and size checks, the token range check, and the loader serving
+// Token shards (uint16 and uint32): the header and size checks, the token range check, and the loader serving
 // batches from a shard that passed them.
 #include "fuzz.h"
 
@@ -8,7 +8,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         uint64_t hash = 0;
         read_shard_header(path, &hash);
         const int V = 50257;
-        std::vector<uint16_t> tokens = read_shard(path, V);
+        Tokens tokens = read_shard(path, V);
         DataLoader loader(std::vector<std::string>{path}, V);
         loader.configure(2, 3, 1, 1, 0, true, hash);  // chunks of 6 tokens
         std::vector<int> in(6), tgt(6);

@@ -33,6 +33,9 @@ shard $s/negative_count 40 && put32 $s/negative_count 2 -5
 shard $s/truncated 40 && head -c 1050 $s/truncated >$s/t && mv $s/t $s/truncated
 shard $s/token_out_of_range 40 && put16 $s/token_out_of_range 1040 65535
 shard $s/too_few_tokens 5
+shard32 $s/valid_uint32 40 && put32 $s/valid_uint32 259 50256  # llm.c's Llama-3 kind, uint32 tokens
+shard32 $s/uint32_token_out_of_range 40 && put32 $s/uint32_token_out_of_range 270 70000
+shard32 $s/uint32_version_1 40 && put32 $s/uint32_version_1 1 1
 
 # ---- tokenizers
 t=corpus/tokenizer
