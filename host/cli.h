@@ -23,7 +23,7 @@ struct Config {
     // model: a checkpoint to start from, or the shape of a randomly initialised one
     std::string load;
     int layers = 4, heads = 4, channels = 128, max_seq_len = 256;
-    int vocab = 0;         // 0 = 256 for the built-in corpus, 50257 (GPT-2) for shards
+    int vocab = 0;         // 0 = 256 for the built-in corpus, 50257 (GPT-2) or 128256 (Llama-3) for shards
     int padded_vocab = 0;  // 0 = vocab rounded up to a multiple of 128
     // the family of a random init (docs/llama.md); "" = gpt2. A model file says its own.
     std::string model;
@@ -118,7 +118,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"heads", 0, "int", &c.heads, "NH, attention heads (random init)"},
         {"channels", 0, "int", &c.channels, "C, embedding width (random init)"},
         {"max-seq-len", 0, "int", &c.max_seq_len, "maxT, position table size (random init)"},
-        {"vocab", 0, "int", &c.vocab, "V; 0 = 256 (built-in corpus) or 50257 (shards)"},
+        {"vocab", 0, "int", &c.vocab, "V; 0 = 256 (built-in corpus), 50257 or 128256 (shards)"},
         {"padded-vocab", 0, "int", &c.padded_vocab, "Vp >= V; 0 = V rounded up to 128"},
         {"model", 0, "str", &c.model, "family of a random init: gpt2 or llama3; \"\" = gpt2"},
         {"kv-heads", 0, "int", &c.kv_heads, "Llama: K/V heads (divides NH); 0 = NH/2 when even"},

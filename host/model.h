@@ -60,7 +60,8 @@ inline ModelConfig model_shape(const Config& cfg) {
     }
     ModelConfig mc;
     mc.L = cfg.layers, mc.NH = cfg.heads, mc.C = cfg.channels, mc.maxT = cfg.max_seq_len;
-    mc.V = cfg.vocab ? cfg.vocab : (cfg.train_data.empty() ? 256 : 50257);
+    // bytes for the built-in corpus; for shards the family's tokenizer: GPT-2's, or Llama-3's 128,256
+    mc.V = cfg.vocab ? cfg.vocab : cfg.train_data.empty() ? 256 : cfg.model == "llama3" ? 128256 : 50257;
     mc.Vp = cfg.padded_vocab ? cfg.padded_vocab : mc.V;
     if (cfg.model == "llama3") {
         mc.family = Family::llama3;

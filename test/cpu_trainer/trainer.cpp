@@ -1319,7 +1319,7 @@ TEST_CASE("golden files: version 2 reads back what llama_reference.py wrote, wit
     CHECK(refused(v3, "version 1 to 2"));
     std::vector<char> kvh = bytes;
     kvh[12 * 4] = 3;  // NH = 4
-    CHECK(refused(kvh, "does not divide"));
+    CHECK(refused(kvh, "not a multiple of KVH"));
     run_command("rm -rf " + dir);
 }
 
