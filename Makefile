@@ -104,6 +104,7 @@ print-test-programs:
 
 check: test/cpu_trainer/check_reference
 	./test/cpu_trainer/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
+	./test/cpu_trainer/check_reference test/golden/llama_tiny.bin test/golden/llama_reference_tiny.bin
 
 # Every quoted output of README.md and docs/*.md against what today's code prints, and every
 # file, function and option they name against the checkout (docs/check-docs.md). make test

@@ -43,6 +43,7 @@ cd "$base/0"
 export OMP_WAIT_POLICY=passive
 
 golden="./test/cpu_trainer/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin"
+llama_golden="./test/cpu_trainer/check_reference test/golden/llama_tiny.bin test/golden/llama_reference_tiny.bin"
 # The table: NAME | FILE | SED COMMAND | MAKE TARGETS (or auto) | SUITE (the command that must fail)
 mutations=(
 "no gradient zeroing|train.cpp|/^    std::fill(m.grads.begin(), m.grads.end(), 0.0f);\$/d|test/cpu_trainer/check_reference|$golden"
@@ -52,6 +53,7 @@ mutations=(
 "clipping always scales by grad_clip/norm|train.cpp|s#(grad_clip > 0 \&\& norm > grad_clip) ?#(grad_clip > 0) ?#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=clipping*"
 "LayerNorm backward drops the xhat*mean(g*xhat) term|train.cpp|s#dx\[c\] = s \* (d\[c\] \* w\[c\] - g_mean - (x\[c\] - m) \* s \* gx_mean);#dx[c] = s * (d[c] * w[c] - g_mean);#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=layernorm*"
 "causal mask off by one (t sees t+1)|train.cpp|/^void attention_forward/,/^void attention_backward/ s#t2 <= t;#t2 <= t + (t + 1 < T);#g|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=attention*"
+"RoPE's frequencies theta^(-i/hs), not theta^(-2i/hs)|host/model.h|s#double f = std::pow((double)c.rope_theta, -2.0 \* i / c.hs());#double f = std::pow((double)c.rope_theta, -1.0 * i / c.hs());#|test/cpu_trainer/check_reference|$llama_golden"
 "RMSNorm subtracts the mean (LayerNorm's)|train.cpp|s#for (int c = 0; c < C; c++) o\[c\] = x\[c\] \* s \* w\[c\];#for (int c = 0; c < C; c++) o[c] = (x[c] - x[0]) * s * w[c];#|test/cpu_trainer/llama|./test/cpu_trainer/llama -tc=RMSNorm*"
 "RoPE backward rotates forward, not back|train.cpp|s#d\[0\] = d0 \* c + d1 \* s, d\[1\] = -d0 \* s + d1 \* c;#d[0] = d0 * c - d1 * s, d[1] = d0 * s + d1 * c;#|test/cpu_trainer/llama|./test/cpu_trainer/llama -tc=RoPE*"
 "Llama-3.1 RoPE scaling without the blended band|host/model.h|s#} else if (wavelen >= high_wavelen) {#} else if (false) {#|test/cpu_trainer/llama|./test/cpu_trainer/llama -tc=*three*bands*"

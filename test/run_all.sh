@@ -54,6 +54,7 @@ suite "threads sized to the processors a process may use" bash test/cpu_trainer/
 suite "gradient noise scale: the estimator (doctest)" ./test/cpu_trainer/noise_estimator
 suite "gradient noise scale in the trainers" bash test/cpu_trainer/noise_scale.sh
 suite "PyTorch reference (golden file)" ./test/cpu_trainer/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
+suite "Hugging Face's Llama-3 (golden file)" ./test/cpu_trainer/check_reference test/golden/llama_tiny.bin test/golden/llama_reference_tiny.bin
 suite "the Trainer contract: a trainer without one of its members fails to build, naming it" bash test/run/trainer_contract.sh
 
 source test/mpi_lib.sh  # mpi_ok
