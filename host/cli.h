@@ -27,6 +27,8 @@ struct Config {
     int padded_vocab = 0;  // 0 = vocab rounded up to a multiple of 128
     // the family of a random init (docs/llama.md); "" = gpt2. A model file says its own.
     std::string model;
+    // a published model's shape (MODEL_PRESETS below): it stands for the options that set it
+    std::string preset;
     // Llama-3's shape (random init); Meta's published models set them all (host/model.h)
     int kv_heads = 0;         // K/V heads; 0 = NH/2 when NH is even, else NH
     int ffn_hidden = 0;       // F; 0 = Meta's rule: 8C/3, times ffn_multiplier, up to a multiple of ffn_multiple_of
@@ -121,6 +123,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"vocab", 0, "int", &c.vocab, "V; 0 = 256 (built-in corpus), 50257 or 128256 (shards)"},
         {"padded-vocab", 0, "int", &c.padded_vocab, "Vp >= V; 0 = V rounded up to 128"},
         {"model", 0, "str", &c.model, "family of a random init: gpt2 or llama3; \"\" = gpt2"},
+        {"preset", 0, "str", &c.preset, "a published shape: sets --model and the shape (gpt2-124m, llama3.2-1b, ...)"},
         {"kv-heads", 0, "int", &c.kv_heads, "Llama: K/V heads (divides NH); 0 = NH/2 when even"},
         {"ffn-hidden", 0, "int", &c.ffn_hidden, "Llama: F, the MLP width; 0 = Meta's rule (8C/3 ...)"},
         {"ffn-multiple-of", 0, "int", &c.ffn_multiple_of, "Llama: Meta's rule rounds F up to this"},
@@ -288,6 +291,59 @@ inline void parse_value(const Option& o, const char* text) {
     else *(unsigned long long*)o.value = v;
 }
 
+// --preset NAME: a published model's shape, as the options that set it. The preset stands for
+// those options written at its place on the command line: an option after it overrides the
+// preset's value (--preset llama3.2-1b --max-seq-len 8192); one of its options given before it
+// is refused, since the preset would overwrite it unseen. A model file (--load) has a shape of
+// its own: a preset beside it is refused. docs/planning.md, "Presets", lists them with their
+// parameter counts; test/cpu_trainer/plan checks those against the published ones.
+struct ModelPreset {
+    const char* name;
+    const char* options;
+};
+#define LLAMA3_ROPE "--model llama3 --norm-eps 1e-5 --rope-theta 500000 --rope-low-freq 1 --rope-high-freq 4 " \
+                    "--rope-original-len 8192 --max-seq-len 131072 --vocab 128256 --padded-vocab 128256 "
+inline const ModelPreset MODEL_PRESETS[] = {
+    // GPT-2 (OpenAI's four sizes, as llm.c trains them: Vp = 50304, maxT = 1024)
+    {"gpt2-124m", "--model gpt2 --layers 12 --heads 12 --channels 768 --max-seq-len 1024 --vocab 50257 --padded-vocab 50304"},
+    {"gpt2-350m", "--model gpt2 --layers 24 --heads 16 --channels 1024 --max-seq-len 1024 --vocab 50257 --padded-vocab 50304"},
+    {"gpt2-774m", "--model gpt2 --layers 36 --heads 20 --channels 1280 --max-seq-len 1024 --vocab 50257 --padded-vocab 50304"},
+    {"gpt2-1558m", "--model gpt2 --layers 48 --heads 25 --channels 1600 --max-seq-len 1024 --vocab 50257 --padded-vocab 50304"},
+    // Meta's Llama-3.2 and 3.1 (their config.json: hidden_size C, num_attention_heads NH,
+    // num_key_value_heads KVH, intermediate_size F, tie_word_embeddings, rope_scaling)
+    {"llama3.2-1b", LLAMA3_ROPE "--layers 16 --heads 32 --kv-heads 8 --channels 2048 --ffn-hidden 8192 --tied 1 --rope-factor 32"},
+    {"llama3.2-3b", LLAMA3_ROPE "--layers 28 --heads 24 --kv-heads 8 --channels 3072 --ffn-hidden 8192 --tied 1 --rope-factor 32"},
+    {"llama3.1-8b", LLAMA3_ROPE "--layers 32 --heads 32 --kv-heads 8 --channels 4096 --ffn-hidden 14336 --tied 0 --rope-factor 8"},
+    {"llama3.1-70b", LLAMA3_ROPE "--layers 80 --heads 64 --kv-heads 8 --channels 8192 --ffn-hidden 28672 --tied 0 --rope-factor 8"},
+};
+#undef LLAMA3_ROPE
+inline std::string model_preset_names() {
+    std::string names;
+    for (const ModelPreset& p : MODEL_PRESETS) names += (names.empty() ? "" : ", ") + std::string(p.name);
+    return names;
+}
+inline const ModelPreset* find_model_preset(const std::string& name) {
+    for (const ModelPreset& p : MODEL_PRESETS)
+        if (name == p.name) return &p;
+    return nullptr;
+}
+// The preset's options as (name, value) pairs, in its order.
+inline std::vector<std::pair<std::string, std::string>> model_preset_options(const ModelPreset& p) {
+    std::vector<std::pair<std::string, std::string>> options;
+    std::vector<std::string> words;
+    std::string word;
+    for (const char* c = p.options;; c++) {
+        if (*c == ' ' || *c == 0) {
+            if (!word.empty()) words.push_back(word), word.clear();
+            if (*c == 0) break;
+        } else {
+            word += *c;
+        }
+    }
+    for (size_t i = 0; i + 1 < words.size(); i += 2) options.push_back({words[i].substr(2), words[i + 1]});
+    return options;
+}
+
 // Checks the combinations a single value cannot express.
 inline void validate_config(const Config& c) {
     auto require = [](bool ok, const std::string& msg) {
@@ -408,8 +464,32 @@ inline bool parse_command_line(int argc, char** argv, Config& c) {
         }
         parse_value(*found, value.c_str());
         given.push_back(found->name);
+        if (!strcmp(found->name, "preset")) {  // the preset's options, as if written here
+            const ModelPreset* preset = find_model_preset(c.preset);
+            if (std::count(given.begin(), given.end(), "preset") > 1)
+                throw UsageError("--preset is given twice: give one (and options after it for what differs)");
+            if (!preset)
+                throw UsageError(strf("--preset: unknown model '%s'; the presets: %s", c.preset.c_str(),
+                                      model_preset_names().c_str()));
+            for (const auto& [name, text] : model_preset_options(*preset)) {
+                if (std::find(given.begin(), given.end(), name) != given.end())
+                    throw UsageError(strf("--%s is given before --preset %s, which sets it: give it after the preset "
+                                          "to override the preset's value (%s)",
+                                          name.c_str(), preset->name, text.c_str()));
+                const Option* o = nullptr;
+                for (const Option& candidate : table)
+                    if (name == candidate.name) o = &candidate;
+                if (!o) throw Error("--preset " + c.preset + ": its option --" + name + " is no option (host/cli.h)");
+                parse_value(*o, text.c_str());
+                given.push_back(o->name);
+            }
+        }
     }
     auto has = [&](const char* name) { return std::find(given.begin(), given.end(), name) != given.end(); };
+    if (has("preset") && !c.load.empty())
+        throw UsageError(strf("--preset %s sets the shape of a new model, but --load '%s' brings its own: give one of "
+                              "them",
+                              c.preset.c_str(), c.load.c_str()));
     if (has("train-tokens") && has("steps"))
         throw UsageError("--train-tokens and --steps both set the run's length: give one of them");
     validate_config(c);

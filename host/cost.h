@@ -7,13 +7,17 @@
 // and backward together:
 //   * the parameter term, 6·P: each weight that multiplies an activation costs 2 FLOPs in the
 //     forward and 4 in the backward (the gradients of the input and of the weight). P counts
-//     those weights: 12·C² per block (qkv 3C², projection C², MLP 8C²) and the tied head's
-//     Vp·C (all Vp columns are computed). Embedding lookups and biases cost nothing here.
-//   * the attention term: per block, q·kᵀ and P·v each cost 2·C FLOPs per (query, key) pair
-//     in the forward, three times that with the backward. With causal masking, query t
-//     sees t + 1 keys: (T + 1)/2 on average, so 6·C·(T + 1) per block per token. (The GPU
-//     computes all T×T scores and masks them; the useful work, counted here, is the causal
-//     half. PyTorch's FLOP counter counts the full products: 12·C·T per block.)
+//     those weights, per block C·QKV (qkv), C² (projection) and C·fc + hidden·C (the MLP's
+//     two products), then the head's Vp·C (all Vp columns are computed, whether the head is
+//     wte or Llama's own wout). GPT-2: QKV = 3C, fc = hidden = 4C, so 12·C² per block.
+//     Llama-3: QKV = C + 2·KVH·hs (its K and V are KVH heads wide), fc = 2F (gate and up),
+//     hidden = F, so C·(2C + 2·KVH·hs + 3F) per block. Embedding lookups and biases cost nothing.
+//   * the attention term: per block, q·kᵀ and P·v each cost 2·hs FLOPs per (query, key) pair
+//     and query head, 2·NH·hs = 2·C in all, in the forward, three times that with the
+//     backward: the NH query heads each do their products, whatever KVH heads they share. With
+//     causal masking, query t sees t + 1 keys: (T + 1)/2 on average, so 6·C·(T + 1) per block
+//     per token. (The GPU computes all T×T scores and masks them; the useful work, counted
+//     here, is the causal half. PyTorch's FLOP counter counts the full products: 12·C·T per block.)
 // Communication: one all-reduce of the float32 gradients per optimizer step. In a ring
 // all-reduce each replica sends, and receives, 2·(R−1)/R times the buffer. With ZeRO stage 1
 // (--zero 1) the same step does its two halves as two collectives: a reduce-scatter of the
@@ -29,8 +33,14 @@
 #include "kernel_cost.h"
 #include "device_limits.h"
 
-// The weights that multiply activations, per the comment above.
-inline double matmul_params(const ModelConfig& c) { return 12.0 * c.L * c.C * c.C + (double)c.Vp * c.C; }
+// The weights that multiply activations, per the comment above: the family's widths
+// (ModelConfig's qkv_channels(), fc_channels(), hidden()) and the head's Vp·C.
+inline double matmul_params(const ModelConfig& c) {
+    const double C = c.C;
+    return c.L * C * ((double)c.qkv_channels() + C + c.fc_channels() + c.hidden()) + (double)c.Vp * C;
+}
+// The width of the attention's products per position: NH query heads of hs (= C).
+inline double attention_width(const ModelConfig& c) { return (double)c.NH * c.hs(); }
 
 struct TokenFlops {
     double params;     // 6·P
@@ -38,10 +48,10 @@ struct TokenFlops {
     double total() const { return params + attention; }
 };
 inline TokenFlops flops_per_token(const ModelConfig& c, int T) {
-    return {6.0 * matmul_params(c), 6.0 * c.L * c.C * (T + 1.0)};
+    return {6.0 * matmul_params(c), 6.0 * c.L * attention_width(c) * (T + 1.0)};
 }
 // The attention term as the full T×T products count it (what PyTorch's counter reports).
-inline double full_attention_flops_per_token(const ModelConfig& c, int T) { return 12.0 * c.L * c.C * T; }
+inline double full_attention_flops_per_token(const ModelConfig& c, int T) { return 12.0 * c.L * attention_width(c) * T; }
 
 inline double flops_per_step(const ModelConfig& c, const BatchPlan& p) {
     return flops_per_token(c, p.T).total() * (double)p.global_tokens();
@@ -297,9 +307,69 @@ struct StepOptions {
     int sync_grad_bytes = 4;         // a gradient on the wire: 4 (float32), 2 (--grad-sync-dtype bf16)
 };
 
+// The optimizer's kernels, once per step over the P parameters.
+inline void add_optimizer_kernels(std::vector<StepKernel>& k, double P, int x) {
+    for (auto [name, cost] : {std::pair<const char*, KernelCost>{"zero the gradients", zero_grads_cost(P)},
+                              {"gradient norm", global_norm_cost(P)},
+                              {"AdamW update", adamw_cost(P, x)}})
+        k.push_back({"optimizer", name, KernelKind::memory, cost, 1, true});
+}
+
+// Llama-3's step (docs/llama.md's forward): the token embedding alone, RMSNorm, the qkv
+// product QKV = C + 2·KVH·hs wide, RoPE on its q and k parts, the attention over NH query
+// heads, fc of 2F (gate and up), SwiGLU, fcproj from F, the head (wte when tied, wout
+// otherwise: the same product); no biases, so no bias gradients and no epilogues.
+// o.recompute and o.epilogues_fused are GPT-2's (GELU's) and change nothing here.
+inline std::vector<StepKernel> llama_step_kernels(const ModelConfig& c, int B, int T, const StepOptions& o) {
+    const double N = (double)B * T, C = c.C, L = c.L, NH = c.NH, V = c.V, Vp = c.Vp, P = (double)c.num_params();
+    const double QKV = c.qkv_channels(), FC = c.fc_channels(), F = c.hidden(), hs = c.hs();
+    const double rotated = C + (double)c.kv_heads() * hs;  // q and k: (NH + KVH)·hs channels a row
+    const int x = o.x;
+    const std::string blocks = strf("blocks (x%d)", c.L);
+    const KernelKind prod = KernelKind::product, mem = KernelKind::memory, att = KernelKind::attention;
+    std::vector<StepKernel> k;
+    auto add = [&](const std::string& layer, const std::string& name, KernelKind kind, KernelCost cost, double n) {
+        k.push_back({layer, name, kind, cost, n});
+    };
+    auto linear_forward = [&](const std::string& layer, const std::string& name, double IC, double OC, double n) {
+        add(layer, name + " forward", prod, matmul_forward_cost(N, IC, OC, x, false, false), n);
+    };
+    auto linear_backward = [&](const std::string& layer, const std::string& name, double IC, double OC, double n) {
+        add(layer, name + " backward dinp", prod, matmul_backward_dinp_cost(N, IC, OC, x), n);
+        add(layer, name + " backward dw", prod, matmul_backward_dw_cost(N, IC, OC, x), n);
+    };
+    add("embedding", "embedding forward", mem, embedding_forward_cost(N, C, x), 1);
+    add("embedding", "rmsnorm forward (ln1 of block 0)", mem, rmsnorm_forward_cost(N, C, x), 1);
+    linear_forward(blocks, "qkv", C, QKV, L);
+    add(blocks, "rope forward (q, k)", mem, rope_cost(N, T, rotated, hs, x), L);
+    add(blocks, "attention forward", att, attention_forward_cost(N, T, C, NH, x, QKV), L);
+    linear_forward(blocks, "attproj", C, C, L);
+    add(blocks, "residual + rmsnorm forward", mem, residual_rmsnorm_forward_cost(N, C, x), 2 * L);
+    linear_forward(blocks, "fc (gate, up)", C, FC, L);
+    add(blocks, "swiglu forward", mem, swiglu_forward_cost(N * F, x), L);
+    linear_forward(blocks, "fcproj", F, C, L);
+    linear_forward("head", c.tied_head() ? "logits (tied: wte)" : "logits (wout)", C, Vp, 1);
+    add("loss", o.fused_classifier ? "cross-entropy, fused" : "cross-entropy, three-pass", mem,
+        crossentropy_cost(N, V, Vp, x, o.fused_classifier), 1);
+    linear_backward("head", "logits", C, Vp, 1);
+    add("head", "rmsnorm backward (lnf)", mem, rmsnorm_backward_cost(N, C, x, false), 1);
+    linear_backward(blocks, "fcproj", F, C, L);
+    add(blocks, "swiglu backward", mem, swiglu_backward_cost(N * F, x), L);
+    linear_backward(blocks, "fc (gate, up)", C, FC, L);
+    add(blocks, "rmsnorm backward (ln1, ln2)", mem, rmsnorm_backward_cost(N, C, x, true), 2 * L);
+    linear_backward(blocks, "attproj", C, C, L);
+    add(blocks, "attention backward", att, attention_backward_cost(N, T, C, NH, x, QKV), L);
+    add(blocks, "rope backward (q, k)", mem, rope_cost(N, T, rotated, hs, x), L);
+    linear_backward(blocks, "qkv", C, QKV, L);
+    add("embedding", "embedding backward", mem, embedding_backward_cost(N, C, x), 1);
+    add_optimizer_kernels(k, P, x);
+    return k;
+}
+
 // The kernels of one micro-batch (forward, loss, backward), then the optimizer's, in launch
-// order within each layer group; the fused attention path.
+// order within each layer group; the fused attention path. GPT-2's below, Llama's above.
 inline std::vector<StepKernel> step_kernels(const ModelConfig& c, int B, int T, const StepOptions& o) {
+    if (c.llama()) return llama_step_kernels(c, B, T, o);
     const double N = (double)B * T, C = c.C, L = c.L, NH = c.NH, V = c.V, Vp = c.Vp, P = (double)c.num_params();
     const int x = o.x;
     const std::string blocks = strf("blocks (x%d)", c.L);
@@ -338,12 +408,7 @@ inline std::vector<StepKernel> step_kernels(const ModelConfig& c, int B, int T, 
     add(blocks, "attention backward", att, attention_backward_cost(N, T, C, NH, x), L);
     linear_backward(blocks, "qkv", C, 3 * C, L, true);
     add("embedding", "encoder backward", mem, encoder_backward_cost(N, T, C, x), 1);
-    for (auto [name, cost] : {std::pair<const char*, KernelCost>{"zero the gradients", zero_grads_cost(P)},
-                              {"gradient norm", global_norm_cost(P)},
-                              {"AdamW update", adamw_cost(P, x)}}) {
-        add("optimizer", name, mem, cost, 1);
-        k.back().per_step = true;
-    }
+    add_optimizer_kernels(k, P, x);
     return k;
 }
 
@@ -434,7 +499,7 @@ inline std::vector<std::string> kernel_table(const ModelConfig& c, const BatchPl
                         other.fused_classifier ? "fused" : "three-pass (reference)",
                         format_seconds(t.without_attention()).c_str(),
                         1e3 * (t.without_attention() - s.without_attention())));
-    bool gpt2_124m = c.L == 12 && c.C == 768 && c.NH == 12 && c.Vp == 50304 && p.T == 1024;
+    bool gpt2_124m = !c.llama() && c.L == 12 && c.C == 768 && c.NH == 12 && c.Vp == 50304 && p.T == 1024;
     if (gpt2_124m && d.name.rfind("h100", 0) == 0)
         rows.push_back(strf("  llm.c, published: %s tokens/s per H100 at this shape (10B tokens in 45 min on 8 "
                             "H100s), %s per %s-token micro-batch; predicted here: %s tokens/s, %.2fx llm.c",

@@ -22,9 +22,11 @@ struct KernelCost {
 };
 
 // ---- gpu/matmul.cuh: out (N, OC) = inp (N, IC) · wᵀ + bias, through cuBLAS(Lt)
-// Forward: reads inp, w and the bias, writes out; with a GELU epilogue, also pre_gelu (fc).
-inline KernelCost matmul_forward_cost(double N, double IC, double OC, int x, bool gelu_epilogue = false) {
-    return {2 * N * IC * OC, x * (N * IC + OC * IC + OC + N * OC * (gelu_epilogue ? 2 : 1))};
+// Forward: reads inp, w and the bias (Llama's products have none), writes out; with a GELU
+// epilogue, also pre_gelu (fc).
+inline KernelCost matmul_forward_cost(double N, double IC, double OC, int x, bool gelu_epilogue = false,
+                                      bool bias = true) {
+    return {2 * N * IC * OC, x * (N * IC + OC * IC + (bias ? OC : 0) + N * OC * (gelu_epilogue ? 2 : 1))};
 }
 // Backward, the input's gradient: dinp (N, IC) = dout (N, OC) · w (OC, IC).
 inline KernelCost matmul_backward_dinp_cost(double N, double IC, double OC, int x) {
@@ -72,15 +74,19 @@ inline KernelCost encoder_backward_cost(double N, double T, double C, int x) {
 
 // ---- gpu/flash_attention*.cuh (the fused path): causal, NH heads of hs = C/NH.
 // Forward: 4·hs FLOPs per (query, key) pair and head (S = q·kᵀ, P·v), (T + 1)/2 keys per
-// query on average: 2·C·(T + 1) per row. Reads qkv, writes out and the log-sum-exp.
-inline KernelCost attention_forward_cost(double N, double T, double C, double NH, int x) {
-    return {2 * C * (T + 1) * N, x * (3 * N * C + N * C) + 4 * N * NH};
+// query on average: 2·C·(T + 1) per row. Reads qkv, writes out and the log-sum-exp. A row
+// of qkv is QKV wide: 3C for GPT-2 (the default, QKV = 0), C + 2·KVH·hs for Llama, whose
+// NH query heads share KVH K/V heads (the products are still NH heads').
+inline KernelCost attention_forward_cost(double N, double T, double C, double NH, int x, double QKV = 0) {
+    if (QKV == 0) QKV = 3 * C;
+    return {2 * C * (T + 1) * N, x * (N * QKV + N * C) + 4 * N * NH};
 }
 // Backward: 7 products of 2·hs per pair (S and dP twice: in the dk/dv kernel and in the dq
 // kernel; dv, dk, dq once): 7·C·(T + 1) per row. Reads qkv, out, dout, the log-sum-exp,
 // writes dqkv; the row-dot kernel reads out and dout once more and writes delta.
-inline KernelCost attention_backward_cost(double N, double T, double C, double NH, int x) {
-    return {7 * C * (T + 1) * N, x * (3 * N * C + 2 * N * C + 3 * N * C + 2 * N * C) + 4 * N * NH * 3};
+inline KernelCost attention_backward_cost(double N, double T, double C, double NH, int x, double QKV = 0) {
+    if (QKV == 0) QKV = 3 * C;
+    return {7 * C * (T + 1) * N, x * (N * QKV + 2 * N * C + N * QKV + 2 * N * C) + 4 * N * NH * 3};
 }
 
 // ---- gpu/crossentropy.cuh: softmax + cross-entropy + its backward, in place, per row of Vp.
@@ -104,3 +110,37 @@ inline KernelCost adamw_cost(double n, int x) { return {12 * n, n * (4 * 4 + 3 *
 inline KernelCost global_norm_cost(double n) { return {2 * n, 4 * n}; }
 // zeroing the gradients (cudaMemset): one write.
 inline KernelCost zero_grads_cost(double n) { return {0, 4 * n}; }
+
+// ---- Llama-3's kernels (docs/llama.md's layout): what the planner counts for them, by the
+// conventions above. The GPU trainer has no Llama path yet (train_gpt refuses the family);
+// these are the kernels it will need, each counted as one pass over what it must read and write.
+// rmsnorm_forward: reads the row and the weight, writes the normalised row and float32 rstd;
+// x², their sum, and the two scalings: 4 FLOPs an element.
+inline KernelCost rmsnorm_forward_cost(double N, double C, int x) { return {4 * N * C, x * (2 * N * C + C) + 4 * N}; }
+// residual + rmsnorm: residual = a + b (written), then rmsnorm_forward on it.
+inline KernelCost residual_rmsnorm_forward_cost(double N, double C, int x) {
+    return {5 * N * C, x * (4 * N * C + C) + 4 * N};
+}
+// rmsnorm backward: reads dout, the input, rstd (and with `accumulate` the residual gradient
+// it adds to) and the weight, writes dinp; the weight's gradient as per-chunk float32
+// partials (128 rows a chunk), added in a second pass. No bias: one partial sum, not two.
+inline KernelCost rmsnorm_backward_cost(double N, double C, int x, bool accumulate) {
+    double chunks = std::ceil(N / 128);  // CHUNK_ROWS = 128 rows a chunk
+    return {9 * N * C, x * ((accumulate ? 4 : 3) * N * C + C) + 4 * N + 2 * 4 * chunks * C + 8 * C};
+}
+// RoPE, in place on the q and k parts of qkv (width = (NH + KVH)·hs channels a row), forward
+// or backward (the inverse rotation): each pair read and written, 6 FLOPs a pair; the cos/sin
+// table of the T positions (T × hs/2 × 2 float32) read once, shared by the rows.
+inline KernelCost rope_cost(double N, double T, double width, double hs, int x) {
+    return {3 * N * width, x * 2 * N * width + 4 * T * hs};
+}
+// SwiGLU forward, h = silu(gate) ⊙ up over n = N·F: gate and up read, h written; silu as
+// g / (1 + exp(−g)), then the product: 5 FLOPs an element.
+inline KernelCost swiglu_forward_cost(double n, int x) { return {5 * n, x * 3 * n}; }
+// SwiGLU backward: gate, up and dh read, dgate and dup written; 11 FLOPs an element.
+inline KernelCost swiglu_backward_cost(double n, int x) { return {11 * n, x * 5 * n}; }
+// The token embedding alone (no positions table): one wte row read per position, one written.
+inline KernelCost embedding_forward_cost(double N, double C, int x) { return {0, 4 * N + 2 * x * N * C}; }
+// Its backward: dout read once; wte's gradient rows of the tokens present (float32, read
+// and written), plus the token groups.
+inline KernelCost embedding_backward_cost(double N, double C, int x) { return {N * C, x * N * C + 8 * N * C + 12 * N}; }

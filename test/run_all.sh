@@ -50,6 +50,8 @@ suite() {
 suite "CPU trainer (doctest)" ./test/cpu_trainer/trainer
 suite "CPU trainer: Llama-3's layers, model and files (doctest)" ./test/cpu_trainer/llama
 suite "FLOPs and communication of a step (doctest)" ./test/cpu_trainer/plan
+suite "the Llama-3.2 1B recipe's plans: 1 GPU and 8 with ZeRO stage 1 (scripts/llama3_1b.sh --dry-run)" \
+    bash test/cpu_trainer/llama_recipe.sh
 suite "threads sized to the processors a process may use" bash test/cpu_trainer/threads.sh
 suite "gradient noise scale: the estimator (doctest)" ./test/cpu_trainer/noise_estimator
 suite "gradient noise scale in the trainers" bash test/cpu_trainer/noise_scale.sh

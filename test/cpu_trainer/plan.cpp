@@ -1,7 +1,10 @@
 // Tests of host/cost.h, the arithmetic behind the dry run's plan and the step line's FLOP/s
 // (doctest). The references are independent of the formulas:
 //   * FLOPs: PyTorch's FlopCounterMode run over the reference model's forward and backward
-//     (test/golden/flops.txt, from dev/reference/flops_reference.py), for five shapes;
+//     (test/golden/flops.txt, from dev/reference/flops_reference.py), for five GPT-2 shapes
+//     and six Llama-3 ones (two of them Llama-3.2 1B's and Llama-3.1 8B's);
+//   * the presets' parameter counts: the published ones, worked out from the models'
+//     configurations below, not from the code;
 //   * communication: a ring all-reduce carried out here on R vectors, counting the bytes each
 //     rank sends, and checking that it sums correctly;
 //   * the printed plan: the numbers parsed back from ./train --dry-run against those two, and
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "../../host/cost.h"
+#include "../../host/model.h"
 #include "../test_util.h"
 
 static ModelConfig model(int L, int NH, int C, int T, int V, int Vp) {
@@ -27,31 +31,61 @@ static ModelConfig model(int L, int NH, int C, int T, int V, int Vp) {
     c.L = L, c.NH = NH, c.C = C, c.maxT = T, c.V = V, c.Vp = Vp;
     return c;
 }
+static ModelConfig llama(int L, int NH, int KVH, int C, int F, int T, int V, int Vp, int tied) {
+    ModelConfig c = model(L, NH, C, T, V, Vp);
+    c.family = Family::llama3, c.KVH = KVH, c.F = F, c.tied = tied;
+    return c;
+}
 
 TEST_CASE("FLOPs per step: the formula with full attention equals PyTorch's count exactly") {
     std::ifstream in("test/golden/flops.txt");
     REQUIRE_MESSAGE(in, "test/golden/flops.txt is missing (run from the repository root)");
-    int shapes = 0;
+    int shapes = 0, llama_shapes = 0;
     for (std::string line; std::getline(in, line);) {
         if (line.empty() || line[0] == '#') continue;
         std::istringstream fields(line);
-        int L, NH, C, T, V, Vp, B;
+        // GPT-2: "L NH C T V Vp B flops"; Llama-3: "llama3 L NH KVH C F T V Vp tied B flops"
+        bool is_llama = line.rfind("llama3 ", 0) == 0;
+        int L, NH, KVH = 0, C, F = 0, T, V, Vp, tied = 1, B;
         double counted;
-        REQUIRE((fields >> L >> NH >> C >> T >> V >> Vp >> B >> counted));
-        ModelConfig c = model(L, NH, C, T, V, Vp);
+        std::string family;
+        if (is_llama)
+            REQUIRE((fields >> family >> L >> NH >> KVH >> C >> F >> T >> V >> Vp >> tied >> B >> counted));
+        else
+            REQUIRE((fields >> L >> NH >> C >> T >> V >> Vp >> B >> counted));
+        ModelConfig c = is_llama ? llama(L, NH, KVH, C, F, T, V, Vp, tied) : model(L, NH, C, T, V, Vp);
         BatchPlan p = plan_batch(B, T, 1, 0);
         // PyTorch counts all T×T attention scores; our formula's parameter term plus the full
         // attention term must give its count. Both are integers below 2^53, so exactly.
         double full = (6.0 * matmul_params(c) + full_attention_flops_per_token(c, T)) * p.global_tokens();
-        INFO("L ", L, " C ", C, " T ", T, " Vp ", Vp, " B ", B);
+        INFO(line);
         CHECK(full == counted);
+        llama_shapes += is_llama;
         // The causal count keeps (T + 1)/(2T) of the attention products: the useful half.
         TokenFlops f = flops_per_token(c, T);
         CHECK(f.params == 6.0 * matmul_params(c));
         CHECK(f.attention == doctest::Approx(full_attention_flops_per_token(c, T) * (T + 1) / (2.0 * T)).epsilon(1e-15));
-        shapes++;
+        shapes += !is_llama;
     }
     CHECK(shapes == 5);
+    CHECK(llama_shapes == 6);
+}
+
+// Llama's parameter term by hand, for the 1B shape: per block the q product C·C, k and v
+// 2·C·(KVH·hs) (not 2·C·C: grouped-query attention), the projection C·C, and the MLP's three
+// C×F matrices (W1 gate, W3 up, W2); then the head's Vp·C, once, tied or not.
+TEST_CASE("FLOPs per token for Llama: K/V heads KVH·hs wide, three C×F matrices, the head's Vp·C") {
+    ModelConfig c = llama(16, 32, 8, 2048, 8192, 8192, 128256, 128256, 1);
+    const double C = 2048, kv = 8 * 64, F = 8192, per_block = C * C + 2 * C * kv + C * C + 3 * C * F;
+    CHECK(matmul_params(c) == 16 * per_block + 128256 * C);
+    c.tied = 0;  // its own head: the same product, so the same FLOPs (one more tensor of weights, though)
+    CHECK(matmul_params(c) == 16 * per_block + 128256 * C);
+    // the attention's products are the NH query heads', whatever KVH heads they read
+    ModelConfig mha = c;
+    mha.KVH = 32;
+    CHECK(flops_per_token(c, 2048).attention == flops_per_token(mha, 2048).attention);
+    CHECK(flops_per_token(c, 2048).attention == 6.0 * 16 * 2048 * 2049);
+    CHECK(flops_per_token(c, 2048).params < flops_per_token(mha, 2048).params);
 }
 
 TEST_CASE("FLOPs per step scale with the global batch, however it is split") {
@@ -513,4 +547,174 @@ TEST_CASE("the step predicted: each kernel max(FLOPs / rate, bytes / bandwidth);
     std::vector<std::string> rows = kernel_table(c, p, d, fused);
     REQUIRE(rows.size() > 10);
     CHECK(rows.back().find("llm.c, published: 462,962 tokens/s") != std::string::npos);
+}
+
+TEST_CASE("the step's kernels for Llama: qkv of QKV, fc of 2F, fcproj from F, the head; RMSNorm, RoPE, SwiGLU") {
+    for (int tied : {0, 1}) {
+        ModelConfig c = llama(2, 4, 2, 32, 80, 64, 300, 320, tied);
+        const int B = 2, T = 64;
+        const double N = B * T, C = 32, QKV = 32 + 2 * 2 * 8, F = 80;
+        CAPTURE(tied);
+        double products = 0, attention = 0;
+        std::vector<std::string> names;
+        for (const StepKernel& k : step_kernels(c, B, T, StepOptions{})) {
+            if (k.kind == KernelKind::product) products += k.cost.flops * k.count;
+            if (k.kind == KernelKind::attention) attention += k.cost.flops * k.count;
+            names.push_back(k.name);
+            if (k.name == "qkv forward") CHECK(k.cost.flops == 2 * N * C * QKV);
+            if (k.name == "fc (gate, up) forward") CHECK(k.cost.flops == 2 * N * C * 2 * F);
+            if (k.name == "fcproj forward") CHECK(k.cost.flops == 2 * N * F * C);
+            if (k.name.rfind("logits (", 0) == 0) CHECK(k.cost.flops == 2 * N * C * 320);
+            // no biases in Llama's products: the forward reads inp and w, writes out
+            if (k.name == "qkv forward") CHECK(k.cost.bytes == 2 * (N * C + QKV * C + N * QKV));
+            // RoPE rotates q and k, (NH + KVH)·hs = 48 channels a row, and reads the T × hs table
+            if (k.name == "rope forward (q, k)") CHECK(k.cost.bytes == 2 * 2 * N * 48 + 4 * T * 8);
+            if (k.name == "attention forward") CHECK(k.cost.bytes == 2 * (N * QKV + N * C) + 4 * N * 4);
+            CHECK(k.name.find("bias") == std::string::npos);
+            CHECK(k.name.find("gelu") == std::string::npos);
+            CHECK(k.name.find("layernorm") == std::string::npos);
+        }
+        // forward 2, dinp 2, dw 2 FLOPs per weight per row: the 6·P term, exactly
+        CHECK(products == doctest::Approx(flops_per_token(c, T).params * N).epsilon(1e-12));
+        CHECK(attention == doctest::Approx(flops_per_token(c, T).attention * N * 9 / 6).epsilon(1e-12));
+        for (const char* name : {"embedding forward", "rmsnorm forward (ln1 of block 0)", "rope forward (q, k)",
+                                 "residual + rmsnorm forward", "swiglu forward", "swiglu backward",
+                                 "rmsnorm backward (ln1, ln2)", "rope backward (q, k)", "embedding backward",
+                                 tied ? "logits (tied: wte) forward" : "logits (wout) forward"})
+            CHECK_MESSAGE(std::find(names.begin(), names.end(), name) != names.end(), name);
+    }
+    // the table prints for a Llama shape, without GPT-2 124M's llm.c comparison
+    ModelConfig c = llama(16, 32, 8, 2048, 8192, 8192, 128256, 128256, 1);
+    std::vector<std::string> rows = kernel_table(c, plan_batch(4, 2048, 1, 0), device_speed("h100-sxm", 0, 0), {});
+    REQUIRE(rows.size() > 10);
+    for (const std::string& row : rows) CHECK(row.find("llm.c") == std::string::npos);
+}
+
+// ---- Llama in the printed plan and the step line: the family's count, not GPT-2's
+
+// A Llama shape PyTorch counted (flops.txt: llama3 2 4 1 32 80 256 300 320 0 2 → 195,035,136
+// FLOPs for 2×256 tokens; GPT-2's count for the same L, C, T, Vp would be 207,618,048).
+static const std::string LLAMA_SHAPE = "--model llama3 --layers 2 --heads 4 --kv-heads 1 --channels 32 --ffn-hidden 80 "
+                                       "--max-seq-len 256 --vocab 300 --padded-vocab 320 -b 2 -t 256 -o '' ";
+static const double LLAMA_SHAPE_FLOPS_PER_TOKEN = 195035136.0 / 512 - 6.0 * 2 * 32 * 255;  // causal
+
+TEST_CASE("Llama's dry run and step line: FLOPs per step and FLOP/s from the Llama count") {
+    std::string out;
+    REQUIRE(run_command("./train " + LLAMA_SHAPE + "-d 4096 -n 100 --dry-run 1", &out) == 0);
+    INFO(out);
+    std::string compute = from_line(out, "compute: ");
+    check_3_digits(quantity_after(compute, "); "), 4096 * LLAMA_SHAPE_FLOPS_PER_TOKEN);
+    check_3_digits(quantity_after(compute, "compute: "), LLAMA_SHAPE_FLOPS_PER_TOKEN);
+    std::string dir = temp_dir();
+    REQUIRE(run_command("./train " + LLAMA_SHAPE + "-o " + dir + " -n 3 -v 0 -s 0", &out) == 0);
+    std::vector<std::string> steps = log_lines(dir + "/log.jsonl", "train");
+    REQUIRE(steps.size() == 3);
+    for (const std::string& line : steps) {
+        auto field = [&](const char* name) {
+            size_t at = line.find(strf("\"%s\":", name));
+            return at == std::string::npos ? NAN : atof(line.c_str() + at + strlen(name) + 3);
+        };
+        CHECK(field("flops_per_s") * field("ms") / 1000 == doctest::Approx(512 * LLAMA_SHAPE_FLOPS_PER_TOKEN).epsilon(1e-3));
+    }
+    run_command("rm -rf " + dir);
+}
+
+// ---- --preset: the published shapes
+
+// The shape a command line gives (parse_command_line, then model_shape), as the trainers take it.
+static ModelConfig shape_of(const std::string& args) {
+    std::vector<std::string> words = {"train"};
+    std::istringstream in(args);
+    for (std::string w; in >> w;) words.push_back(w);
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(&w[0]);
+    Config cfg;
+    REQUIRE(parse_command_line((int)argv.size(), argv.data(), cfg));
+    return model_shape(cfg);
+}
+
+// The parameter counts as published, each worked out here from the model's configuration
+// (Hugging Face's config.json of meta-llama/Llama-3.2-1B, -3.2-3B, -3.1-8B, -3.1-70B, and
+// OpenAI's GPT-2 sizes, padded as llm.c pads them), not from the code:
+//   Llama: V·C (embedding) + L·(2·C·C (q, o) + 2·C·KVH·128 (k, v; head size 128 but 1B's 64)
+//          + 3·C·F (gate, up, down) + 2·C (two RMSNorms)) + C (final norm) + V·C if untied.
+//   3.2-1B:  128256·2048 + 16·(2·2048² + 2·2048·512 + 3·2048·8192 + 4096) + 2048
+//          = 262,668,288 + 16·60,821,504 + 2,048 = 1,235,814,400 (the model card's "1.23B")
+//   3.2-3B:  128256·3072 + 28·(2·3072² + 2·3072·1024 + 3·3072·8192 + 6144) + 3072
+//          = 394,002,432 + 28·100,669,440 + 3,072 = 3,212,749,824 ("3.21B")
+//   3.1-8B:  2·128256·4096 + 32·(2·4096² + 2·4096·1024 + 3·4096·14336 + 8192) + 4096
+//          = 1,050,673,152 + 32·218,112,000 + 4,096 = 8,030,261,248
+//   3.1-70B: 2·128256·8192 + 80·(2·8192² + 2·8192·1024 + 3·8192·28672 + 16384) + 8192
+//          = 2,101,346,304 + 80·855,654,400 + 8,192 = 70,553,706,496
+//   GPT-2: Vp·C + 1024·C (wpe) + L·(12·C² + 13·C) + 2·C, Vp = 50304 (Hugging Face's counts
+//   use V = 50257: 124,439,808, 354,823,168, 774,030,080, 1,557,611,200; add 47·C):
+//   124M:  50304·768 + 786,432 + 12·(12·768² + 13·768) + 1,536 = 124,475,904
+//   350M:  354,823,168 + 47·1024 = 354,871,296;  774M: 774,030,080 + 47·1280 = 774,090,240
+//   1558M: 1,557,611,200 + 47·1600 = 1,557,686,400
+TEST_CASE("--preset: each published model's parameter count") {
+    struct Published {
+        const char* preset;
+        long long params;
+    } cases[] = {
+        {"llama3.2-1b", 1235814400LL}, {"llama3.2-3b", 3212749824LL}, {"llama3.1-8b", 8030261248LL},
+        {"llama3.1-70b", 70553706496LL}, {"gpt2-124m", 124475904LL}, {"gpt2-350m", 354871296LL},
+        {"gpt2-774m", 774090240LL}, {"gpt2-1558m", 1557686400LL},
+    };
+    for (const Published& p : cases) {
+        CAPTURE(p.preset);
+        ModelConfig c = shape_of(std::string("--preset ") + p.preset);
+        CHECK((long long)c.num_params() == p.params);
+        CHECK(checked_num_params(c) == p.params);
+        CHECK(c.llama() == (std::string(p.preset).rfind("llama", 0) == 0));
+    }
+    CHECK(std::size(cases) == std::size(MODEL_PRESETS));  // every preset has its published count
+    // the fields beyond the count: Llama-3.2 1B's RoPE scaling and limits, from its config.json
+    ModelConfig c = shape_of("--preset llama3.2-1b");
+    CHECK(c.KVH == 8);
+    CHECK(c.F == 8192);
+    CHECK(c.tied == 1);
+    CHECK(c.maxT == 131072);
+    CHECK(c.V == 128256);
+    CHECK(c.Vp == 128256);
+    CHECK(c.norm_eps == 1e-5f);
+    CHECK(c.rope_theta == 500000.0f);
+    CHECK(c.rope_factor == 32.0f);
+    CHECK(c.rope_low_freq == 1.0f);
+    CHECK(c.rope_high_freq == 4.0f);
+    CHECK(c.rope_original_T == 8192);
+    CHECK(shape_of("--preset llama3.1-8b").rope_factor == 8.0f);
+    CHECK(shape_of("--preset llama3.1-8b").tied == 0);
+    // an option after the preset overrides its value; the rest stays the preset's
+    ModelConfig shorter = shape_of("--preset llama3.2-1b --max-seq-len 8192");
+    CHECK(shorter.maxT == 8192);
+    CHECK(shorter.F == 8192);
+}
+
+TEST_CASE("--preset in the dry run: the shape's count, its FLOPs; a bad preset is one line, exit 2") {
+    std::string out;
+    // Llama-3.2 1B at T = 16, B = 1, as PyTorch counted it (flops.txt: 118,732,357,632 FLOPs)
+    REQUIRE(run_command("./train --preset llama3.2-1b -t 16 -b 1 -o '' --device-memory 80GB --dry-run 1", &out) == 0);
+    INFO(out);
+    CHECK(out.find("model: llama3 L=16 NH=32 KVH=8 C=2048 F=8192 maxT=131072 V=128256 Vp=128256, RoPE theta 500000 "
+                   "scaled (factor 32, low 1, high 4, from 8192), tied head, 1,235,814,400 parameters") != std::string::npos);
+    std::string compute = from_line(out, "compute: ");
+    check_3_digits(quantity_after(compute, "compute: "), 118732357632.0 / 16 - 6.0 * 16 * 2048 * 15);
+    struct Bad {
+        const char* args;
+        const char* says;
+    } cases[] = {
+        {"--preset llama3-1b", "--preset: unknown model 'llama3-1b'; the presets: gpt2-124m, gpt2-350m, gpt2-774m, "
+                               "gpt2-1558m, llama3.2-1b, llama3.2-3b, llama3.1-8b, llama3.1-70b"},
+        {"--preset llama3.2-1b --load test/golden/model_tiny.bin", "--preset llama3.2-1b sets the shape of a new model, "
+                                                                  "but --load 'test/golden/model_tiny.bin' brings its own"},
+        {"--load test/golden/model_tiny.bin --preset gpt2-124m", "but --load 'test/golden/model_tiny.bin' brings its own"},
+        {"--layers 2 --preset llama3.2-1b", "--layers is given before --preset llama3.2-1b, which sets it"},
+        {"--preset gpt2-124m --preset llama3.2-1b", "--preset is given twice"},
+    };
+    for (const Bad& c : cases) {
+        INFO(c.args);
+        CHECK(run_command(std::string("./train -o '' --dry-run 1 ") + c.args, &out) == 2);
+        CHECK(out.find(c.says) != std::string::npos);
+        CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+    }
 }
