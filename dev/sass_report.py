@@ -75,7 +75,8 @@ THREADS_TABLE = [
     ("crossentropy_fused_kernel", 1024),       # CE_FUSED_THREADS (its __launch_bounds__ too)
     # THREADS, and 32 × LANES of the column-sum kernels (layernorm_param_partial, bias_grad_partial)
     (("adamw", "sum_squares", "sum_partials", "qkv_kernel", "heads_to_rows", "rows_to_heads", "causal_softmax",
-      "encoder_", "wte_", "wpe_", "layernorm_", "gelu_", "bias_grad", "residual_", "to_floatX"), 256),
+      "encoder_", "wte_", "wpe_", "layernorm_", "gelu_", "bias_grad", "residual_", "to_floatX",
+      "rmsnorm_", "rope_", "swiglu_"), 256),  # rmsnorm.cuh, rope.cuh, swiglu.cuh (Llama): THREADS
     ("", 256),                      # a kernel the table does not know: a guess, marked '?'
 ]
 # Dynamic shared memory (bytes) at GPT-2 124M's head size hs = 64, by kernel-name substring and

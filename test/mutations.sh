@@ -128,6 +128,17 @@ mutations=(
 "CPU runtime: graphs.h compiles only after textures.h (its copy_rows)|cpu_cuda/graphs.h|/^#include \"textures.h\"\$/d|none|bash test/cpu_runtime/headers.sh"
 # ---- issue 43: the Trainer contract (the suite compiles host/trainer.h itself: TARGETS none)
 "the Trainer contract does not name a missing next_token_logits|host/trainer.h|/TRAINER_NEEDS(next_token_logits, /d|none|bash test/run/trainer_contract.sh"
+# ---- issue 44: Llama's GPU layers (gpu/rmsnorm.cuh, gpu/rope.cuh, gpu/swiglu.cuh)
+"RMSNorm forward without eps|gpu/rmsnorm.cuh|s#sqrtf(warp_sum(sum) / C + eps)#sqrtf(warp_sum(sum) / C)#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=RMSNorm*"
+"RMSNorm forward subtracts the row's mean (LayerNorm's centring)|gpu/rmsnorm.cuh|s#^    float s = 1.0f / sqrtf(warp_sum(sum) / C + eps);\$#    float m = 0;\n    for_row_pieces(x, C, lane, 32, [\&](int i, int count) { Pack<floatX> v = load_part(x + i, count); for (int k = 0; k < count; k++) m += (float)v.v[k]; });\n    m = warp_sum(m) / C;\n&#; s#r.v\[k\] = floatX((float)v.v\[k\] \* s \* (float)wk.v\[k\]);#r.v[k] = floatX(((float)v.v[k] - m) * s * (float)wk.v[k]);#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=RMSNorm*"
+"RMSNorm backward drops the xhat*mean(g*xhat) term|gpu/rmsnorm.cuh|s#return s \* (d \* w - x \* s \* gx_mean);#return s * d * w;#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=RMSNorm*"
+"RMSNorm backward in column chunks: each block's partial sums stored from column 0|gpu/rmsnorm.cuh|s#partial_w\[(size_t)chunk \* C + c0 + c\] = sw;#partial_w[(size_t)chunk * C + c] = sw;#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=RMSNorm*"
+"__syncthreads missing in RMSNorm's backward (sums added before they are zeroed)|gpu/rmsnorm.cuh|/rms_sums\[c\] = 0.0f;/{n;/__syncthreads/d}|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=RMSNorm*"
+"RoPE backward rotates forward, not back|gpu/rope.cuh|s#rope_launch(dqkv, cos_sin, -1.0f,#rope_launch(dqkv, cos_sin, 1.0f,#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=RoPE*"
+"RoPE leaves the key heads unrotated (q only)|gpu/rope.cuh|s#rotated = (NH + KVH) \* hs;#rotated = NH * hs;#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=RoPE*"
+"RoPE: positions counted from 1, not 0|gpu/rope.cuh|s#t = (int)(bt % T);#t = (int)(bt % T) + 1;#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=RoPE*"
+"SwiGLU backward: dup without silu (dout*gate)|gpu/swiglu.cuh|s#du.v\[k\] = floatX(dk \* gk \* sg);#du.v[k] = floatX(dk * gk);#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=SwiGLU*"
+"SwiGLU backward (bf16): dgate without the derivative of sigma|gpu/swiglu.cuh|s# \* (1.0f + gk \* (1.0f - sg))##|test/gpu_trainer/trainer_cpu|./test/gpu_trainer/trainer_cpu -tc=SwiGLU*"
 # ---- the scripts (TARGETS none: the suite runs the file as it is)
 "docs' name check: the functions the pages name are not looked for|test/tools/check_docs.py|s#    for m in FUNCTION.finditer(span):#    for m in FUNCTION.finditer(\"\"):#|none|bash test/tools/quoted_outputs.sh --names"
 "docs' name check: Class::name() passes where name( is anywhere, not in the class|test/tools/check_docs.py|s#        if not scope:\$#        if True:#|none|bash test/tools/quoted_outputs.sh --names"

@@ -30,6 +30,9 @@
 #define TRAIN_NO_MAIN
 #include "../../train.cpp"
 #include "../../train_gpt.cu"
+#include "../../gpu/rmsnorm.cuh"  // Llama's layers (no-ops once train_gpt.cu includes them)
+#include "../../gpu/rope.cuh"
+#include "../../gpu/swiglu.cuh"
 #include "../../dev/cuda/device_array.h"
 #include "../golden.h"
 #include "../test_util.h"
@@ -449,8 +452,8 @@ TEST_CASE("attention forward and backward match the CPU; the backward recomputes
     Rng rng(4);
     Floats qkv = rounded(random_floats(3 * n, rng)), dout = rounded(random_floats(n, rng));
     Floats out(n), att(att_n), dqkv(3 * n);
-    attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
-    attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+    attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, NH);  // KVH = NH: GPT-2
+    attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, NH);
 
     DevArray<floatX> d_qkv = dev_x(qkv), d_dout = dev_x(dout), d_out(n), d_dqkv(3 * n);
     DevArray<float> d_max((size_t)B * NH * T), d_sum((size_t)B * NH * T);
@@ -495,6 +498,205 @@ TEST_CASE("GELU, its backward and the residual match the CPU") {
     CHECK(to_float(d_sum.host()) == rounded(sum));  // exact: one addition, one rounding
     gpu::gelu_backward(d_dout.ptr(), d_x.ptr(), d_dout.ptr(), n);  // in place, as the trainer calls it
     CHECK(d_dout.host() == d_dinp.host());
+}
+
+// ----------------------------------------------------------------------------
+// Llama's layers (gpu/rmsnorm.cuh, gpu/rope.cuh, gpu/swiglu.cuh) against train.cpp's
+
+// RMSNorm's input (N, C), rounded: every third row tiny (mean(x²) ≈ 2e-5, where eps = 1e-5
+// moves rstd by a fifth), the others of scale 2; all with a mean of 1 (times their scale), so
+// a kernel that left out eps or subtracted the mean would be far off.
+static Floats rmsnorm_input(int N, int C, Rng& rng) {
+    Floats x = random_floats((size_t)N * C, rng, 2.0);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            float& v = x[(size_t)n * C + c];
+            v = n % 3 == 0 ? 0.002f * (v + 1.0f) : v + 1.0f;
+        }
+    return rounded(x);
+}
+
+// Tolerances: rstd and dw are float32 sums in both builds, in another order than the CPU's
+// loops (warp trees, per-chunk partials): 1e-5. out and dinp: fp32 1e-5; bf16 rounded once,
+// 3e-3; with `accumulate` rounded twice (the gradient, then its sum with the residual's), 4e-3.
+// The column-chunked backward adds the same rows in the same order as whole rows: exact.
+TEST_CASE("RMSNorm forward and backward match the CPU (rows span several reduction chunks), dw +=") {
+    struct Shape {
+        int N, C;
+    };
+    // C=75: odd, rows off 16-byte boundaries (pieces of one element); C=1600: 51,200 bytes of
+    // shared memory in the backward, above the default 48 KiB; N spans several reduction chunks
+    // of 128 rows, the last one partial
+    for (Shape sh : {Shape{300, 75}, Shape{130, 1600}}) {
+        const int N = sh.N, C = sh.C;
+        const size_t NC = (size_t)N * C;
+        const float eps = 1e-5f;
+        CAPTURE(C);
+        Rng rng(60 + C);
+        Floats x = rmsnorm_input(N, C, rng), w = rounded(random_floats(C, rng));
+        Floats skip = rounded(random_floats(NC, rng, 0.001)), dout = rounded(random_floats(NC, rng));
+        Floats dres = rounded(random_floats(NC, rng));
+        Floats dw = random_floats(C, rng);  // += is tested
+        Floats out(NC), rstd(N), dinp(NC), cpu_dw = dw;
+        rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+        rmsnorm_backward(dinp.data(), cpu_dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+
+        DevArray<floatX> d_x = dev_x(x), d_w = dev_x(w), d_skip = dev_x(skip), d_dout = dev_x(dout), d_out(NC);
+        DevArray<float> d_rstd(N), scratch((size_t)gpu::row_chunks(N) * C);
+        gpu::rmsnorm_forward(d_out.ptr(), d_rstd.ptr(), d_x.ptr(), d_w.ptr(), N, C, eps);
+        CHECK(norm_error(d_rstd.host(), rstd) <= 1e-5);
+        CHECK(norm_error(d_out.host(), out) <= tol(1e-5, 3e-3));
+
+        // with the residual connection: residual = x + skip (one addition, one rounding: exact),
+        // then the norm of that
+        Floats sum(NC), sum_out(NC), sum_rstd(N);
+        for (size_t i = 0; i < NC; i++) sum[i] = x[i] + skip[i];
+        sum = rounded(sum);
+        rmsnorm_forward(sum_out.data(), sum_rstd.data(), sum.data(), w.data(), N, C, eps);
+        DevArray<floatX> d_res(NC), d_res_out(NC);
+        DevArray<float> d_res_rstd(N);
+        gpu::residual_rmsnorm_forward(d_res.ptr(), d_res_out.ptr(), d_res_rstd.ptr(), d_x.ptr(), d_skip.ptr(),
+                                      d_w.ptr(), N, C, eps);
+        CHECK(to_float(d_res.host()) == sum);
+        CHECK(norm_error(d_res_rstd.host(), sum_rstd) <= 1e-5);
+        CHECK(norm_error(d_res_out.host(), sum_out) <= tol(1e-5, 3e-3));
+
+        // backward: dinp overwritten (into NaN bytes), dw +=
+        DevArray<floatX> d_dinp(NC);
+        DevArray<float> d_dw(dw);
+        gpu::rmsnorm_backward(d_dinp.ptr(), d_dw.ptr(), scratch.ptr(), d_dout.ptr(), d_x.ptr(), d_w.ptr(),
+                              d_rstd.ptr(), N, C);
+        CHECK(norm_error(d_dinp.host(), dinp) <= tol(1e-5, 3e-3));
+        CHECK(norm_error(d_dw.host(), cpu_dw) <= 1e-5);
+        const Floats gpu_dw = d_dw.host();
+        // += again: twice the sum on top of dw (float32 roundings of sums of size ~20: 1e-5)
+        gpu::rmsnorm_backward(d_dinp.ptr(), d_dw.ptr(), scratch.ptr(), d_dout.ptr(), d_x.ptr(), d_w.ptr(),
+                              d_rstd.ptr(), N, C);
+        Floats twice(C);
+        for (int c = 0; c < C; c++) twice[c] = dw[c] + 2 * (cpu_dw[c] - dw[c]);
+        CHECK(norm_error(d_dw.host(), twice) <= 1e-5);
+
+        // accumulate: dinp added to the residual stream's gradient
+        Floats acc(NC);
+        for (size_t i = 0; i < NC; i++) acc[i] = dres[i] + dinp[i];
+        DevArray<floatX> d_acc = dev_x(dres);
+        DevArray<float> d_dw_acc(dw);
+        gpu::rmsnorm_backward(d_acc.ptr(), d_dw_acc.ptr(), scratch.ptr(), d_dout.ptr(), d_x.ptr(), d_w.ptr(),
+                              d_rstd.ptr(), N, C, true);
+        CHECK(norm_error(d_acc.host(), acc) <= tol(1e-5, 4e-3));
+        CHECK(d_dw_acc.host() == gpu_dw);  // the same sums to the bit: deterministic
+
+        // column chunks, as a GPU whose blocks hold fewer sums takes them (the last chunk narrower).
+        // C = 1600, a multiple of the pack as the trainer's C is: every element takes the same
+        // path through the kernel as in whole rows, so the same bits. C = 75: an element at the
+        // edge of a chunk is read alone where whole rows read it in a pack, and a compiler may
+        // contract dinp's last product with the accumulate's add (an FMA) in one path and not
+        // the other (the CPU runtime's g++ does): one rounding apart, 1e-6. dw: the same bits.
+        const bool same_paths = C % gpu::pack_size<floatX>() == 0;
+        const int cols = same_paths ? gpu::rmsnorm_backward_columns(C, 24 << 10) : 2 * gpu::pack_size<floatX>();
+        CAPTURE(cols);
+        REQUIRE(cols < C);
+        for (bool accumulate : {false, true}) {
+            CAPTURE(accumulate);
+            DevArray<floatX> whole = dev_x(dres), chunked = dev_x(dres);
+            DevArray<float> dw1(dw), dw2(dw);
+            gpu::rmsnorm_backward(whole.ptr(), dw1.ptr(), scratch.ptr(), d_dout.ptr(), d_x.ptr(), d_w.ptr(),
+                                  d_rstd.ptr(), N, C, accumulate);
+            gpu::rmsnorm_backward(chunked.ptr(), dw2.ptr(), scratch.ptr(), d_dout.ptr(), d_x.ptr(), d_w.ptr(),
+                                  d_rstd.ptr(), N, C, accumulate, cols);
+            if (same_paths) CHECK(to_float(chunked.host()) == to_float(whole.host()));
+            else CHECK(norm_error(chunked.host(), to_float(whole.host())) <= tol(1e-6, 4e-3));
+            CHECK(dw2.host() == dw1.host());
+            CHECK(dw1.host() == gpu_dw);
+        }
+    }
+    // the chunk width: the whole row when its sums (32·C bytes) fit, else the fewest equal chunks
+    CHECK(gpu::rmsnorm_backward_columns(1536, 48 << 10) == 1536);  // 32·1536 = 48 KiB exactly
+    CHECK(gpu::rmsnorm_backward_columns(4096, 227 << 10) == 4096);  // Llama-3 8B on an H100
+    CHECK(gpu::rmsnorm_backward_columns(4096, 99 << 10) == 2048);   // sm_86/89: 2 chunks
+    CHECK(gpu::rmsnorm_backward_columns(1600, 24 << 10) == 536);    // 3 chunks of whole packs
+}
+
+// q and k rotated in place by their positions, against train.cpp's rope_forward and
+// rope_backward with host/model.h's table. Float32 on both sides, the same products and sums:
+// 1e-5; bf16: each rotated element rounded once, 3e-3. v, and position 0 (cos 1, sin 0), stay
+// to the bit; the backward undoes the forward (fp32 1e-6; bf16 two roundings, 6e-3).
+TEST_CASE("RoPE forward and backward match the CPU: q and k of every head rotated in place, v untouched") {
+    struct Shape {
+        int B, T, NH, KVH, hs;
+        float theta, factor;
+    };
+    // hs=6: 3 pairs a head, packs across heads, rows of 30 channels (off 16-byte boundaries), the
+    // last pack of a row partial; hs=64, grouped heads (NH=4, KVH=2), Llama-3.1's scaled frequencies
+    for (Shape s : {Shape{3, 5, 3, 1, 6, 10000.0f, 0.0f}, Shape{2, 17, 4, 2, 64, 500000.0f, 8.0f}}) {
+        CAPTURE(s.hs);
+        ModelConfig cfg;
+        cfg.family = Family::llama3, cfg.NH = s.NH, cfg.KVH = s.KVH, cfg.C = s.NH * s.hs, cfg.maxT = s.T + 3;
+        cfg.rope_theta = s.theta, cfg.rope_factor = s.factor, cfg.rope_original_T = 16;
+        const Floats table = rope_table(cfg);
+        const int QKV = (s.NH + 2 * s.KVH) * s.hs, rotated = (s.NH + s.KVH) * s.hs, BT = s.B * s.T;
+        const size_t n = (size_t)BT * QKV;
+        Rng rng(70 + s.hs);
+        const Floats qkv = rounded(random_floats(n, rng)), dqkv = rounded(random_floats(n, rng));
+        Floats cpu_q = qkv, cpu_d = dqkv;
+        rope_forward(cpu_q.data(), table.data(), s.B, s.T, s.NH, s.KVH, s.hs);
+        rope_backward(cpu_d.data(), table.data(), s.B, s.T, s.NH, s.KVH, s.hs);
+
+        DevArray<float> d_table(table);
+        DevArray<floatX> d_q = dev_x(qkv), d_d = dev_x(dqkv);
+        gpu::rope_forward(d_q.ptr(), d_table.ptr(), s.B, s.T, s.NH, s.KVH, s.hs);
+        gpu::rope_backward(d_d.ptr(), d_table.ptr(), s.B, s.T, s.NH, s.KVH, s.hs);
+        const Floats gq = to_float(d_q.host()), gd = to_float(d_d.host());
+        CHECK(norm_error(gq, cpu_q) <= tol(1e-5, 3e-3));
+        CHECK(norm_error(gd, cpu_d) <= tol(1e-5, 3e-3));
+        bool kept = true;  // v, and every channel at position 0
+        for (int r = 0; r < BT; r++)
+            for (int c = r % s.T == 0 ? 0 : rotated; c < QKV; c++) {
+                const size_t i = (size_t)r * QKV + c;
+                kept = kept && gq[i] == qkv[i] && gd[i] == dqkv[i];
+            }
+        CHECK(kept);
+        gpu::rope_backward(d_q.ptr(), d_table.ptr(), s.B, s.T, s.NH, s.KVH, s.hs);  // rotated back
+        CHECK(norm_error(d_q.host(), qkv) <= tol(1e-6, 6e-3));
+    }
+}
+
+// Float32 on both sides in the same order; e^x is expf here and exp_fast in train.cpp (a few
+// ulp apart): 1e-5. bf16: each output rounded once, 3e-3. dgate and dup are checked apart.
+TEST_CASE("SwiGLU forward and backward match the CPU; the backward also in place on fc") {
+    struct Shape {
+        int N, F;
+    };
+    // F=75: odd, rows of 2F = 150 off 16-byte boundaries, gate and up read in pieces; F=1024: whole packs
+    for (Shape s : {Shape{37, 75}, Shape{16, 1024}}) {
+        CAPTURE(s.F);
+        const size_t NF = (size_t)s.N * s.F;
+        Rng rng(80 + s.F);
+        Floats fc = random_floats(2 * NF, rng, 3.0);
+        fc[0] = 30, fc[1] = -30, fc[2] = 100, fc[3] = -100;  // σ saturated (e^100 is inf in float32: σ = 0)
+        fc = rounded(fc);
+        const Floats dout = rounded(random_floats(NF, rng));
+        Floats out(NF), dfc(2 * NF);
+        swiglu_forward(out.data(), fc.data(), s.N, s.F);
+        swiglu_backward(dfc.data(), fc.data(), dout.data(), s.N, s.F);
+
+        DevArray<floatX> d_fc = dev_x(fc), d_dout = dev_x(dout), d_out(NF), d_dfc(2 * NF), d_inplace = dev_x(fc);
+        gpu::swiglu_forward(d_out.ptr(), d_fc.ptr(), s.N, s.F);
+        gpu::swiglu_backward(d_dfc.ptr(), d_fc.ptr(), d_dout.ptr(), s.N, s.F);
+        gpu::swiglu_backward(d_inplace.ptr(), d_inplace.ptr(), d_dout.ptr(), s.N, s.F);
+        CHECK(norm_error(d_out.host(), out) <= tol(1e-5, 3e-3));
+        const Floats g = to_float(d_dfc.host());
+        Floats dgate, dup, cpu_dgate, cpu_dup;  // the halves of each row
+        for (int r = 0; r < s.N; r++)
+            for (int j = 0; j < 2 * s.F; j++) {
+                const size_t i = (size_t)r * 2 * s.F + j;
+                (j < s.F ? dgate : dup).push_back(g[i]);
+                (j < s.F ? cpu_dgate : cpu_dup).push_back(dfc[i]);
+            }
+        CHECK(norm_error(dgate, cpu_dgate) <= tol(1e-5, 3e-3));
+        CHECK(norm_error(dup, cpu_dup) <= tol(1e-5, 3e-3));
+        CHECK(to_float(d_inplace.host()) == g);  // in place: the same bits
+    }
 }
 
 TEST_CASE("fused softmax + cross-entropy matches the CPU's forward and backward, in place, padded columns zero") {
