@@ -11,8 +11,10 @@
 #
 #   scripts/bench_gpu.sh [--steps N] [--batch "8 16 32"] [--attention "fused cublas"]
 #                        [--precisions "bf16 fp32"] [--trainer PATH] [--llmc "DIR ..."]
-#                        [--no-kernels]                                      (make bench_gpu)
+#                        [--model gpt2|llama3] [--no-kernels]                (make bench_gpu)
 #
+#   --model       gpt2 (the default: GPT-2 124M's shape) or llama3: Llama-3.2 1B's shape
+#                 (--preset llama3.2-1b, docs/llama.md), the same T; llm.c is timed with GPT-2 only
 #   --precisions  the builds to time: bf16 (build/train_gpt_bf16), fp32 (build/train_gpt_fp32,
 #                 TF32 off and on)
 #   --trainer     with one precision: the trainer to time instead (e.g. ./train_gpt)
@@ -40,8 +42,10 @@ PRECISIONS="bf16 fp32"
 TRAINER=""
 LLMC_DIRS=${LLMC_DIR:-}
 KERNELS=1
+FAMILY=gpt2
 while [ $# -gt 0 ]; do
     case "$1" in
+        --model) FAMILY=${2:?}; shift 2 ;;
         --steps) STEPS=${2:?}; shift 2 ;;
         --batch) BATCHES=${2:?}; shift 2 ;;
         --attention) ATTENTIONS=${2:?}; shift 2 ;;
@@ -79,9 +83,15 @@ esac
 BF16=${PEAK_BF16:-$BF16} TF32=${PEAK_TF32:-$TF32} FP32=${PEAK_FP32:-$FP32}
 
 L=12 C=768 T=1024 V=50257 VP=50304 MAXT=1024
-MODEL=(--layers $L --heads 12 --channels $C --max-seq-len $MAXT --vocab $V --padded-vocab $VP -t $T)
+case "$FAMILY" in
+    gpt2) MODEL=(--layers $L --heads 12 --channels $C --max-seq-len $MAXT --vocab $V --padded-vocab $VP -t $T)
+          SHAPE="GPT-2 124M shape" ;;
+    llama3) MODEL=(--preset llama3.2-1b -t $T) SHAPE="Llama-3.2 1B shape (L=16 NH=32 KVH=8 C=2048 F=8192 V=128256)"
+            LLMC_DIRS="" ;;
+    *) echo "error: --model takes gpt2 or llama3, not $FAMILY" >&2; exit 2 ;;
+esac
 echo "GPU: ${GPU:-unknown}; peaks used for MFU: bf16 ${BF16:-?}, TF32 ${TF32:-?}, FP32 ${FP32:-?} TFLOP/s"
-echo "model: GPT-2 124M shape; FLOPs per token and MFU as the trainer prints them (host/cost.h)"
+echo "model: $SHAPE; FLOPs per token and MFU as the trainer prints them (host/cost.h)"
 echo "$STEPS steps per run, T=$T; times are the average of steps 2..$STEPS"
 echo
 row() { printf "| %-22s | %-12s | %-4s | %10s | %12s | %6s | %14s |\n" "$@"; }
@@ -156,7 +166,7 @@ for dir in $LLMC_DIRS; do
 done
 
 # ---- per kernel: the dev/cuda workbenches at GPT-2 124M's shapes, CUDA events
-if [ "$KERNELS" -eq 1 ]; then
+if [ "$KERNELS" -eq 1 ] && [ "$FAMILY" = gpt2 ]; then
     for precision in $PRECISIONS; do
         echo
         echo "kernels, $precision (dev/cuda workbenches; ms per call from CUDA events):"

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # What a machine with a GPU should check, in one command that fits when the GPU is only there for
 # a few minutes (one rented for a quarter of an hour, a slot on a shared node): at most 8 minutes
-# on a 16-core H100/H200 machine, builds included (the default stages' caps add up to 480 s),
+# on a 16-core H100/H200 machine, builds included (the default stages' caps add up to 520 s),
 # and never more than its budget (540 s). The most valuable figures come first:
 #   build        bf16 train_gpt, train, test/gpu_trainer/trainer and test/gpu_trainer/flash_attention (make -j),
 #                and beside them llm.c with and without cuDNN (its sources' build.sh: see below)
 #   bench        the whole step at GPT-2 124M, B=64, T=1024, bf16, on each attention path (fused,
 #                cublas, and auto: which one it picks), then llm.c's train_gpt2cu on the same
 #                shape, with cuDNN and without (scripts/bench_gpu.sh)
+#   llama        the step at Llama-3.2 1B's shape, B=8, T=1024, bf16, fused attention (grouped
+#                K/V heads): ms/step, tokens/s, MFU (scripts/bench_gpu.sh --model llama3)
 #   test_gpu     test/gpu_trainer/trainer, bf16
 #   flash        test/gpu_trainer/flash_attention, bf16
 # and only with --full (longer than a short session; budget 1800 s):
@@ -48,10 +50,10 @@ set -uo pipefail
 # than the default budget: each gets its whole cap, and the budget's last minute is for the
 # probe, the summary and stragglers. (The build's cap covers test/gpu_trainer/trainer, the longest
 # compile; if it runs out, whatever was built by then is still used.)
-DEFAULT_STAGES=(build bench test_gpu flash)
+DEFAULT_STAGES=(build bench llama test_gpu flash)
 FULL_STAGES=(default_run fp32 workbenches)
-declare -A CAP=([build]=200 [bench]=140 [test_gpu]=100 [flash]=40 [default_run]=240 [fp32]=480 [workbenches]=420)
-declare -A MIN=([build]=60 [bench]=40 [test_gpu]=30 [flash]=15 [default_run]=60 [fp32]=120 [workbenches]=60)
+declare -A CAP=([build]=200 [bench]=140 [llama]=40 [test_gpu]=100 [flash]=40 [default_run]=240 [fp32]=480 [workbenches]=420)
+declare -A MIN=([build]=60 [bench]=40 [llama]=20 [test_gpu]=30 [flash]=15 [default_run]=60 [fp32]=120 [workbenches]=60)
 RESERVE=10                 # seconds kept for the last summary and the archive
 WORKBENCHES="layernorm attention_softmax attention_fused crossentropy gelu encoder_backward adamw"
 LLMC_BUILD=build/llmc-gpu  # where build.sh puts llm.c: cudnn/ and nocudnn/ (ignored by git)
@@ -129,6 +131,10 @@ our_targets() {  # what the build stage makes: the tests only where doctest.h is
     echo "train_gpt${DOCTEST:+ train test/gpu_trainer/trainer test/gpu_trainer/flash_attention}"
 }
 make_cmd() { echo "make -j$(nproc 2>/dev/null || echo 4) -k PRECISION=${1:-bf16} ${MAKE_VARS[*]}"; }
+llama_cmd() {
+    echo "bash scripts/bench_gpu.sh --model llama3 --precisions bf16 --trainer ./train_gpt --batch 8 --steps $STEPS" \
+         "--attention fused --no-kernels"
+}
 bench_cmd() {  # $1: the llm.c builds to time
     echo "bash scripts/bench_gpu.sh --precisions bf16 --trainer ./train_gpt --batch $BATCH --steps $STEPS" \
          "--attention 'fused cublas auto' --no-kernels --llmc '$1'"
@@ -144,6 +150,7 @@ describe() {
             elif [ -n "$LLMC_SRC" ]; then echo "beside it: bash $LLMC_SRC/build.sh $LLMC_BUILD"
             else echo "llm.c: its sources are not here ($LLMC_PLACES)"; fi ;;
         bench) bench_cmd "$(llmc_dirs)" ;;
+        llama) llama_cmd ;;
         test_gpu) echo "./test/gpu_trainer/trainer" ;;
         flash) echo "./test/gpu_trainer/flash_attention" ;;
         default_run) echo "scripts/compare_default_run.sh ./train_gpt" ;;
@@ -209,6 +216,12 @@ stage_bench() {
     if [ ! -x ./train_gpt ] && [ -z "$dirs" ]; then echo "skipped: neither ./train_gpt nor llm.c was built"; return 77; fi
     echo "$(bench_cmd "$dirs")"
     eval "$(bench_cmd "$dirs")"
+}
+
+stage_llama() {
+    [ -x ./train_gpt ] || { echo "skipped: ./train_gpt was not built"; return 77; }
+    echo "$(llama_cmd)"
+    eval "$(llama_cmd)"
 }
 
 # run_test BINARY LOG: a doctest program; exit 77 from it (no GPU) is a skip
@@ -374,6 +387,11 @@ stage_notes() {
             local f; f=$(auto_pick "$LOGS/stage_bench.log")
             [ -n "$f" ] && echo -n "auto picked ${f##*: }; "
             echo "the figures are in the table below" ;;
+        llama)
+            local f ms tps mfu mem; f=$(bench_row "$LOGS/stage_llama.log" fused)
+            [ -n "$f" ] || { echo "no figure (stage_llama.log)"; return 0; }
+            read -r ms tps mfu mem <<< "$f"
+            [ "$ms" = "-" ] && echo "does not fit" || echo "$ms ms/step, $tps tokens/s, MFU $mfu, $mem MiB" ;;
         test_gpu) test_counts "$LOGS/test_gpu.log" ;;
         flash) test_counts "$LOGS/flash.log" ;;
         default_run) [ -f "$LOGS/stage_default_run.log" ] && grep -ao 'relative difference [^ ]*' "$LOGS/stage_default_run.log" | tail -1 ;;

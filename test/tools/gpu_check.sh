@@ -48,7 +48,8 @@ check "--plan --out DIR: the results go to DIR" has "$work/plan" "results: $work
 (cd "$work" && "$root/scripts/gpu_check.sh" --out rel/dir --plan) > "$work/plan_rel" 2>&1
 check "--out DIR: a relative DIR is where the command was given" has "$work/plan_rel" "results: $work/rel/dir/summary.md"
 
-for s in "build        time limit 200 s" "bench        time limit 140 s" "test_gpu     time limit 100 s" \
+for s in "build        time limit 200 s" "bench        time limit 140 s" "llama        time limit 40 s" \
+         "test_gpu     time limit 100 s" "--model llama3" \
          "flash        time limit 40 s" "--attention 'fused cublas auto'" "./test/gpu_trainer/flash_attention"; do
     check "--plan lists: $s" has "$work/plan" "$s"
 done
@@ -56,7 +57,7 @@ check "--plan keeps --full's stages out" lacks "$work/plan" "workbenches  time l
 scripts/gpu_check.sh --plan --full --budget 1000 > "$work/plan_full" 2>&1
 check "--plan --full: a stage the budget cannot fit is skipped, saying so" \
     has "$work/plan_full" "workbenches  skipped: 0 s of the budget left, it needs 60 s"
-check "--plan --full: the last stage that fits gets what is left" has "$work/plan_full" "fp32         time limit 270 s"
+check "--plan --full: the last stage that fits gets what is left" has "$work/plan_full" "fp32         time limit 230 s"
 check "--plan without --out: the results go to out/gpu_check/" has "$work/plan_full" "results: out/gpu_check/summary.md and out/gpu_check/logs.tar.gz"
 
 scripts/gpu_check.sh --frobnicate > "$work/bad.out" 2> "$work/bad.err"
@@ -121,6 +122,11 @@ check "bench_gpu.sh: the auto row names its pick" has "$work/case/logs/stage_ben
 check "bench_gpu.sh: llm.c's figures" has "$work/case/logs/stage_bench.log" \
     "llm.c [cudnn] train_gpt2cu, bf16, B=64: 160.2 ms/step, 408961 tokens/s; ours (--attention fused): 311482 tokens/s; ratio ours/llm.c = 0.76"
 
+PATH="$work/gpu:$PATH" bash scripts/bench_gpu.sh --model llama3 --precisions bf16 --trainer "$work/train_gpt" --batch 8 \
+    --steps 10 --attention fused --no-kernels > "$work/case/logs/stage_llama.log" 2>&1
+check "bench_gpu.sh --model llama3: Llama-3.2 1B's shape, no llm.c" has "$work/case/logs/stage_llama.log" \
+    "model: Llama-3.2 1B shape"
+
 # ---- the summary, from those logs and the others' canned lines
 cat > "$work/case/logs/stage_build.log" <<'EOF'
 llm.c: bash shared/peers/llmc-gpu/build.sh build/llmc-gpu (log: build_llmc.log)
@@ -138,7 +144,7 @@ printf '%s\n' "[doctest] doctest version is \"2.4.11\"" "===============" \
 # doctest's older layout (fixed widths), and colours, which a terminal gets
 printf '\033[0;36m[doctest] \033[0mtest cases:      4 | \033[0;32m     4 passed\033[0m |      0 failed |      0 skipped\n' \
     > "$work/case/logs/flash.log"
-printf 'build\tok\t131\t210\nbench\tok\t88\t150\ntest_gpu\tfailed (exit status 1)\t64\t120\nflash\ttimed out after 45 s\t45\t45\n' \
+printf 'build\tok\t131\t210\nbench\tok\t88\t150\nllama\tok\t30\t40\ntest_gpu\tfailed (exit status 1)\t64\t120\nflash\ttimed out after 45 s\t45\t45\n' \
     > "$work/case/logs/stages.tsv"
 (
     source scripts/gpu_check.sh
@@ -153,6 +159,7 @@ check "summary: nvcc and commit" has "$s" "- nvcc: release 13.0, V13.0.88" && ha
 check "summary: the build's row" has "$s" \
     "| build | 210 s | ok | 131 s | ours: NOT built: test/gpu_trainer/trainer; llm.c: nocudnn built, cudnn FAILED |"
 check "summary: the bench's row" has "$s" "| bench | 150 s | ok | 88 s | auto picked fused; the figures are in the table below |"
+check "summary: the Llama step's row" has "$s" "| llama | 40 s | ok | 30 s | 210.4 ms/step, 311482 tokens/s, MFU 24.1%, 29012 MiB |"
 check "summary: test counts" has "$s" "| test_gpu | 120 s | failed (exit status 1) | 64 s | 33 passed, 1 failed, 0 skipped |"
 check "summary: a timed-out stage, counts in the old layout with colours" has "$s" \
     "| flash | 45 s | timed out after 45 s | 45 s | 4 passed, 0 failed, 0 skipped |"
@@ -180,8 +187,9 @@ printf '#!/bin/sh\necho "[doctest] test cases: 4 | 4 passed | 0 failed | 0 skipp
 chmod +x "$work/no_gpu_test" "$work/passing_test"
 (
     source scripts/gpu_check.sh
-    CAP[bench]=2 MIN=([build]=1 [bench]=1 [test_gpu]=1 [flash]=1)
+    CAP[bench]=2 MIN=([build]=1 [bench]=1 [llama]=1 [test_gpu]=1 [flash]=1)
     stage_build() { echo "built: train_gpt"; }
+    stage_llama() { :; }
     stage_bench() { sleep 60 & echo $! > "$work/sleeper"; wait; }
     # the test programs' runner, on stand-ins: one finds no GPU (exit 77), one passes
     stage_test_gpu() { cp "$RESULTS/summary.md" "$work/during.md"; run_test "$work/no_gpu_test" test_gpu.log; }
@@ -209,8 +217,8 @@ check "runner: the logs in one archive" bash -c "tar -tzf '$work/out/logs.tar.gz
 # a budget too small for the last stage: skipped with a line saying so
 (
     source scripts/gpu_check.sh
-    stage_build() { :; }; stage_bench() { :; }; stage_test_gpu() { :; }; stage_flash() { :; }
-    MIN=([build]=1 [bench]=1 [test_gpu]=1 [flash]=20)
+    stage_build() { :; }; stage_bench() { :; }; stage_llama() { :; }; stage_test_gpu() { :; }; stage_flash() { :; }
+    MIN=([build]=1 [bench]=1 [llama]=1 [test_gpu]=1 [flash]=20)
     cd "$root" && PATH="$work/gpu:$PATH" main --budget 25 --out "$work/out2"
 ) > "$work/run2.out" 2>&1
 check "runner: a stage the budget cannot fit is skipped (exit 0)" [ $? -eq 0 ]
