@@ -227,17 +227,18 @@ void upload_tokens(GPT2& m, const int* in, const int* tgt, int B, int T, int slo
 // One layer's attention on the chosen path; stats is the layer's slice of att_stats.
 void attention_forward(GPT2& m, floatX* out, float* stats, const floatX* qkv, int B, int T) {
     const ModelConfig& c = m.cfg;
-    if (m.k.fused_attention) flash_attention_forward(out, stats, qkv, B, T, c.C, c.NH);
-    else attention_forward(out, stats, stats + (size_t)B * c.NH * T, qkv, m.s.att, B, T, c.C, c.NH);
+    if (m.k.fused_attention) flash_attention_forward(out, stats, qkv, B, T, c.C, c.NH, c.kv_heads());
+    else attention_forward(out, stats, stats + (size_t)B * c.NH * T, qkv, m.s.att, B, T, c.C, c.NH, c.kv_heads());
 }
 // Overwrites dqkv; out is the forward's output (the fused backward reads it).
 void attention_backward(GPT2& m, floatX* dqkv, const floatX* dout, const floatX* out, const floatX* qkv,
                         const float* stats, int B, int T) {
     const ModelConfig& c = m.cfg;
     if (m.k.fused_attention)
-        flash_attention_backward(dqkv, m.s.att_delta, dout, out, qkv, stats, B, T, c.C, c.NH);
+        flash_attention_backward(dqkv, m.s.att_delta, dout, out, qkv, stats, B, T, c.C, c.NH, c.kv_heads());
     else
-        attention_backward(dqkv, dout, qkv, stats, stats + (size_t)B * c.NH * T, m.s.att, B, T, c.C, c.NH);
+        attention_backward(dqkv, dout, qkv, stats, stats + (size_t)B * c.NH * T, m.s.att, B, T, c.C, c.NH,
+                           c.kv_heads());
 }
 
 // Forward to the logits (B, T, Vp) for the inputs on the device; B ≤ maxB, T ≤ maxT.

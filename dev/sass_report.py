@@ -22,7 +22,7 @@ an HMMA.16816 (m16n8k16) being 4096 FLOP per warp, an FFMA 32 lanes × 2 FLOP.
 
   python3 dev/sass_report.py [--arch "80 90"] [--precision bf16|fp32|both]
         [--kernel SUBSTRING]... [--json FILE] [--check --min-flop-per-instr NAME=X
-        --max-spills [NAME=]N --min-blocks-per-sm NAME=N]
+        --max-spills [NAME=]N --min-blocks-per-sm NAME=N --min-gqa-ratio R]
 
 Exit status: 0; 1 when a threshold given falls short; 2 when nvcc, cuobjdump or
 nvdisasm is missing (one line says which and how to get it).
@@ -81,12 +81,13 @@ THREADS_TABLE = [
 ]
 # Dynamic shared memory (bytes) at GPT-2 124M's head size hs = 64, by kernel-name substring and
 # precision: flash_forward_tiles() and flash_backward_tiles() of gpu/flash_attention.cuh, and the
-# *_shared_bytes<64>() of gpu/flash_attention_mma.cuh (bf16 only), worked out by hand. Kernels
-# not listed use none; --dynamic-smem NAME=BYTES overrides or adds.
+# *_shared_bytes<64>() of gpu/flash_attention_mma.cuh (bf16 only), worked out by hand; the
+# tensor-core kernels' two instantiations, <64, false> (multi-head) and <64, true> (grouped-query
+# attention), take the same. Kernels not listed use none; --dynamic-smem NAME=BYTES overrides or adds.
 DYNAMIC_SMEM_TABLE = [
-    ("flash_attention_forward_mma_kernel<64>", {"bf16": 46080}),        # 5 tiles of 64 × 72 bf16
-    ("flash_attention_backward_dkdv_mma_kernel<64>", {"bf16": 56320}),  # 6 such tiles, 256 floats
-    ("flash_attention_backward_dq_mma_kernel<64>", {"bf16": 55296}),    # 6 such tiles
+    ("flash_attention_forward_mma_kernel<64,", {"bf16": 46080}),        # 5 tiles of 64 × 72 bf16
+    ("flash_attention_backward_dkdv_mma_kernel<64,", {"bf16": 56320}),  # 6 such tiles, 256 floats
+    ("flash_attention_backward_dq_mma_kernel<64,", {"bf16": 55296}),    # 6 such tiles
     ("flash_attention_forward_kernel", {"bf16": 30080, "fp32": 44416}),
     ("flash_attention_backward_dq_kernel", {"bf16": 41728, "fp32": 62208}),
     ("flash_attention_backward_dkdv_kernel", {"bf16": 50432, "fp32": 70912}),
@@ -552,9 +553,28 @@ def threads_of(name, mangled, bounds, opts):
 
 
 def at_head_size(name, head_size):
-    """Is this kernel shown: not a template on the head size, or at head_size (0: all)?"""
-    m = re.search(r"<(\d+)>$", name)
+    """Is this kernel shown: not a template on the head size (its first template argument, as in
+    name<64> or name<64, true>), or at head_size (0: all)?"""
+    m = re.search(r"<(\d+)(?:, [^<>]*)?>$", name)
     return head_size == 0 or not m or int(m.group(1)) == head_size
+
+
+# The tensor-core attention kernels come in two instantiations per head size: name<HS, false>
+# for multi-head attention (KVH = NH, GPT-2) and name<HS, true> for grouped-query attention
+# (KVH < NH, Llama); a kernel without the second is compared with nothing.
+GQA_NAME = re.compile(r"^(.*)<(\d+), true>$")
+
+
+def gqa_pairs(build):
+    """[(gqa kernel, its multi-head sibling)] of one build, the kernels whose loops were analysed."""
+    by_name = {k["name"]: k for k in build["kernels"]}
+    pairs = []
+    for k in build["kernels"]:
+        m = GQA_NAME.match(k["name"])
+        mha = by_name.get("%s<%s, false>" % (m.group(1), m.group(2))) if m else None
+        if mha and k.get("mix") and mha.get("mix"):
+            pairs.append((k, mha))
+    return pairs
 
 
 def report_build(arch, precision, ptxas_text, elf_text, sass_text, selected, opts):
@@ -641,6 +661,29 @@ def format_mix(build):
     return "\n".join(lines)
 
 
+def format_gqa(build, scope="outer_loop"):
+    """Grouped-query attention's instantiations against multi-head attention's, FLOP/instr of the
+    main loop (the outer loop, its hot loop where it has none around it) and their ratio."""
+    pairs = gqa_pairs(build)
+    if not pairs:
+        return ""
+    width = max(len(g["name"]) for g, _ in pairs)
+    lines = ["grouped-query (<HS, true>) against multi-head (<HS, false>) attention, sm_%d %s: FLOP/instr of the"
+             " main loop" % (build["arch"], build["precision"]),
+             "%-*s%10s%10s%8s%10s%10s%8s" % (width, "kernel", "MHA", "GQA", "ratio", "MHA mma", "GQA mma", "ratio")]
+    for g, m in pairs:
+        a, b = loop_figures(m["mix"], scope), loop_figures(g["mix"], scope)
+        lines.append("%-*s%10.1f%10.1f%8.3f%10.1f%10.1f%8.3f" % (
+            width, g["name"], a[0], b[0], b[0] / a[0], a[1], b[1], b[1] / a[1]))
+    return "\n".join(lines) + "\n"
+
+
+def loop_figures(mix, scope):
+    """(FLOP/instr, MMA FLOP/instr) of a kernel's loop scope, the hot loop where there is no outer one."""
+    m = mix.get(scope) or mix.get("loop") or mix["function"]
+    return m["flop_per_instr"], m["mma_flop_per_instr"]
+
+
 # ---- thresholds ------------------------------------------------------------------------------------
 SCOPES = {"hot": "loop", "outer": "outer_loop", "function": "function"}
 
@@ -680,6 +723,18 @@ def check_thresholds(builds, opts):
          lambda v: "%d spill bytes" % v)
     each(opts.min_blocks_per_sm, "min-blocks-per-sm", lambda k: k["blocks_per_sm"], lambda v, b: v >= b,
          lambda v: "? blocks/SM" if v is None else "%d blocks/SM" % v)
+    if opts.min_gqa_ratio is not None:
+        for b in builds:
+            where = "sm_%d %s" % (b["arch"], b["precision"])
+            pairs = gqa_pairs(b)
+            if not pairs:
+                verdicts.append((False, "FAIL min-gqa-ratio %g %s: no <HS, true> kernel with a <HS, false> sibling"
+                                 % (opts.min_gqa_ratio, where)))
+            for g, m in pairs:
+                ratio = loop_figures(g["mix"], scope)[0] / loop_figures(m["mix"], scope)[0]
+                ok = ratio >= opts.min_gqa_ratio
+                verdicts.append((ok, "%s min-gqa-ratio %g %s %s: %.3f of %s's FLOP/instr (%s)" % (
+                    "PASS" if ok else "FAIL", opts.min_gqa_ratio, where, g["name"], ratio, m["name"], opts.flop_scope)))
     return verdicts
 
 
@@ -709,6 +764,9 @@ def parse_args(argv):
     p.add_argument("--max-spills", action="append", metavar="[NAME=]N",
                    help="spill bytes (stores + loads) of kernels matching NAME (all without NAME) at most N")
     p.add_argument("--min-blocks-per-sm", action="append", metavar="NAME=N", help="blocks per SM at least N")
+    p.add_argument("--min-gqa-ratio", type=float, metavar="R",
+                   help="FLOP/instr (see --flop-scope) of each grouped-query instantiation name<HS, true> at least R"
+                        " times its multi-head sibling name<HS, false>'s")
     p.add_argument("--nvcc", help="nvcc to use (default: PATH, then CUDA_HOME/bin)")
     p.add_argument("--include", action="append", default=[], metavar="DIR", help="extra -I for nvcc (e.g. NCCL's)")
     p.add_argument("--nvcc-flags", default="", help="extra nvcc flags, one string: --nvcc-flags=\"-DX -lineinfo\"")
@@ -768,6 +826,10 @@ def main(argv=None):
         print(FLOP_DEFINITION + "\n")
         for b in builds:
             print(format_mix(b))
+        for b in builds:
+            table = format_gqa(b, SCOPES[opts.flop_scope])
+            if table:
+                print(table)
     if opts.json:
         with open(opts.json, "w") as f:
             json.dump(dict(source=os.path.relpath(source, ROOT), flop_definition=FLOP_DEFINITION, builds=builds),
@@ -776,7 +838,8 @@ def main(argv=None):
     for ok, line in verdicts:
         print(line)
     if opts.check and not verdicts:
-        print("sass_report: --check without thresholds (--min-flop-per-instr, --max-spills, --min-blocks-per-sm)")
+        print("sass_report: --check without thresholds (--min-flop-per-instr, --max-spills, --min-blocks-per-sm,"
+              " --min-gqa-ratio)")
     return 0 if all(ok for ok, _ in verdicts) else 1
 
 

@@ -30,12 +30,13 @@ inline std::string attention_pick_for_tests() {
 #endif
 }
 
-// Milliseconds per forward + backward of one layer's attention on (B,T,C) with NH heads, on
-// the fused path or the cuBLAS one, the mean of `reps` after one untimed; -1 when that
-// path's buffers do not fit in the GPU's free memory. Inputs are zeros: the time of these
-// kernels does not depend on the values.
-inline double time_attention_layer(bool fused, int B, int T, int C, int NH, int reps = 5) {
+// Milliseconds per forward + backward of one layer's attention on (B,T,C) with NH query heads
+// and KVH K/V heads, on the fused path or the cuBLAS one, the mean of `reps` after one
+// untimed; -1 when that path's buffers do not fit in the GPU's free memory. Inputs are zeros:
+// the time of these kernels does not depend on the values.
+inline double time_attention_layer(bool fused, int B, int T, int C, int NH, int KVH, int reps = 5) {
     const size_t n = (size_t)B * T * C, rows = (size_t)B * NH * T, att = rows * T;
+    const size_t nqkv = (size_t)B * T * (C + 2 * KVH * (C / NH));  // (B,T,QKV)
     std::vector<void*> owned;
     bool fits = true;
     auto get = [&](size_t bytes) -> void* {
@@ -49,23 +50,23 @@ inline double time_attention_layer(bool fused, int B, int T, int C, int NH, int 
         CUDA_CHECK(cudaMemset(p, 0, bytes));
         return p;
     };
-    floatX *qkv = (floatX*)get(3 * n * sizeof(floatX)), *out = (floatX*)get(n * sizeof(floatX));
-    floatX *dout = (floatX*)get(n * sizeof(floatX)), *dqkv = (floatX*)get(3 * n * sizeof(floatX));
+    floatX *qkv = (floatX*)get(nqkv * sizeof(floatX)), *out = (floatX*)get(n * sizeof(floatX));
+    floatX *dout = (floatX*)get(n * sizeof(floatX)), *dqkv = (floatX*)get(nqkv * sizeof(floatX));
     float* stats = (float*)get(2 * rows * sizeof(float));
     float* delta = fused ? (float*)get(rows * sizeof(float)) : nullptr;
     AttentionScratch s{};
     if (!fused)
-        s = {(floatX*)get(3 * n * sizeof(floatX)), (floatX*)get(3 * n * sizeof(floatX)), (floatX*)get(n * sizeof(floatX)),
+        s = {(floatX*)get(nqkv * sizeof(floatX)), (floatX*)get(nqkv * sizeof(floatX)), (floatX*)get(n * sizeof(floatX)),
              (floatX*)get(att * sizeof(floatX)), (floatX*)get(att * sizeof(floatX))};
     double ms = -1;
     if (fits) {
         auto layer = [&] {
             if (fused) {
-                flash_attention_forward(out, stats, qkv, B, T, C, NH);
-                flash_attention_backward(dqkv, delta, dout, out, qkv, stats, B, T, C, NH);
+                flash_attention_forward(out, stats, qkv, B, T, C, NH, KVH);
+                flash_attention_backward(dqkv, delta, dout, out, qkv, stats, B, T, C, NH, KVH);
             } else {
-                attention_forward(out, stats, stats + rows, qkv, s, B, T, C, NH);
-                attention_backward(dqkv, dout, qkv, stats, stats + rows, s, B, T, C, NH);
+                attention_forward(out, stats, stats + rows, qkv, s, B, T, C, NH, KVH);
+                attention_backward(dqkv, dout, qkv, stats, stats + rows, s, B, T, C, NH, KVH);
             }
         };
         layer();  // first launches: module loading, cuBLAS's heuristics

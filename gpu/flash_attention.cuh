@@ -1,25 +1,30 @@
-// gpu/flash_attention.cuh: causal multi-head self-attention in one pass over tiles
-// (FlashAttention-2's algorithm), forward and backward, never writing a T×T matrix.
+// gpu/flash_attention.cuh: causal self-attention in one pass over tiles (FlashAttention-2's
+// algorithm), forward and backward, never writing a T×T matrix.
 //
-// Same contract as gpu/attention.cuh's cuBLAS path, which it is checked against: q, k, v
-// are read straight from qkv (B,T,3C) = [q | k | v], y is written straight into (B,T,C),
-// and the backward overwrites dqkv (B,T,3C). Per (b, h), row-major, scale = 1/√hs:
+// Same contract as gpu/attention.cuh's cuBLAS path, which it is checked against: NH query
+// heads and KVH key/value heads (grouped-query attention; GPT-2: KVH = NH), q, k, v read
+// straight from qkv (B,T,QKV) = [q: NH·hs | k: KVH·hs | v: KVH·hs], QKV = C + 2·KVH·hs, query
+// head h reading K/V head kh = h / G (G = NH / KVH) where it lies, no copy; y is written
+// straight into (B,T,C), and the backward overwrites dqkv (B,T,QKV). Per (b, h), row-major,
+// scale = 1/√hs, k and v those of kh:
 //   forward:   S = q·kᵀ·scale   P = causal_softmax(S)   y = P·v
 //   backward:  dP = dy·vᵀ   dS = P ⊙ (dP − D)·scale with D = rowsum(dy ⊙ y)
 //              dv = Pᵀ·dy   dk = dSᵀ·q   dq = dS·k
 //
-// A block takes one (b, h) and a tile of TILE query rows (forward, dq) or key rows (dk, dv),
-// and walks the tiles of the other side that the causal mask leaves: keys 0..t for query t.
+// A block takes one (b, h) and a tile of TILE query rows (forward, dq), or one (b, kh) and a
+// tile of key rows (dk, dv), and walks the tiles of the other side that the causal mask
+// leaves: keys 0..t for query t; in the dk, dv pass those of each of the group's G query
+// heads in turn, h = kh·G .. kh·G + G − 1, all summed into the block's accumulators.
 // The forward keeps a running maximum m and sum l per row in float32 (online softmax):
 // when a key tile raises m, what was summed so far is scaled by exp(m_old − m_new). It
 // saves one float32 per row, lse = m + log(l), from which the backward recomputes each
 // tile's probabilities, P = exp(S·scale − lse), instead of keeping P (B,NH,T,T).
 //
 // Deterministic, without atomics: besides D = rowsum(dy ⊙ y) per row, the backward makes
-// one pass over key tiles for dk, dv (each block owns its keys' rows and sums over query
-// tiles in order) and one over query tiles for dq; every sum has a fixed order. (The scalar
-// dq kernel computes D on the way, before the dk, dv kernel; the tensor-core path gives it a
-// pass of its own.)
+// one pass over key tiles for dk, dv (each block owns its keys' rows and sums over its
+// group's heads and their query tiles in order) and one over query tiles for dq; every sum
+// has a fixed order. (The scalar dq kernel computes D on the way, before the dk, dv kernel;
+// the tensor-core path gives it a pass of its own.)
 //
 // Two implementations of that algorithm, one contract:
 //   * the tensor-core kernels (gpu/flash_attention_mma.cuh), the bf16 build's, instantiated
@@ -70,6 +75,16 @@ __device__ void tile_product(float* acc, int ldacc, const T* A, int lda, const T
         acc[m * ldacc + n] = sum;
     }
 }
+
+// Where the heads of one block lie in qkv (B,T,QKV): q of query head h, k and v of K/V head
+// kh, at (b, 0, the head's first column), rows of width QKV = C + 2·KVH·hs.
+struct FlashHeads {
+    int C, width;
+    const floatX *q, *k, *v;
+    __device__ FlashHeads(const floatX* qkv, int b, int h, int kh, int T, int NH, int KVH, int hs)
+        : C(NH * hs), width(C + 2 * KVH * hs), q(qkv + (size_t)b * T * width + h * hs),
+          k(qkv + (size_t)b * T * width + C + kh * hs), v(k + KVH * hs) {}
+};
 
 // Rows t0.. of one head's hs columns of a (B,T,width) tensor (src already at (b, 0, column
 // of the head)) into a TILE×ld tile; rows at or past T are zeros, so that they add nothing.
@@ -133,20 +148,22 @@ __host__ __device__ inline FlashBackwardTiles flash_backward_tiles(char* base, i
 
 // grid (query tiles, B·NH); the tiles nearest the end of the sequence, which see the most
 // keys, start first. lse: (B, NH, T).
-__global__ void flash_attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int hs) {
+__global__ void flash_attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int KVH,
+                                               int hs) {
     extern __shared__ __align__(128) char flash_smem[];
     FlashForwardTiles s = flash_forward_tiles(flash_smem, hs, nullptr);
     const int tiles = (T + FLASH_TILE - 1) / FLASH_TILE, qt = tiles - 1 - blockIdx.x, q0 = qt * FLASH_TILE;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * hs, ld = flash_ld(hs), ldo = hs + 4;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, ld = flash_ld(hs), ldo = hs + 4;
+    const FlashHeads at(qkv, b, h, h / (NH / KVH), T, NH, KVH, hs);
+    const int C = at.C;
     const float scale = 1.0f / sqrtf((float)hs);
-    const floatX* base = qkv + (size_t)b * T * 3 * C + h * hs;
-    load_rows(s.q, ld, base, 3 * C, q0, T, hs);
+    load_rows(s.q, ld, at.q, at.width, q0, T, hs);
     zero_floats(s.o, FLASH_TILE * ldo);
     if (threadIdx.x < FLASH_TILE) s.m[threadIdx.x] = -INFINITY, s.l[threadIdx.x] = 0.0f;
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * FLASH_TILE;
-        load_rows(s.k, ld, base + C, 3 * C, k0, T, hs);
-        load_rows(s.v, ld, base + 2 * C, 3 * C, k0, T, hs);
+        load_rows(s.k, ld, at.k, at.width, k0, T, hs);
+        load_rows(s.v, ld, at.v, at.width, k0, T, hs);
         __syncthreads();
         tile_product<false, true>(s.s, FLASH_LDS, s.q, ld, s.k, ld, FLASH_TILE, FLASH_TILE, hs, false);  // q·kᵀ
         __syncthreads();
@@ -236,50 +253,58 @@ __device__ inline void store_rows(floatX* dst, int width, const float* acc, int 
     }
 }
 
-// dk, dv for a tile of keys: grid (key tiles, B·NH); the first keys, seen by the most
-// queries, start first. Sums over query tiles in order. Runs after the dq kernel, which
-// wrote D (delta).
+// dk, dv for a tile of keys of K/V head kh: grid (key tiles, B·KVH); the first keys, seen by
+// the most queries, start first. Sums over the group's query heads h = kh·G.. in order, and
+// for each over its query tiles in order. Runs after the dq kernel, which wrote D (delta).
 __global__ void flash_attention_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
-                                                     const float* lse, const float* delta, int T, int NH, int hs) {
+                                                     const float* lse, const float* delta, int T, int NH, int KVH,
+                                                     int hs) {
     extern __shared__ __align__(128) char flash_smem[];
     FlashBackwardTiles s = flash_backward_tiles(flash_smem, hs, true, nullptr);
     const int tiles = (T + FLASH_TILE - 1) / FLASH_TILE, kt = blockIdx.x, k0 = kt * FLASH_TILE;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * hs, ld = flash_ld(hs), ldo = hs + 4;
+    const int G = NH / KVH, b = blockIdx.y / KVH, kh = blockIdx.y % KVH, ld = flash_ld(hs), ldo = hs + 4;
+    const FlashHeads at(qkv, b, kh * G, kh, T, NH, KVH, hs);  // q: the group's first head
+    const int C = at.C;
     const float scale = 1.0f / sqrtf((float)hs);
-    const floatX* base = qkv + (size_t)b * T * 3 * C + h * hs;
-    const floatX* dy = dout + (size_t)b * T * C + h * hs;
-    load_rows(s.k, ld, base + C, 3 * C, k0, T, hs);
-    load_rows(s.v, ld, base + 2 * C, 3 * C, k0, T, hs);
+    load_rows(s.k, ld, at.k, at.width, k0, T, hs);
+    load_rows(s.v, ld, at.v, at.width, k0, T, hs);
     zero_floats(s.acc1, FLASH_TILE * ldo);
     zero_floats(s.acc2, FLASH_TILE * ldo);
-    for (int qt = kt; qt < tiles; qt++) {
-        const int q0 = qt * FLASH_TILE;
-        load_rows(s.q, ld, base, 3 * C, q0, T, hs);
-        load_rows(s.dy, ld, dy, C, q0, T, hs);
-        load_row_stats(s, lse + (size_t)bh * T, delta + (size_t)bh * T, q0, T);
-        __syncthreads();
-        flash_backward_tile(s, q0, k0, T, hs, scale);
-        tile_product<true, false>(s.acc1, ldo, s.ds, FLASH_LDP, s.q, ld, FLASH_TILE, hs, FLASH_TILE, true);  // dk += dSᵀ·q
-        tile_product<true, false>(s.acc2, ldo, s.p, FLASH_LDP, s.dy, ld, FLASH_TILE, hs, FLASH_TILE, true);  // dv += Pᵀ·dy
-        __syncthreads();
+    for (int g = 0; g < G; g++) {
+        const int h = kh * G + g;
+        const size_t bh = (size_t)b * NH + h;
+        const floatX* q = at.q + g * hs;
+        const floatX* dy = dout + (size_t)b * T * C + h * hs;
+        for (int qt = kt; qt < tiles; qt++) {
+            const int q0 = qt * FLASH_TILE;
+            load_rows(s.q, ld, q, at.width, q0, T, hs);
+            load_rows(s.dy, ld, dy, C, q0, T, hs);
+            load_row_stats(s, lse + bh * T, delta + bh * T, q0, T);
+            __syncthreads();
+            flash_backward_tile(s, q0, k0, T, hs, scale);
+            tile_product<true, false>(s.acc1, ldo, s.ds, FLASH_LDP, s.q, ld, FLASH_TILE, hs, FLASH_TILE, true);  // dk += dSᵀ·q
+            tile_product<true, false>(s.acc2, ldo, s.p, FLASH_LDP, s.dy, ld, FLASH_TILE, hs, FLASH_TILE, true);  // dv += Pᵀ·dy
+            __syncthreads();
+        }
     }
-    floatX* dbase = dqkv + (size_t)b * T * 3 * C + h * hs;
-    store_rows(dbase + C, 3 * C, s.acc1, k0, T, hs);
-    store_rows(dbase + 2 * C, 3 * C, s.acc2, k0, T, hs);
+    floatX* dk = dqkv + (at.k - qkv);  // K/V head kh's columns of dqkv
+    store_rows(dk, at.width, s.acc1, k0, T, hs);
+    store_rows(dk + KVH * hs, at.width, s.acc2, k0, T, hs);
 }
 
 // dq for a tile of queries: grid (query tiles, B·NH), the last tiles first. Sums over key
 // tiles in order. Also writes D = rowsum(dy ⊙ y) of its rows to delta (B, NH, T), for
 // itself and the dk, dv kernel.
 __global__ void flash_attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
-                                                   const floatX* qkv, const float* lse, int T, int NH, int hs) {
+                                                   const floatX* qkv, const float* lse, int T, int NH, int KVH, int hs) {
     extern __shared__ __align__(128) char flash_smem[];
     FlashBackwardTiles s = flash_backward_tiles(flash_smem, hs, false, nullptr);
     const int tiles = (T + FLASH_TILE - 1) / FLASH_TILE, qt = tiles - 1 - blockIdx.x, q0 = qt * FLASH_TILE;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * hs, ld = flash_ld(hs), ldo = hs + 4;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, ld = flash_ld(hs), ldo = hs + 4;
+    const FlashHeads at(qkv, b, h, h / (NH / KVH), T, NH, KVH, hs);
+    const int C = at.C;
     const float scale = 1.0f / sqrtf((float)hs);
-    const floatX* base = qkv + (size_t)b * T * 3 * C + h * hs;
-    load_rows(s.q, ld, base, 3 * C, q0, T, hs);
+    load_rows(s.q, ld, at.q, at.width, q0, T, hs);
     load_rows(s.dy, ld, dout + (size_t)b * T * C + h * hs, C, q0, T, hs);
     load_row_stats(s, lse + (size_t)bh * T, nullptr, q0, T);
     __syncthreads();
@@ -287,14 +312,14 @@ __global__ void flash_attention_backward_dq_kernel(floatX* dqkv, float* delta, c
     zero_floats(s.acc1, FLASH_TILE * ldo);
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * FLASH_TILE;
-        load_rows(s.k, ld, base + C, 3 * C, k0, T, hs);
-        load_rows(s.v, ld, base + 2 * C, 3 * C, k0, T, hs);
+        load_rows(s.k, ld, at.k, at.width, k0, T, hs);
+        load_rows(s.v, ld, at.v, at.width, k0, T, hs);
         __syncthreads();
         flash_backward_tile(s, q0, k0, T, hs, scale);
         tile_product<false, false>(s.acc1, ldo, s.ds, FLASH_LDP, s.k, ld, FLASH_TILE, hs, FLASH_TILE, true);  // dq += dS·k
         __syncthreads();
     }
-    store_rows(dqkv + (size_t)b * T * 3 * C + h * hs, 3 * C, s.acc1, q0, T, hs);
+    store_rows(dqkv + (at.q - qkv), at.width, s.acc1, q0, T, hs);
 }
 
 // Above the default 48 KiB of dynamic shared memory a kernel must opt in.
@@ -318,34 +343,36 @@ inline bool flash_aligned(std::initializer_list<const void*> pointers) {
     return true;
 }
 
-template <int HS>
-void flash_mma_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int NH) {
-    const size_t bytes = flash_mma::forward_shared_bytes<HS>();
-    const void* kernel = (const void*)flash_mma::flash_attention_forward_mma_kernel<HS>;
-    flash_allow_shared(kernel, bytes);
-    const dim3 grid((T + flash_mma::ROWS - 1) / flash_mma::ROWS, B * NH);
-    flash_mma::flash_attention_forward_mma_kernel<HS><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(out, lse, qkv,
-                                                                                                      T, NH);
+// GQA: the grouped-query instantiations (KVH < NH); multi-head attention (KVH = NH, GPT-2) runs
+// the others, the code of before grouped-query attention.
+template <int HS, bool GQA>
+void flash_mma_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int NH, int KVH) {
+    using namespace flash_mma;
+    const size_t bytes = forward_shared_bytes<HS>();
+    flash_allow_shared((const void*)flash_attention_forward_mma_kernel<HS, GQA>, bytes);
+    const dim3 grid((T + ROWS - 1) / ROWS, B * NH);
+    flash_attention_forward_mma_kernel<HS, GQA><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(out, lse, qkv, T, NH,
+                                                                                                 KVH);
     KERNEL_CHECK();
 }
-template <int HS>
+template <int HS, bool GQA>
 void flash_mma_backward(__nv_bfloat16* dqkv, float* delta, const __nv_bfloat16* dout, const __nv_bfloat16* out,
-                        const __nv_bfloat16* qkv, const float* lse, int B, int T, int NH) {
+                        const __nv_bfloat16* qkv, const float* lse, int B, int T, int NH, int KVH) {
     using namespace flash_mma;
     const size_t rows = (size_t)B * T * NH;
     const unsigned row_blocks = (unsigned)((rows + 255) / 256);
     flash_attention_row_dots_kernel<HS><<<row_blocks, 256, 0, ctx.stream>>>(delta, dout, out, B, T, NH);
     KERNEL_CHECK();
-    const dim3 grid((T + ROWS - 1) / ROWS, B * NH);
+    const unsigned tiles = (T + ROWS - 1) / ROWS;
     size_t bytes = dkdv_shared_bytes<HS>();
-    flash_allow_shared((const void*)flash_attention_backward_dkdv_mma_kernel<HS>, bytes);
-    flash_attention_backward_dkdv_mma_kernel<HS><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(dqkv, dout, qkv, lse,
-                                                                                                  delta, T, NH);
+    flash_allow_shared((const void*)flash_attention_backward_dkdv_mma_kernel<HS, GQA>, bytes);
+    flash_attention_backward_dkdv_mma_kernel<HS, GQA><<<dim3(tiles, B * KVH), flash_mma::THREADS, bytes, ctx.stream>>>(
+        dqkv, dout, qkv, lse, delta, T, NH, KVH);
     KERNEL_CHECK();
     bytes = dq_shared_bytes<HS>();
-    flash_allow_shared((const void*)flash_attention_backward_dq_mma_kernel<HS>, bytes);
-    flash_attention_backward_dq_mma_kernel<HS><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(dqkv, dout, qkv, lse,
-                                                                                                delta, T, NH);
+    flash_allow_shared((const void*)flash_attention_backward_dq_mma_kernel<HS, GQA>, bytes);
+    flash_attention_backward_dq_mma_kernel<HS, GQA><<<dim3(tiles, B * NH), flash_mma::THREADS, bytes, ctx.stream>>>(
+        dqkv, dout, qkv, lse, delta, T, NH, KVH);
     KERNEL_CHECK();
 }
 // Calls f(std::integral_constant<int, hs>{}): the head size as a compile-time constant.
@@ -366,71 +393,87 @@ void with_mma_head_size(int hs, F&& f) {
 
 // ---- the scalar path (fp32, and bf16 at other head sizes)
 
-inline void flash_scalar_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH) {
+inline void flash_scalar_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, int KVH) {
     const int hs = C / NH, tiles = (T + FLASH_TILE - 1) / FLASH_TILE;
     size_t bytes;
     flash_forward_tiles(nullptr, hs, &bytes);
     flash_allow_shared((const void*)flash_attention_forward_kernel, bytes);
-    flash_attention_forward_kernel<<<dim3(tiles, B * NH), FLASH_THREADS, bytes, ctx.stream>>>(out, lse, qkv, T, NH,
+    flash_attention_forward_kernel<<<dim3(tiles, B * NH), FLASH_THREADS, bytes, ctx.stream>>>(out, lse, qkv, T, NH, KVH,
                                                                                             hs);
     KERNEL_CHECK();
 }
 inline void flash_scalar_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
-                                  const floatX* qkv, const float* lse, int B, int T, int C, int NH) {
+                                  const floatX* qkv, const float* lse, int B, int T, int C, int NH, int KVH) {
     const int hs = C / NH, tiles = (T + FLASH_TILE - 1) / FLASH_TILE;
     size_t bytes;
     flash_backward_tiles(nullptr, hs, false, &bytes);
     flash_allow_shared((const void*)flash_attention_backward_dq_kernel, bytes);
     flash_attention_backward_dq_kernel<<<dim3(tiles, B * NH), FLASH_THREADS, bytes, ctx.stream>>>(
-        dqkv, delta, dout, out, qkv, lse, T, NH, hs);
+        dqkv, delta, dout, out, qkv, lse, T, NH, KVH, hs);
     KERNEL_CHECK();
     flash_backward_tiles(nullptr, hs, true, &bytes);
     flash_allow_shared((const void*)flash_attention_backward_dkdv_kernel, bytes);
-    flash_attention_backward_dkdv_kernel<<<dim3(tiles, B * NH), FLASH_THREADS, bytes, ctx.stream>>>(
-        dqkv, dout, qkv, lse, delta, T, NH, hs);
+    flash_attention_backward_dkdv_kernel<<<dim3(tiles, B * KVH), FLASH_THREADS, bytes, ctx.stream>>>(
+        dqkv, dout, qkv, lse, delta, T, NH, KVH, hs);
     KERNEL_CHECK();
 }
 
 // ---- the entry points: the tensor-core path where it applies, else the scalar one. (Templates
 // on the element type, so that the fp32 build never instantiates the bf16 kernels.)
 
-template <class X>
-void flash_forward_dispatch(X* out, float* lse, const X* qkv, int B, int T, int C, int NH, bool scalar) {
-    if constexpr (std::is_same<X, __nv_bfloat16>::value) {
-        if (!scalar && flash_mma_supports(C / NH) && flash_aligned({out, qkv})) {
-            with_mma_head_size(C / NH,
-                               [&](auto hs) { flash_mma_forward<decltype(hs)::value>(out, lse, qkv, B, T, NH); });
-            return;
-        }
-    }
-    flash_scalar_forward(out, lse, qkv, B, T, C, NH);
+inline void flash_check_heads(int NH, int KVH) {
+    if (KVH < 1 || NH % KVH)
+        throw Error(strf("flash attention: %d query heads do not split into %d K/V heads", NH, KVH));
 }
 template <class X>
-void flash_backward_dispatch(X* dqkv, float* delta, const X* dout, const X* out, const X* qkv, const float* lse, int B,
-                             int T, int C, int NH, bool scalar) {
+void flash_forward_dispatch(X* out, float* lse, const X* qkv, int B, int T, int C, int NH, int KVH, bool scalar) {
+    flash_check_heads(NH, KVH);
     if constexpr (std::is_same<X, __nv_bfloat16>::value) {
-        if (!scalar && flash_mma_supports(C / NH) && flash_aligned({dqkv, dout, out, qkv})) {
+        if (!scalar && flash_mma_supports(C / NH) && flash_aligned({out, qkv})) {
             with_mma_head_size(C / NH, [&](auto hs) {
-                flash_mma_backward<decltype(hs)::value>(dqkv, delta, dout, out, qkv, lse, B, T, NH);
+                constexpr int HS = decltype(hs)::value;
+                if (KVH == NH) flash_mma_forward<HS, false>(out, lse, qkv, B, T, NH, KVH);
+                else flash_mma_forward<HS, true>(out, lse, qkv, B, T, NH, KVH);
             });
             return;
         }
     }
-    flash_scalar_backward(dqkv, delta, dout, out, qkv, lse, B, T, C, NH);
+    flash_scalar_forward(out, lse, qkv, B, T, C, NH, KVH);
+}
+template <class X>
+void flash_backward_dispatch(X* dqkv, float* delta, const X* dout, const X* out, const X* qkv, const float* lse, int B,
+                             int T, int C, int NH, int KVH, bool scalar) {
+    flash_check_heads(NH, KVH);
+    if constexpr (std::is_same<X, __nv_bfloat16>::value) {
+        if (!scalar && flash_mma_supports(C / NH) && flash_aligned({dqkv, dout, out, qkv})) {
+            with_mma_head_size(C / NH, [&](auto hs) {
+                constexpr int HS = decltype(hs)::value;
+                if (KVH == NH) flash_mma_backward<HS, false>(dqkv, delta, dout, out, qkv, lse, B, T, NH, KVH);
+                else flash_mma_backward<HS, true>(dqkv, delta, dout, out, qkv, lse, B, T, NH, KVH);
+            });
+            return;
+        }
+    }
+    flash_scalar_backward(dqkv, delta, dout, out, qkv, lse, B, T, C, NH, KVH);
 }
 
-// y (B,T,C) and lse (B,NH,T) from qkv (B,T,3C). scalar: the scalar kernels even where the
-// tensor-core ones apply (tests and the workbench compare the two).
-inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
+// y (B,T,C) and lse (B,NH,T) from qkv (B,T,QKV), QKV = C + 2·KVH·(C/NH) (GPT-2: KVH = NH, 3C).
+// scalar: the scalar kernels even where the tensor-core ones apply (tests and the workbench
+// compare the two).
+inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, int KVH,
                                     bool scalar = false) {
-    flash_forward_dispatch(out, lse, qkv, B, T, C, NH, scalar);
+    flash_forward_dispatch(out, lse, qkv, B, T, C, NH, KVH, scalar);
 }
-// dqkv (B,T,3C), overwritten, from dout (B,T,C); out and lse as the forward wrote them;
+// dqkv (B,T,QKV), overwritten, from dout (B,T,C); out and lse as the forward wrote them;
 // delta: (B,NH,T) scratch.
 inline void flash_attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
-                                     const floatX* qkv, const float* lse, int B, int T, int C, int NH,
+                                     const floatX* qkv, const float* lse, int B, int T, int C, int NH, int KVH,
                                      bool scalar = false) {
-    flash_backward_dispatch(dqkv, delta, dout, out, qkv, lse, B, T, C, NH, scalar);
+    flash_backward_dispatch(dqkv, delta, dout, out, qkv, lse, B, T, C, NH, KVH, scalar);
 }
+// The calls of before KVH, (..., NH, scalar), would pass `scalar` as KVH: they do not compile.
+void flash_attention_forward(floatX*, float*, const floatX*, int, int, int, int, bool) = delete;
+void flash_attention_backward(floatX*, float*, const floatX*, const floatX*, const floatX*, const float*, int, int,
+                              int, int, bool) = delete;
 
 }  // namespace gpu

@@ -34,6 +34,13 @@
 // time. Scores are kept in base-2 units, t = s·scale·log2(e), so each probability is one FFMA
 // and one MUFU.EX2 (exp2_approx).
 //
+// Grouped-query attention (KVH < NH K/V heads, query head h reading K/V head h / G, G = NH /
+// KVH; qkv rows [q: NH·HS | k: KVH·HS | v: KVH·HS]): each kernel has a second instantiation,
+// GQA = true, with the same tiles and loops. The forward and dq kernels only point their k, v
+// at head h / G; the dk/dv kernel's block owns 64 keys of one K/V head and sums the G query
+// heads of its group into its accumulators, one after the other. Multi-head attention
+// (GQA = false, GPT-2) runs the code of before: the same arithmetic, the same bits.
+//
 // Cost (causal, per (b, h), about T²/2 query-key pairs): the forward is 2 products of 2·HS
 // FLOP per pair (S = q·kᵀ, P·v); the backward 7 (S and dP in the dk/dv kernel and again in the
 // dq kernel, then dv, dk and dq), 2 of them recomputations that spare atomics. Bytes: q, k, v, y
@@ -68,16 +75,32 @@ struct Head {
     static constexpr int OTHER = HS <= 64 ? 64 : 32;
 };
 
-// Where a block of any of the three kernels works: blockIdx.y = b·NH + h, and the q, k, v of
-// that (b, h) at (b, 0, the head's first column) of qkv (B,T,3C), whose rows are width = 3C.
-template <int HS>
+// Where a block of any of the three kernels works: query head h of batch row b, its K/V head
+// kh, and the q of h, the k and v of kh at (b, 0, the head's first column) of qkv (B,T,QKV),
+// whose rows are width = QKV = C + 2·KVH·HS.
+//   GQA = false, multi-head attention (KVH = NH, GPT-2): kh = h, width = 3C, blockIdx.y = b·NH + h
+//     in every kernel: the code of before grouped-query attention, the same arithmetic.
+//   GQA = true: kh = h / G (G = NH / KVH); the forward and dq kernels take blockIdx.y = b·NH + h,
+//     the dk/dv kernel (keys) blockIdx.y = b·KVH + kh, with h the group's first query head kh·G
+//     (the kernel steps through the others).
+template <int HS, bool GQA>
 struct BlockHead {
-    int bh, b, h, C, width;
+    int bh, b, h, kh, C, width;  // bh = b·NH + h: the row statistics' (lse, D) head
     int warp_row;  // this warp's first row among the block's 64
     const bf16 *q, *k, *v;
-    __device__ __forceinline__ BlockHead(const bf16* qkv, int T, int NH)
-        : bh(blockIdx.y), b(bh / NH), h(bh % NH), C(NH * HS), width(3 * C), warp_row((threadIdx.x / 32) * 16),
-          q(qkv + (size_t)b * T * width + h * HS), k(q + C), v(q + 2 * C) {}
+    __device__ __forceinline__ BlockHead(const bf16* qkv, int T, int NH, int KVH, bool keys)
+        : warp_row((threadIdx.x / 32) * 16) {
+        C = NH * HS;
+        if (!GQA) {
+            bh = blockIdx.y, b = bh / NH, h = bh % NH, kh = h, width = 3 * C;
+            q = qkv + (size_t)b * T * width + h * HS, k = q + C, v = q + 2 * C;
+        } else {
+            if (keys) b = blockIdx.y / KVH, kh = blockIdx.y % KVH, h = kh * (NH / KVH), bh = b * NH + h;
+            else bh = blockIdx.y, b = bh / NH, h = bh % NH, kh = h / (NH / KVH);
+            width = C + 2 * KVH * HS;
+            q = qkv + (size_t)b * T * width + h * HS, k = q + C + (kh - h) * HS, v = k + KVH * HS;
+        }
+    }
 };
 
 // rows r0.. (ROWS_ of them) of one head of a (B,T,width) tensor (src at (b, 0, the head's
@@ -175,16 +198,16 @@ __device__ __forceinline__ void forward_tile(float (&o)[Head<HS>::N8][4], float 
     product_rb<KEYS8 / 2, N8, LD>(o, p, v_tile);  // o += P·v
 }
 
-template <int HS>
+template <int HS, bool GQA>
 __global__ void __launch_bounds__(THREADS)
-    flash_attention_forward_mma_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH) {
+    flash_attention_forward_mma_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int KVH) {
     constexpr int LD = Head<HS>::LD, K16 = Head<HS>::K16, N8 = Head<HS>::N8;
     extern __shared__ __align__(128) char flash_smem[];
     bf16* q_tile = reinterpret_cast<bf16*>(flash_smem);
     bf16* k_tiles = q_tile + ROWS * LD;      // [2][ROWS][LD]
     bf16* v_tiles = k_tiles + 2 * ROWS * LD;  // [2][ROWS][LD]
     const int tiles = (T + ROWS - 1) / ROWS, qt = tiles - 1 - blockIdx.x, q0 = qt * ROWS;
-    const BlockHead<HS> at(qkv, T, NH);
+    const BlockHead<HS, GQA> at(qkv, T, NH, KVH, false);
     const int warp_row = at.warp_row;
     const float scale_log2 = LOG2E / sqrtf((float)HS);
 
@@ -260,14 +283,15 @@ __global__ void flash_attention_row_dots_kernel(float* delta, const bf16* dout, 
 // rows of one side, two tiles of them (k, v in the dk/dv pass; q, dy in the dq pass), and
 // walks the other side's tiles of O rows (its two tiles: q, dy; or k, v), double-buffered.
 // Shared memory: the own tiles (64 × LD each), then the other side's (O × LD each, twice).
-// KEYS: the block owns keys (the dk/dv pass).
-template <int HS, int O, bool KEYS>
-struct BackwardBlock : BlockHead<HS> {
+// KEYS: the block owns keys (the dk/dv pass), of K/V head kh, and sees the queries of the
+// group's heads h, h + 1, .. h + G − 1 in turn.
+template <int HS, bool GQA, int O, bool KEYS>
+struct BackwardBlock : BlockHead<HS, GQA> {
     float scale, scale_log2;    // 1/√HS, and the same times log2(e) for base-2 scores
-    const bf16* dy;             // dy at (b, 0, the head's first column) of dout (B,T,C)
+    const bf16* dy;             // dy at (b, 0, query head h's first column) of dout (B,T,C)
     bf16 *own[2], *other[2];    // own[i]: 64 × LD; other[i]: [2][O][LD], this tile and the next
-    __device__ __forceinline__ BackwardBlock(char* smem, const bf16* qkv, const bf16* dout, int T, int NH)
-        : BlockHead<HS>(qkv, T, NH), scale(1.0f / sqrtf((float)HS)), scale_log2(scale * LOG2E),
+    __device__ __forceinline__ BackwardBlock(char* smem, const bf16* qkv, const bf16* dout, int T, int NH, int KVH)
+        : BlockHead<HS, GQA>(qkv, T, NH, KVH, KEYS), scale(1.0f / sqrtf((float)HS)), scale_log2(scale * LOG2E),
           dy(dout + (size_t)this->b * T * this->C + this->h * HS) {
         constexpr int LD = Head<HS>::LD;
         own[0] = reinterpret_cast<bf16*>(smem);
@@ -280,11 +304,13 @@ struct BackwardBlock : BlockHead<HS> {
         load_tile_async<HS, ROWS>(own[0], KEYS ? this->k : this->q, this->width, r0, T);
         load_tile_async<HS, ROWS>(own[1], KEYS ? this->v : dy, KEYS ? this->width : this->C, r0, T);
     }
-    // The other side's O rows r0.. (q and dy, or k and v) into buffer buf of other[0], other[1].
-    __device__ __forceinline__ void load_other(int buf, int r0, int T) const {
+    // The other side's O rows r0.. (q and dy of query head h + g, or k and v) into buffer buf of
+    // other[0], other[1].
+    __device__ __forceinline__ void load_other(int buf, int r0, int T, int g = 0) const {
         constexpr int LD = Head<HS>::LD;
-        load_tile_async<HS, O>(other[0] + buf * O * LD, KEYS ? this->q : this->k, this->width, r0, T);
-        load_tile_async<HS, O>(other[1] + buf * O * LD, KEYS ? dy : this->v, KEYS ? this->C : this->width, r0, T);
+        load_tile_async<HS, O>(other[0] + buf * O * LD, KEYS ? this->q + g * HS : this->k, this->width, r0, T);
+        load_tile_async<HS, O>(other[1] + buf * O * LD, KEYS ? dy + g * HS : this->v, KEYS ? this->C : this->width,
+                               r0, T);
     }
     __device__ __forceinline__ const bf16* other_tile(int i, int buf) const {
         return other[i] + buf * O * Head<HS>::LD;
@@ -326,9 +352,13 @@ __device__ __forceinline__ void scores_to_gradients(float (&s)[N8][4], float (&d
 }
 
 // ---------------------------------------------------------------------------------------
-// Backward, step 2: dk and dv for 64 keys per block, each warp 16 of them, summed over the
-// query tiles that see them in order (deterministic). grid (key tiles, B·NH), the first keys
-// (seen by the most queries) first. Works on the transposed products, keys as rows:
+// Backward, step 2: dk and dv for 64 keys of K/V head kh per block, each warp 16 of them,
+// summed over the query tiles that see them, of each of the group's G query heads, in a fixed
+// order (deterministic, no atomics): head h = kh·G + g for g = 0..G−1, and for each its query
+// tiles in order, the accumulators staying in registers throughout; a head's last tile loads
+// the next head's first while it is multiplied. (GQA = false: G = 1, the loop of before.) grid
+// (key tiles, B·KVH), the first keys (seen by the most queries) first. Works on the transposed
+// products, keys as rows:
 //   Sᵀ = k·qᵀ, dPᵀ = v·dyᵀ, Pᵀ, dSᵀ as above, dv += Pᵀ·dy, dk += dSᵀ·q (× scale at the end).
 // Shared memory: k, v (64 × LD each), then q, dy (Q × LD each, twice), lse₂ and D (Q floats,
 // twice), where Q = Head<HS>::OTHER query rows per step.
@@ -339,40 +369,41 @@ constexpr size_t dkdv_shared_bytes() {
     return (size_t)(2 * ROWS + 4 * Q) * LD * sizeof(bf16) + 4 * Q * sizeof(float);
 }
 
-template <int HS>
+template <int HS, bool GQA>
 __global__ void __launch_bounds__(THREADS)
     flash_attention_backward_dkdv_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
-                                             const float* delta, int T, int NH) {
+                                             const float* delta, int T, int NH, int KVH) {
     constexpr int LD = Head<HS>::LD, N8 = Head<HS>::N8, Q = Head<HS>::OTHER, Q8 = Q / 8;
     extern __shared__ __align__(128) char flash_smem[];
     const int tiles = (T + Q - 1) / Q, k0 = blockIdx.x * ROWS, first = k0 / Q;
-    const BackwardBlock<HS, Q, true> at(flash_smem, qkv, dout, T, NH);
+    const BackwardBlock<HS, GQA, Q, true> at(flash_smem, qkv, dout, T, NH, KVH);
     float* lse2_rows = reinterpret_cast<float*>(at.other[1] + 2 * Q * LD);  // [2][Q]
     float* d_rows = lse2_rows + 2 * Q;                                     // [2][Q]
     const int warp_row = at.warp_row;
-    lse += (size_t)at.bh * T, delta += (size_t)at.bh * T;  // this (b, h)'s rows
+    lse += (size_t)at.bh * T, delta += (size_t)at.bh * T;  // the rows of (b, h), the group's first head
 
-    // lse (in base-2 units) and D of query rows q0.. into buffer `buf`; rows past T get
-    // values that keep the arithmetic finite (their columns are masked)
-    auto load_stats = [&](int buf, int q0) {
+    // lse (in base-2 units) and D of query rows q0.. of the group's head h + g into buffer
+    // `buf`; rows past T get values that keep the arithmetic finite (their columns are masked)
+    auto load_stats = [&](int buf, int q0, int g) {
         for (int i = threadIdx.x; i < Q; i += THREADS) {
             const int t = q0 + i;
-            lse2_rows[buf * Q + i] = t < T ? lse[t] * LOG2E : 0.0f;
-            d_rows[buf * Q + i] = t < T ? delta[t] : 0.0f;
+            lse2_rows[buf * Q + i] = t < T ? lse[(size_t)g * T + t] * LOG2E : 0.0f;
+            d_rows[buf * Q + i] = t < T ? delta[(size_t)g * T + t] : 0.0f;
         }
     };
     at.load_own(k0, T);
     at.load_other(0, first * Q, T);
-    load_stats(0, first * Q);
+    load_stats(0, first * Q, 0);
     cp_async_commit();
 
     float dk[N8][4], dv[N8][4];
     zero(dk), zero(dv);
-    for (int qt = first; qt < tiles; qt++) {
-        const int cur = (qt - first) % 2, q0 = qt * Q;
-        if (qt + 1 < tiles) {
-            at.load_other(1 - cur, q0 + Q, T);
-            load_stats(1 - cur, q0 + Q);
+    // One step: query tile q0 (in buffer cur) against the block's keys, summed into dk, dv; the
+    // next step's tiles (q0_next of head h + g_next) are loaded meanwhile, if there is one.
+    auto step = [&](int cur, int q0, bool more, int q0_next, int g_next) {
+        if (more) {
+            at.load_other(1 - cur, q0_next, T, g_next);
+            load_stats(1 - cur, q0_next, g_next);
         }
         wait_for_current_tile();
         const bf16* q_tile = at.other_tile(0, cur);
@@ -400,15 +431,30 @@ __global__ void __launch_bounds__(THREADS)
         product_rb<Q8 / 2, N8, LD>(dv, pt, dy_tile);  // dv += Pᵀ·dy
         product_rb<Q8 / 2, N8, LD>(dk, dst, q_tile);  // dk += dSᵀ·q
         __syncthreads();  // this buffer is refilled next
+    };
+    if (!GQA) {
+        for (int qt = first; qt < tiles; qt++) step((qt - first) % 2, qt * Q, qt + 1 < tiles, qt * Q + Q, 0);
+    } else {
+        // the group's heads h + g, g = 0..G−1 in turn, each over its query tiles first..tiles−1;
+        // the last tile of a head prefetches the next head's first
+        const int G = NH / KVH;
+        for (int g = 0, i = 0; g < G; g++)
+            for (int qt = first; qt < tiles; qt++, i++) {
+                const bool head_more = qt + 1 < tiles;
+                step(i % 2, qt * Q, head_more || g + 1 < G, head_more ? qt * Q + Q : first * Q,
+                     head_more ? g : g + 1);
+            }
     }
-    bf16* dk_dst = dqkv + (size_t)at.b * T * at.width + at.C + at.h * HS;
+    // K/V head kh's columns of dqkv, and v's
+    bf16* dk_dst = dqkv + (size_t)at.b * T * at.width + at.C + (GQA ? at.kh : at.h) * HS;
     store_rows<N8>(dk_dst, at.width, dk, at.scale, k0 + warp_row, T);
-    store_rows<N8>(dk_dst + at.C, at.width, dv, 1.0f, k0 + warp_row, T);
+    store_rows<N8>(dk_dst + (GQA ? KVH * HS : at.C), at.width, dv, 1.0f, k0 + warp_row, T);
 }
 
 // ---------------------------------------------------------------------------------------
 // Backward, step 3: dq for 64 queries per block, each warp 16 of them, summed over the key
-// tiles they see, in order. grid (query tiles of 64, B·NH), the last tiles first.
+// tiles (of K/V head kh = h / G) they see, in order. grid (query tiles of 64, B·NH), the last
+// tiles first.
 //   S = q·kᵀ, dP = dy·vᵀ, P, dS as above, dq += dS·k (× scale at the end).
 // Shared memory: q, dy (64 × LD each), then k, v (K × LD each, twice), K = Head<HS>::OTHER.
 
@@ -417,14 +463,14 @@ constexpr size_t dq_shared_bytes() {
     return (size_t)(2 * ROWS + 4 * Head<HS>::OTHER) * Head<HS>::LD * sizeof(bf16);
 }
 
-template <int HS>
+template <int HS, bool GQA>
 __global__ void __launch_bounds__(THREADS)
     flash_attention_backward_dq_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
-                                           const float* delta, int T, int NH) {
+                                           const float* delta, int T, int NH, int KVH) {
     constexpr int LD = Head<HS>::LD, N8 = Head<HS>::N8, K = Head<HS>::OTHER, K8 = K / 8;
     extern __shared__ __align__(128) char flash_smem[];
     const int tiles = (T + ROWS - 1) / ROWS, q0 = (tiles - 1 - blockIdx.x) * ROWS;
-    const BackwardBlock<HS, K, false> at(flash_smem, qkv, dout, T, NH);
+    const BackwardBlock<HS, GQA, K, false> at(flash_smem, qkv, dout, T, NH, KVH);
     const int warp_row = at.warp_row;
 
     at.load_own(q0, T);
@@ -460,7 +506,7 @@ __global__ void __launch_bounds__(THREADS)
         product_rb<K8 / 2, N8, LD>(dq, ds, k_tile);  // dq += dS·k
         __syncthreads();
     }
-    store_rows<N8>(dqkv + (size_t)at.b * T * at.width + at.h * HS, at.width, dq, at.scale, q0 + warp_row, T);
+    store_rows<N8>(dqkv + (at.q - qkv), at.width, dq, at.scale, q0 + warp_row, T);
 }
 
 }  // namespace flash_mma

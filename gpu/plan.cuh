@@ -180,8 +180,8 @@ void choose_kernels(Config& config, const ModelConfig& mc, const BatchPlan& plan
             line = strf("attention: fused (the cublas path would need %s at B=%d, more than the %s available)",
                         format_bytes(need("cublas")).c_str(), plan.B, format_bytes(available).c_str());
     } else if (times && comm.rank == 0) {
-        double fused = gpu::time_attention_layer(true, plan.B, plan.T, mc.C, mc.NH);
-        double cublas = gpu::time_attention_layer(false, plan.B, plan.T, mc.C, mc.NH);
+        double fused = gpu::time_attention_layer(true, plan.B, plan.T, mc.C, mc.NH, mc.kv_heads());
+        double cublas = gpu::time_attention_layer(false, plan.B, plan.T, mc.C, mc.NH, mc.kv_heads());
         choice = cublas > 0 && cublas < fused ? "cublas" : "fused";
         line = strf("attention: fused %.2f ms, cublas %s per layer (forward and backward, B=%d T=%d): %s", fused,
                     cublas > 0 ? strf("%.2f ms", cublas).c_str() : "does not fit", plan.B, plan.T,

@@ -139,6 +139,13 @@ mutations=(
 "RoPE: positions counted from 1, not 0|gpu/rope.cuh|s#t = (int)(bt % T);#t = (int)(bt % T) + 1;#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=RoPE*"
 "SwiGLU backward: dup without silu (dout*gate)|gpu/swiglu.cuh|s#du.v\[k\] = floatX(dk \* gk \* sg);#du.v[k] = floatX(dk * gk);#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=SwiGLU*"
 "SwiGLU backward (bf16): dgate without the derivative of sigma|gpu/swiglu.cuh|s# \* (1.0f + gk \* (1.0f - sg))##|test/gpu_trainer/trainer_cpu|./test/gpu_trainer/trainer_cpu -tc=SwiGLU*"
+# ---- issue 44: grouped-query attention (KVH < NH K/V heads) on the three GPU attention paths
+"GQA flash dk/dv (tensor cores): the group's query heads after the first not summed|gpu/flash_attention_mma.cuh|s#        const int G = NH / KVH;#        const int G = 1;#|auto|./test/gpu_trainer/flash_attention_cpu -tc=grouped*every*path*"
+"GQA flash forward and dq (tensor cores): query head h reads K/V head h, not h/G|gpu/flash_attention_mma.cuh|s#kh = h / (NH / KVH);#kh = h;#|auto|./test/gpu_trainer/flash_attention_cpu -tc=grouped*every*path*"
+"GQA flash forward and dq (scalar): query head h reads K/V head h, not h/G|gpu/flash_attention.cuh|s#h / (NH / KVH), T, NH, KVH, hs)#h, T, NH, KVH, hs)#g|auto|./test/gpu_trainer/flash_attention_cpu_fp32 -tc=grouped*every*path*"
+"GQA flash dk/dv (scalar): the group's query heads after the first not summed|gpu/flash_attention.cuh|s#for (int g = 0; g < G; g++) {#for (int g = 0; g < 1; g++) {#|auto|./test/gpu_trainer/flash_attention_cpu_fp32 -tc=grouped*every*path*"
+"GQA cuBLAS attention: dv sums the group's first query head only|gpu/attention.cuh|s#hs, T, a.GT, 1.0f, dyr, hs, a.sq#hs, T, T, 1.0f, dyr, hs, a.sq#|auto|./test/gpu_trainer/flash_attention_cpu_fp32 -tc=grouped*every*path*"
+"GQA cuBLAS attention: dk sums the group's first query head only|gpu/attention.cuh|s#hs, T, a.GT, 1.0f, q, hs, a.sq#hs, T, T, 1.0f, q, hs, a.sq#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=*grouped-query*"
 # ---- the scripts (TARGETS none: the suite runs the file as it is)
 "docs' name check: the functions the pages name are not looked for|test/tools/check_docs.py|s#    for m in FUNCTION.finditer(span):#    for m in FUNCTION.finditer(\"\"):#|none|bash test/tools/quoted_outputs.sh --names"
 "docs' name check: Class::name() passes where name( is anywhere, not in the class|test/tools/check_docs.py|s#        if not scope:\$#        if True:#|none|bash test/tools/quoted_outputs.sh --names"

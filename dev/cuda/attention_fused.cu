@@ -90,19 +90,19 @@ int main(int argc, char** argv) {
         };
         table_header(strf("causal attention forward + backward, one layer, B=%d NH=%d T=%d hs=%d", B, NH, T, hs).c_str());
         auto cublas = check("1 cuBLAS path", [&] {
-            gpu::attention_forward(d_y.ptr(), d_stats.ptr(), d_stats.ptr() + rows, d_qkv.ptr(), scratch, B, T, C, NH);
+            gpu::attention_forward(d_y.ptr(), d_stats.ptr(), d_stats.ptr() + rows, d_qkv.ptr(), scratch, B, T, C, NH, NH);
             gpu::attention_backward(d_dqkv.ptr(), d_dout.ptr(), d_qkv.ptr(), d_stats.ptr(), d_stats.ptr() + rows,
-                                    scratch, B, T, C, NH);
+                                    scratch, B, T, C, NH, NH);
         });
         auto fused = check("2 fused path", [&] {
-            gpu::flash_attention_forward(d_y.ptr(), d_stats.ptr(), d_qkv.ptr(), B, T, C, NH);
+            gpu::flash_attention_forward(d_y.ptr(), d_stats.ptr(), d_qkv.ptr(), B, T, C, NH, NH);
             gpu::flash_attention_backward(d_dqkv.ptr(), d_delta.ptr(), d_dout.ptr(), d_y.ptr(), d_qkv.ptr(),
-                                          d_stats.ptr(), B, T, C, NH);
+                                          d_stats.ptr(), B, T, C, NH, NH);
         });
         auto scalar = check("3 fused path, scalar kernels", [&] {
-            gpu::flash_attention_forward(d_y.ptr(), d_stats.ptr(), d_qkv.ptr(), B, T, C, NH, true);
+            gpu::flash_attention_forward(d_y.ptr(), d_stats.ptr(), d_qkv.ptr(), B, T, C, NH, NH, true);
             gpu::flash_attention_backward(d_dqkv.ptr(), d_delta.ptr(), d_dout.ptr(), d_y.ptr(), d_qkv.ptr(),
-                                          d_stats.ptr(), B, T, C, NH, true);
+                                          d_stats.ptr(), B, T, C, NH, NH, true);
         });
         printf("fused / cuBLAS time per layer: %.2f (below 1: the fused path is faster)\n", fused.second / cublas.second);
         printf("attention memory per layer: cuBLAS path %.1f MB of (B,NH,T,T) scratch and (3+3+1)·B·T·C permuted "

@@ -89,9 +89,9 @@ int main(int argc, char** argv) {
                 return [=] { gpu::layernorm_forward(y, mean, rstd, x, lnw, lnb, N, C); };
             if (n == "residual + layernorm forward")
                 return [=] { gpu::residual_layernorm_forward(y2, y, mean, rstd, x, x2, lnw, lnb, N, C); };
-            if (n == "attention forward") return [=] { gpu::flash_attention_forward(y, stats, qkv, B, T, C, NH); };
+            if (n == "attention forward") return [=] { gpu::flash_attention_forward(y, stats, qkv, B, T, C, NH, NH); };
             if (n == "attention backward")
-                return [=] { gpu::flash_attention_backward(dqkv, stats + N * NH, x, y, qkv, stats, B, T, C, NH); };
+                return [=] { gpu::flash_attention_backward(dqkv, stats + N * NH, x, y, qkv, stats, B, T, C, NH, NH); };
             if (n.rfind("fc forward", 0) == 0)
                 return [=] { gpu::matmul_gelu_forward(fch_gelu, fch, x, w, bias, N, C, 4 * C, false); };
             if (n.find(" forward") != std::string::npos)  // qkv, attproj, fcproj, logits

@@ -1,5 +1,8 @@
 // Tests of the fused causal attention (gpu/flash_attention.cuh), doctest, built like
 // gpu_trainer/trainer.cu by nvcc or on the CPU runtime (make test/gpu_trainer/flash_attention_cpu and _fp32).
+// Multi-head attention (KVH = NH, GPT-2's) and grouped-query attention (KVH < NH K/V heads,
+// query head h reading K/V head h / (NH/KVH): Llama's) on all three paths: the tensor-core
+// kernels, the scalar ones and the cuBLAS path.
 //
 // References, independent of the kernels under test: train.cpp's attention (the CPU
 // trainer's, compiled in), the cuBLAS path (gpu/attention.cuh), and the log-sum-exp of each
@@ -55,36 +58,43 @@ static double norm_error(const std::vector<T>& ours, const Floats& ref) {
     return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
 }
 
-// The fused path on one input: y (B,T,C), lse (B,NH,T), dqkv (B,T,3C).
+// The fused path on one input: y (B,T,C), lse (B,NH,T), dqkv (B,T,QKV), QKV = C + 2·KVH·hs.
 struct Fused {
     FloatXs y, dqkv;
     std::vector<float> lse;
 };
+static size_t qkv_width(int C, int NH, int KVH) { return (size_t)C + 2 * (size_t)KVH * (C / NH); }
 // scalar: the scalar kernels, which the bf16 build otherwise replaces by the tensor-core ones.
-static Fused run_fused(const Floats& qkv, const Floats& dout, int B, int T, int C, int NH, bool scalar = false) {
-    const size_t n = (size_t)B * T * C, rows = (size_t)B * NH * T;
-    DevArray<floatX> d_qkv(to_x(qkv)), d_dout(to_x(dout)), d_y(n), d_dqkv(3 * n);
+static Fused run_fused(const Floats& qkv, const Floats& dout, int B, int T, int C, int NH, int KVH,
+                       bool scalar = false) {
+    const size_t n = (size_t)B * T * C, rows = (size_t)B * NH * T, nqkv = (size_t)B * T * qkv_width(C, NH, KVH);
+    REQUIRE(qkv.size() == nqkv);
+    DevArray<floatX> d_qkv(to_x(qkv)), d_dout(to_x(dout)), d_y(n), d_dqkv(nqkv);
     DevArray<float> d_lse(rows), d_delta(rows);
-    gpu::flash_attention_forward(d_y.ptr(), d_lse.ptr(), d_qkv.ptr(), B, T, C, NH, scalar);
+    gpu::flash_attention_forward(d_y.ptr(), d_lse.ptr(), d_qkv.ptr(), B, T, C, NH, KVH, scalar);
     gpu::flash_attention_backward(d_dqkv.ptr(), d_delta.ptr(), d_dout.ptr(), d_y.ptr(), d_qkv.ptr(), d_lse.ptr(), B, T,
-                                  C, NH, scalar);
+                                  C, NH, KVH, scalar);
     return {d_y.host(), d_dqkv.host(), d_lse.host()};
 }
 // The cuBLAS path on the same input.
-static void run_cublas(const Floats& qkv, const Floats& dout, int B, int T, int C, int NH, FloatXs& y,
+static void run_cublas(const Floats& qkv, const Floats& dout, int B, int T, int C, int NH, int KVH, FloatXs& y,
                        FloatXs& dqkv) {
     const size_t n = (size_t)B * T * C, att_n = (size_t)B * NH * T * T, rows = (size_t)B * NH * T;
-    DevArray<floatX> d_qkv(to_x(qkv)), d_dout(to_x(dout)), d_y(n), d_dqkv(3 * n);
+    const size_t nqkv = (size_t)B * T * qkv_width(C, NH, KVH);
+    REQUIRE(qkv.size() == nqkv);
+    DevArray<floatX> d_qkv(to_x(qkv)), d_dout(to_x(dout)), d_y(n), d_dqkv(nqkv);
     DevArray<float> d_max(rows), d_sum(rows);
-    DevArray<floatX> qkvr(3 * n), dqkvr(3 * n), yr(n), att(att_n), datt(att_n);
+    DevArray<floatX> qkvr(nqkv), dqkvr(nqkv), yr(n), att(att_n), datt(att_n);
     gpu::AttentionScratch s{qkvr.ptr(), dqkvr.ptr(), yr.ptr(), att.ptr(), datt.ptr()};
-    gpu::attention_forward(d_y.ptr(), d_max.ptr(), d_sum.ptr(), d_qkv.ptr(), s, B, T, C, NH);
-    gpu::attention_backward(d_dqkv.ptr(), d_dout.ptr(), d_qkv.ptr(), d_max.ptr(), d_sum.ptr(), s, B, T, C, NH);
+    gpu::attention_forward(d_y.ptr(), d_max.ptr(), d_sum.ptr(), d_qkv.ptr(), s, B, T, C, NH, KVH);
+    gpu::attention_backward(d_dqkv.ptr(), d_dout.ptr(), d_qkv.ptr(), d_max.ptr(), d_sum.ptr(), s, B, T, C, NH, KVH);
     y = d_y.host(), dqkv = d_dqkv.host();
 }
-// log Σ_{s ≤ t} exp(q_t·k_s·scale) per (b, h, t), in float64 from the (rounded) inputs
-static std::vector<double> reference_lse(const Floats& qkv, int B, int T, int C, int NH) {
-    const int hs = C / NH;
+// log Σ_{s ≤ t} exp(q_t·k_s·scale) per (b, h, t), in float64 from the (rounded) inputs, with
+// k of query head h's K/V head h / (NH/KVH)
+static std::vector<double> reference_lse(const Floats& qkv, int B, int T, int C, int NH, int KVH) {
+    const int hs = C / NH, G = NH / KVH;
+    const size_t QKV = qkv_width(C, NH, KVH);
     std::vector<double> lse((size_t)B * NH * T);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
@@ -94,8 +104,8 @@ static std::vector<double> reference_lse(const Floats& qkv, int B, int T, int C,
                 for (int u = 0; u <= t; u++) {
                     double dot = 0;
                     for (int d = 0; d < hs; d++)
-                        dot += (double)qkv[((size_t)b * T + t) * 3 * C + h * hs + d] *
-                               qkv[((size_t)b * T + u) * 3 * C + C + h * hs + d];
+                        dot += (double)qkv[((size_t)b * T + t) * QKV + h * hs + d] *
+                               qkv[((size_t)b * T + u) * QKV + C + (h / G) * hs + d];
                     s[u] = dot / std::sqrt((double)hs), m = std::max(m, s[u]);
                 }
                 for (double x : s) sum += std::exp(x - m);
@@ -105,59 +115,66 @@ static std::vector<double> reference_lse(const Floats& qkv, int B, int T, int C,
 }
 
 struct Shape {
-    int B, T, NH, hs;
+    int B, T, NH, hs, KVH = 0;  // KVH: K/V heads, 0 for NH (multi-head attention)
 };
+
+// Each of dq, dk, dv of `ours` against `ref` (B·T rows of QKV = C + 2·KVH·hs: q in [0, C), k
+// in [C, C + KVH·hs), v after), each normalised by the whole reference gradient: at T = 1 dq
+// and dk are exactly 0 (one key, whose probability is 1 whatever the score).
+static void check_parts(const FloatXs& ours, const Floats& ref, int B, int T, int C, int NH, int KVH, double bound) {
+    const int QKV = (int)qkv_width(C, NH, KVH), ends[] = {0, C, C + (QKV - C) / 2, QKV};
+    double whole = 0;
+    for (float g : ref) whole += (double)g * g;
+    whole = std::sqrt(whole);
+    for (int part = 0; part < 3; part++) {
+        double err = 0;
+        for (size_t r = 0; r < (size_t)B * T; r++)
+            for (int c = ends[part]; c < ends[part + 1]; c++) {
+                double d = (double)(float)ours[r * QKV + c] - ref[r * QKV + c];
+                err += std::isnan(d) ? INFINITY : d * d;
+            }
+        CAPTURE(part);
+        CHECK(std::sqrt(err) / whole <= bound);
+    }
+}
 
 // One shape: the fused path against train.cpp (y, every gradient, each of dq, dk, dv) and
 // the log-sum-exp against float64; with `others`, also against the cuBLAS path and, in the
 // bf16 build, the tensor-core kernels against the scalar ones.
 static void check_shape(const Shape& sh, bool others) {
-    const int B = sh.B, T = sh.T, NH = sh.NH, C = NH * sh.hs;
+    const int B = sh.B, T = sh.T, NH = sh.NH, KVH = sh.KVH ? sh.KVH : sh.NH, C = NH * sh.hs;
     CAPTURE(B);
     CAPTURE(T);
     CAPTURE(NH);
+    CAPTURE(KVH);
     CAPTURE(sh.hs);
-    const size_t n = (size_t)B * T * C;
-    Rng rng(1000 + T * 7 + sh.hs);
-    Floats qkv = rounded(random_floats(3 * n, rng)), dout = rounded(random_floats(n, rng));
-    Floats att((size_t)B * NH * T * T), y(n), dqkv(3 * n);
-    attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH);
-    attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
-    Fused f = run_fused(qkv, dout, B, T, C, NH);
+    const size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * qkv_width(C, NH, KVH);
+    Rng rng(1000 + T * 7 + sh.hs + 131 * (NH - KVH));  // multi-head attention: the seed of before
+    Floats qkv = rounded(random_floats(nqkv, rng)), dout = rounded(random_floats(n, rng));
+    Floats att((size_t)B * NH * T * T), y(n), dqkv(nqkv);
+    attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH, KVH);
+    attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, KVH);
+    Fused f = run_fused(qkv, dout, B, T, C, NH, KVH);
 
     CHECK(norm_error(f.y, y) <= tol(1e-5, 8e-3));
     CHECK(norm_error(f.dqkv, dqkv) <= tol(1e-5, 1.5e-2));
-    // each of dq, dk, dv on its own, normalised by the whole gradient (at T = 1, dq and
-    // dk are exactly 0: one key, whose probability is 1 whatever the score)
-    double whole = 0;
-    for (float g : dqkv) whole += (double)g * g;
-    whole = std::sqrt(whole);
-    for (int part = 0; part < 3; part++) {
-        double err = 0;
-        for (size_t r = 0; r < (size_t)B * T; r++)
-            for (int c = 0; c < C; c++) {
-                double d = (double)(float)f.dqkv[r * 3 * C + part * C + c] - dqkv[r * 3 * C + part * C + c];
-                err += std::isnan(d) ? INFINITY : d * d;
-            }
-        CAPTURE(part);
-        CHECK(std::sqrt(err) / whole <= tol(1e-5, 1.5e-2));
-    }
+    check_parts(f.dqkv, dqkv, B, T, C, NH, KVH, tol(1e-5, 1.5e-2));
     if (others) {
         // against the cuBLAS path: both tiers' own roundings apart, so the sum of the two
         // tolerances against train.cpp
         FloatXs cy, cdqkv;
-        run_cublas(qkv, dout, B, T, C, NH, cy, cdqkv);
+        run_cublas(qkv, dout, B, T, C, NH, KVH, cy, cdqkv);
         CHECK(norm_error(f.y, Floats(cy.begin(), cy.end())) <= tol(2e-5, 1.6e-2));
         CHECK(norm_error(f.dqkv, Floats(cdqkv.begin(), cdqkv.end())) <= tol(2e-5, 3e-2));
     }
     if (others && BF16) {  // the tensor-core kernels against the scalar ones: the sum of their bounds
-        Fused sc = run_fused(qkv, dout, B, T, C, NH, true);
+        Fused sc = run_fused(qkv, dout, B, T, C, NH, KVH, true);
         CHECK(norm_error(f.y, Floats(sc.y.begin(), sc.y.end())) <= 1.6e-2);
         CHECK(norm_error(f.dqkv, Floats(sc.dqkv.begin(), sc.dqkv.end())) <= 3e-2);
     }
     // log-sum-exp: float32 scores of the same inputs, float32 sums (1e-5 of the value,
     // or 1e-5 absolute near 0), in both builds (P's rounding does not enter it)
-    std::vector<double> lse = reference_lse(qkv, B, T, C, NH);
+    std::vector<double> lse = reference_lse(qkv, B, T, C, NH, KVH);
     int bad = 0;
     for (size_t i = 0; i < lse.size(); i++)
         if (!(std::fabs(f.lse[i] - lse[i]) <= 1e-5 * std::max(1.0, std::fabs(lse[i])))) bad++;
@@ -192,28 +209,28 @@ static void check_causal_boundary(bool scalar) {
     Rng rng(77);
     Floats qkv = rounded(random_floats(3 * n, rng));
     Floats zero_dout(n, 0.0f);
-    Fused base = run_fused(qkv, zero_dout, B, T, C, NH, scalar);
+    Fused base = run_fused(qkv, zero_dout, B, T, C, NH, NH, scalar);
     for (int t : {0, 15, 16, 31, 32, 63, 64, 99}) {  // the last and first rows of tiles and warps
         CAPTURE(t);
         // changing v at key t + 1 changes no output row up to t, bit for bit
         if (t + 1 < T) {
             Floats later = qkv;
             for (int d = 0; d < hs; d++) later[(size_t)(t + 1) * 3 * C + 2 * C + d] += 1.0f;
-            Fused f = run_fused(later, zero_dout, B, T, C, NH, scalar);
+            Fused f = run_fused(later, zero_dout, B, T, C, NH, NH, scalar);
             CHECK(memcmp(f.y.data(), base.y.data(), (size_t)(t + 1) * C * sizeof(floatX)) == 0);
             CHECK(memcmp(f.lse.data(), base.lse.data(), (size_t)(t + 1) * sizeof(float)) == 0);
         }
         // changing v at key t (the last key query t sees) changes row t
         Floats last = qkv;
         for (int d = 0; d < hs; d++) last[(size_t)t * 3 * C + 2 * C + d] += 1.0f;
-        Fused g = run_fused(last, zero_dout, B, T, C, NH, scalar);
+        Fused g = run_fused(last, zero_dout, B, T, C, NH, NH, scalar);
         bool changed = false;
         for (int d = 0; d < hs; d++) changed = changed || (float)g.y[(size_t)t * C + d] != (float)base.y[(size_t)t * C + d];
         CHECK(changed);
         // a gradient on row t alone reaches q_t and keys/values 0..t, none after t
         Floats dout(n, 0.0f);
         for (int d = 0; d < hs; d++) dout[(size_t)t * C + d] = 1.0f + 0.01f * d;
-        Fused f = run_fused(qkv, rounded(dout), B, T, C, NH, scalar);
+        Fused f = run_fused(qkv, rounded(dout), B, T, C, NH, NH, scalar);
         bool after_zero = true, at_t_nonzero = false, other_dq_zero = true;
         for (int u = 0; u < T; u++)
             for (int d = 0; d < hs; d++) {
@@ -234,26 +251,120 @@ TEST_CASE("the causal boundary: query t sees key t and nothing after it, across 
 }
 
 // Two runs of one set of kernels give the same bits, and the right answer.
-static void check_reruns(bool scalar) {
+static void check_reruns(bool scalar, int NH, int KVH) {
     CAPTURE(scalar);
+    CAPTURE(NH);
+    CAPTURE(KVH);
     // T = 100: two key tiles of the tensor-core kernels (64 rows: the second partial, loaded
-    // while the first is multiplied), four of the scalar ones (32)
-    const int B = 1, T = 100, NH = 2, hs = 16, C = NH * hs;
-    const size_t n = (size_t)B * T * C;
+    // while the first is multiplied), four of the scalar ones (32); with KVH < NH, the dk/dv
+    // pass's steps cross from one query head of the group to the next
+    const int B = 1, T = 100, hs = 16, C = NH * hs;
+    const size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * qkv_width(C, NH, KVH);
     Rng rng(3);
-    Floats qkv = rounded(random_floats(3 * n, rng)), dout = rounded(random_floats(n, rng));
-    Fused a = run_fused(qkv, dout, B, T, C, NH, scalar), b = run_fused(qkv, dout, B, T, C, NH, scalar);
+    Floats qkv = rounded(random_floats(nqkv, rng)), dout = rounded(random_floats(n, rng));
+    Fused a = run_fused(qkv, dout, B, T, C, NH, KVH, scalar), b = run_fused(qkv, dout, B, T, C, NH, KVH, scalar);
     CHECK(memcmp(a.y.data(), b.y.data(), n * sizeof(floatX)) == 0);
-    CHECK(memcmp(a.dqkv.data(), b.dqkv.data(), 3 * n * sizeof(floatX)) == 0);
+    CHECK(memcmp(a.dqkv.data(), b.dqkv.data(), nqkv * sizeof(floatX)) == 0);
     CHECK(memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0);
     // and the answer is right (a race that every schedule repeated would still show here)
-    Floats att((size_t)B * NH * T * T), y(n);
-    attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH);
+    Floats att((size_t)B * NH * T * T), y(n), dqkv(nqkv);
+    attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH, KVH);
+    attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, KVH);
     CHECK(norm_error(a.y, y) <= tol(1e-5, 8e-3));
+    CHECK(norm_error(a.dqkv, dqkv) <= tol(1e-5, 1.5e-2));
 }
 TEST_CASE("race: the fused kernels give the same bits twice (and under CPU_CUDA_RACECHECK=1, every schedule)") {
-    check_reruns(false);
-    if (BF16) check_reruns(true);
+    check_reruns(false, 2, 2);
+    check_reruns(false, 4, 2);  // grouped-query attention, 2 query heads per K/V head
+    if (BF16) check_reruns(true, 2, 2), check_reruns(true, 4, 2);
+}
+
+// ---- grouped-query attention: KVH < NH K/V heads, query head h reading K/V head h / (NH/KVH)
+
+// Each path on its own against train.cpp's attention_forward and attention_backward (which
+// take KVH): y, each of dq, dk, dv, and the fused kernels' log-sum-exp against float64. The
+// tolerances are those of multi-head attention above: fp32 1e-5 (the same float32 sums in
+// other orders); bf16 8e-3 for y (P rounded before P·v, y once) and 1.5e-2 for the gradients
+// (P and dS rounded into two products each, D from rounded y). A K/V head's dk and dv sum
+// over its G query heads in float32 before the one rounding to bf16 at the store, so the
+// bound does not grow with G: the sum of G heads' errors is relative to a sum G times as large.
+enum class Path { fused, scalar, cublas };
+static const char* path_name(Path p) { return p == Path::fused ? "fused" : p == Path::scalar ? "scalar" : "cublas"; }
+static void check_gqa(const Shape& sh, std::initializer_list<Path> paths) {
+    const int B = sh.B, T = sh.T, NH = sh.NH, KVH = sh.KVH, C = NH * sh.hs;
+    CAPTURE(B);
+    CAPTURE(T);
+    CAPTURE(NH);
+    CAPTURE(KVH);
+    CAPTURE(sh.hs);
+    const size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * qkv_width(C, NH, KVH);
+    Rng rng(5000 + 97 * T + 13 * sh.hs + KVH);
+    Floats qkv = rounded(random_floats(nqkv, rng)), dout = rounded(random_floats(n, rng));
+    Floats att((size_t)B * NH * T * T), y(n), dqkv(nqkv);
+    attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH, KVH);
+    attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, KVH);
+    const std::vector<double> lse = reference_lse(qkv, B, T, C, NH, KVH);
+    for (Path path : paths) {
+        if (path == Path::scalar && !BF16) continue;  // the fp32 build's fused path is the scalar one
+        const std::string path_is = path_name(path);
+        CAPTURE(path_is);
+        Fused f;
+        if (path == Path::cublas) run_cublas(qkv, dout, B, T, C, NH, KVH, f.y, f.dqkv);
+        else f = run_fused(qkv, dout, B, T, C, NH, KVH, path == Path::scalar);
+        CHECK(norm_error(f.y, y) <= tol(1e-5, 8e-3));
+        CHECK(norm_error(f.dqkv, dqkv) <= tol(1e-5, 1.5e-2));
+        check_parts(f.dqkv, dqkv, B, T, C, NH, KVH, tol(1e-5, 1.5e-2));
+        if (path != Path::cublas) {
+            int bad = 0;
+            for (size_t i = 0; i < lse.size(); i++)
+                if (!(std::fabs(f.lse[i] - lse[i]) <= 1e-5 * std::max(1.0, std::fabs(lse[i])))) bad++;
+            CHECK(bad == 0);
+        }
+    }
+}
+
+TEST_CASE("grouped-query attention: every path against train.cpp, KVH = 1 (multi-query), 2 and NH") {
+    // NH = 4: KVH = 1 (G = 4), 2 (G = 2) and 4 (multi-head, the G = 1 instantiations); T = 7
+    // (less than a tile), 100 (two key tiles of 64, the second partial) and 130 (three, with
+    // hs = 128's 32-row tiles of the other side); B = 2, so that batch rows do not mix
+    const Shape shapes[] = {{2, 7, 4, 16}, {2, 100, 4, 64}, {1, 130, 4, 128}};
+    for (int KVH : {1, 2, 4})
+        for (Shape sh : shapes) {
+            sh.KVH = KVH;
+            check_gqa(sh, {Path::fused, Path::scalar, Path::cublas});
+        }
+    // groups of 3 and of 2 out of 6 query heads (G not a power of two), hs = 32
+    check_gqa({1, 70, 6, 32, 2}, {Path::fused, Path::scalar, Path::cublas});
+    check_gqa({1, 70, 6, 32, 3}, {Path::fused, Path::scalar, Path::cublas});
+}
+
+TEST_CASE("grouped-query attention: the backward gives the same bits twice on every path") {
+    const int B = 2, T = 100, NH = 4, KVH = 2, hs = 64, C = NH * hs;  // two query heads per K/V head
+    const size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * qkv_width(C, NH, KVH);
+    Rng rng(11);
+    Floats qkv = rounded(random_floats(nqkv, rng)), dout = rounded(random_floats(n, rng));
+    for (Path path : {Path::fused, Path::scalar, Path::cublas}) {
+        const std::string path_is = path_name(path);
+        CAPTURE(path_is);
+        Fused a, b;
+        if (path == Path::cublas) {
+            run_cublas(qkv, dout, B, T, C, NH, KVH, a.y, a.dqkv);
+            run_cublas(qkv, dout, B, T, C, NH, KVH, b.y, b.dqkv);
+        } else {
+            a = run_fused(qkv, dout, B, T, C, NH, KVH, path == Path::scalar);
+            b = run_fused(qkv, dout, B, T, C, NH, KVH, path == Path::scalar);
+        }
+        CHECK(memcmp(a.y.data(), b.y.data(), n * sizeof(floatX)) == 0);
+        CHECK(memcmp(a.dqkv.data(), b.dqkv.data(), nqkv * sizeof(floatX)) == 0);
+    }
+}
+
+TEST_CASE("grouped-query attention: query heads that do not split into the K/V heads are refused") {
+    const int B = 1, T = 4, NH = 4, KVH = 3, C = NH * 16;
+    DevArray<floatX> qkv((size_t)B * T * qkv_width(C, NH, KVH)), y((size_t)B * T * C);
+    DevArray<float> lse((size_t)B * NH * T);
+    CHECK_THROWS_WITH_AS(gpu::flash_attention_forward(y.ptr(), lse.ptr(), qkv.ptr(), B, T, C, NH, KVH),
+                         doctest::Contains("4 query heads do not split into 3 K/V heads"), Error);
 }
 
 TEST_CASE("head sizes: multiples of 16 up to 128 are supported, others are not") {

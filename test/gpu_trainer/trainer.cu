@@ -446,29 +446,47 @@ TEST_CASE("matmul backward: cuBLASLt's DGELU and BGRADB epilogues equal the sepa
     CHECK(norm_error(fused.dbias, separate.dbias) <= 1e-6);
 }
 
-TEST_CASE("attention forward and backward match the CPU; the backward recomputes the forward's probabilities") {
-    const int B = 2, T = 37, C = 48, NH = 4;
-    const size_t n = (size_t)B * T * C, att_n = (size_t)B * NH * T * T;
-    Rng rng(4);
-    Floats qkv = rounded(random_floats(3 * n, rng)), dout = rounded(random_floats(n, rng));
-    Floats out(n), att(att_n), dqkv(3 * n);
-    attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, NH);  // KVH = NH: GPT-2
-    attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, NH);
+// The cuBLAS attention path (gpu/attention.cuh) on one shape with KVH K/V heads (KVH = NH:
+// multi-head attention) against train.cpp; returns dqkv (B,T,QKV), so that a rerun can be
+// compared bit for bit.
+static FloatXs check_cublas_attention(int KVH) {
+    const int B = 2, T = 37, C = 48, NH = 4, hs = C / NH, QKV = C + 2 * KVH * hs;
+    CAPTURE(KVH);
+    const size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * QKV, att_n = (size_t)B * NH * T * T;
+    Rng rng(4 + 10 * (NH - KVH));  // multi-head attention: the seed of before
+    Floats qkv = rounded(random_floats(nqkv, rng)), dout = rounded(random_floats(n, rng));
+    Floats out(n), att(att_n), dqkv(nqkv);
+    attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, KVH);
+    attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, KVH);
 
-    DevArray<floatX> d_qkv = dev_x(qkv), d_dout = dev_x(dout), d_out(n), d_dqkv(3 * n);
+    DevArray<floatX> d_qkv = dev_x(qkv), d_dout = dev_x(dout), d_out(n), d_dqkv(nqkv);
     DevArray<float> d_max((size_t)B * NH * T), d_sum((size_t)B * NH * T);
-    DevArray<floatX> qkvr(3 * n), dqkvr(3 * n), yr(n), d_att(att_n), d_datt(att_n);
+    DevArray<floatX> qkvr(nqkv), dqkvr(nqkv), yr(n), d_att(att_n), d_datt(att_n);
     gpu::AttentionScratch scratch{qkvr.ptr(), dqkvr.ptr(), yr.ptr(), d_att.ptr(), d_datt.ptr()};
-    gpu::attention_forward(d_out.ptr(), d_max.ptr(), d_sum.ptr(), d_qkv.ptr(), scratch, B, T, C, NH);
+    gpu::attention_forward(d_out.ptr(), d_max.ptr(), d_sum.ptr(), d_qkv.ptr(), scratch, B, T, C, NH, KVH);
     FloatXs forward_att = d_att.host();  // the probabilities, left in the scratch
     d_att.poison();
-    gpu::attention_backward(d_dqkv.ptr(), d_dout.ptr(), d_qkv.ptr(), d_max.ptr(), d_sum.ptr(), scratch, B, T, C, NH);
+    gpu::attention_backward(d_dqkv.ptr(), d_dout.ptr(), d_qkv.ptr(), d_max.ptr(), d_sum.ptr(), scratch, B, T, C, NH,
+                            KVH);
     FloatXs backward_att = d_att.host();
     // bf16: scores, probabilities and output each rounded once (8e-3); the gradient passes
-    // through five rounded products and the softmax backward (1.5e-2)
+    // through five rounded products and the softmax backward (1.5e-2). With KVH < NH, dk and
+    // dv sum a group's query heads inside one product (over G·T rows, float32 sums): the same
+    // roundings, the same bounds.
     CHECK(norm_error(d_out.host(), out) <= tol(1e-5, 8e-3));
     CHECK(norm_error(forward_att, att) <= tol(1e-5, 8e-3));
-    CHECK(norm_error(d_dqkv.host(), dqkv) <= tol(1e-5, 1.5e-2));
+    FloatXs got = d_dqkv.host();
+    CHECK(norm_error(got, dqkv) <= tol(1e-5, 1.5e-2));
+    // each of dq, dk and dv on its own (q: [0, C), k: [C, C + KVH·hs), v: the rest of a row)
+    const int ends[] = {0, C, C + KVH * hs, QKV};
+    for (int part = 0; part < 3; part++) {
+        Floats ours, ref;
+        for (size_t r = 0; r < (size_t)B * T; r++)
+            for (int c = ends[part]; c < ends[part + 1]; c++)
+                ours.push_back((float)got[r * QKV + c]), ref.push_back(dqkv[r * QKV + c]);
+        CAPTURE(part);
+        CHECK(norm_error(ours, ref) <= tol(1e-5, 1.5e-2));
+    }
     // recomputed in the backward from the forward's statistics: the same bits
     CHECK(memcmp(forward_att.data(), backward_att.data(), att_n * sizeof(floatX)) == 0);
     // the causal mask: probabilities above the diagonal are exactly 0
@@ -476,6 +494,17 @@ TEST_CASE("attention forward and backward match the CPU; the backward recomputes
     for (int r = 0; r < B * NH * T; r++)
         for (int t2 = r % T + 1; t2 < T; t2++) masked = masked && (float)forward_att[(size_t)r * T + t2] == 0.0f;
     CHECK(masked);
+    return got;
+}
+
+TEST_CASE("attention forward and backward match the CPU; the backward recomputes the forward's probabilities") {
+    check_cublas_attention(4);  // NH = 4: multi-head attention
+}
+TEST_CASE("attention with grouped-query heads (KVH = 1, 2) matches the CPU, and the backward repeats bit for bit") {
+    for (int KVH : {1, 2}) {
+        FloatXs first = check_cublas_attention(KVH), second = check_cublas_attention(KVH);
+        CHECK(memcmp(first.data(), second.data(), first.size() * sizeof(floatX)) == 0);
+    }
 }
 
 TEST_CASE("GELU, its backward and the residual match the CPU") {

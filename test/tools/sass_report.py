@@ -283,6 +283,49 @@ def a_build_end_to_end_and_the_thresholds():
 
 
 @check
+def head_size_of_both_instantiations():
+    for name, shown in [("flash_attention_forward_mma_kernel<64>", True), ("k<64, false>", True),
+                        ("k<64, true>", True), ("k<128, true>", False), ("k<128>", False), ("adamw_kernel", True),
+                        ("k<gpu::Foo<int, 2>, 3>", True)]:
+        assert sr.at_head_size(name, 64) == shown, (name, shown)
+    assert sr.at_head_size("k<128, true>", 0)
+    assert sr.lookup(sr.DYNAMIC_SMEM_TABLE, "flash_attention_backward_dq_mma_kernel<64, true>", {}) == {"bf16": 55296}
+    assert sr.lookup(sr.DYNAMIC_SMEM_TABLE, "flash_attention_backward_dq_mma_kernel<64, false>", {}) == {"bf16": 55296}
+
+
+@check
+def grouped_query_against_multi_head():
+    def kernel(name, outer, outer_mma, hot=None):
+        mix = {"loop": {"flop_per_instr": hot or outer, "mma_flop_per_instr": outer_mma},
+               "function": {"flop_per_instr": 1.0, "mma_flop_per_instr": 1.0}}
+        if hot:
+            mix["outer_loop"] = {"flop_per_instr": outer, "mma_flop_per_instr": outer_mma}
+        return {"name": name, "mix": mix}
+    build = {"arch": 90, "precision": "bf16", "kernels": [
+        kernel("dkdv<64, false>", 600.0, 590.0), kernel("dkdv<64, true>", 570.0, 560.5, hot=580.0),
+        kernel("fwd<64, false>", 615.0, 605.0), kernel("fwd<64, true>", 500.0, 490.0),
+        kernel("alone<64, true>", 100.0, 90.0), {"name": "dq<64, false>"}, {"name": "dq<64, true>"}]}
+    pairs = [(g["name"], m["name"]) for g, m in sr.gqa_pairs(build)]
+    assert pairs == [("dkdv<64, true>", "dkdv<64, false>"), ("fwd<64, true>", "fwd<64, false>")], pairs
+    table = sr.format_gqa(build)
+    assert "dkdv<64, true>" in table and "0.950" in table and "0.950" in table.splitlines()[2], table
+    assert "0.813" in table.splitlines()[3], table  # 500 / 615
+    opts = sr.parse_args(["--min-gqa-ratio", "0.9"])
+    verdicts = sr.check_thresholds([build], opts)
+    assert [ok for ok, _ in verdicts] == [True, False], verdicts
+    assert "PASS min-gqa-ratio 0.9 sm_90 bf16 dkdv<64, true>: 0.950 of dkdv<64, false>'s" in verdicts[0][1], verdicts
+    assert "FAIL min-gqa-ratio 0.9 sm_90 bf16 fwd<64, true>: 0.813" in verdicts[1][1], verdicts
+    # the hot loop's figures when asked for
+    opts = sr.parse_args(["--min-gqa-ratio", "0.9", "--flop-scope", "hot"])
+    assert "0.967" in sr.check_thresholds([build], opts)[0][1]  # 580 / 600
+    # a build with no pair fails the threshold instead of passing unnoticed
+    lone = {"arch": 80, "precision": "bf16", "kernels": [kernel("fwd<64, false>", 615.0, 605.0)]}
+    verdicts = sr.check_thresholds([lone], sr.parse_args(["--min-gqa-ratio", "0.9"]))
+    assert [ok for ok, _ in verdicts] == [False] and "no <HS, true> kernel" in verdicts[0][1], verdicts
+    assert sr.format_gqa(lone) == ""
+
+
+@check
 def no_nvcc_says_so_and_exits_2():
     saved = dict(os.environ)
     os.environ.update(PATH="/nonexistent", CUDA_HOME="/nonexistent")
