@@ -45,6 +45,9 @@
 #include "gpu/plan.cuh"
 #include "gpu/replicas.cuh"
 #include "gpu/residual.cuh"
+#include "gpu/rmsnorm.cuh"
+#include "gpu/rope.cuh"
+#include "gpu/swiglu.cuh"
 #include "host/gradsync.h"
 #include "host/run.h"
 
@@ -64,15 +67,16 @@ struct Activations {
     floatX *encoded;                   // (B, T, C)
     floatX *ln1;                       // (L, B, T, C)
     float *ln1_mean, *ln1_rstd;        // (L, B, T)
-    floatX *qkv;                       // (L, B, T, 3C)
+    floatX *qkv;                       // (L, B, T, QKV); Llama's q and k RoPE-rotated
     float *att_stats;                  // (L, S, B, NH, T) per attention row: S = 2, softmax maximum then sum
                                        // (cuBLAS path), or S = 1, log-sum-exp (fused path)
     floatX *atty;                      // (L, B, T, C)
     floatX *residual2;                 // (L, B, T, C)
     floatX *ln2;                       // (L, B, T, C)
     float *ln2_mean, *ln2_rstd;        // (L, B, T)
-    floatX *fch;                       // (L, B, T, 4C) GELU's input
-    floatX *fch_gelu;                  // (L, B, T, 4C); with --recompute 1 (B, T, 4C), redone in backward
+    floatX *fch;                       // (L, B, T, 4C) GELU's input; Llama's (L, B, T, 2F), [gate | up]
+    floatX *fch_gelu;                  // (L, B, T, 4C or F) GELU's (SwiGLU's) output; with --recompute 1
+                                       // one layer's, redone in backward
     floatX *residual3;                 // (L, B, T, C)
     floatX *lnf;                       // (B, T, C)
     float *lnf_mean, *lnf_rstd;        // (B, T)
@@ -84,8 +88,9 @@ struct ActivationGrads {
     floatX *dresidual;  // (B, T, C)
     floatX *dln;        // (B, T, C)
     floatX *datty;      // (B, T, C)
-    floatX *dqkv;       // (B, T, 3C)
-    floatX *dfch;       // (B, T, 4C) of GELU's input (fcproj's backward applies gelu')
+    floatX *dqkv;       // (B, T, QKV)
+    floatX *dfch;       // (B, T, 4C) of GELU's input (fcproj's backward applies gelu'); Llama's (B, T, 2F)
+    floatX *dh;         // Llama: (B, T, F) of SwiGLU's output; GPT-2: none
 };
 // Working memory of single layers.
 struct Scratch {
@@ -93,6 +98,7 @@ struct Scratch {
     float *att_delta;      // fused path, gpu/flash_attention.cuh: (B, NH, T) each row's dy·y
     floatX *proj;          // (B, T, C)  an output projection, before it joins the residual stream
     float *partials;       // (row_chunks(B·T), 4C) column sums per chunk of rows
+    float *rope;           // Llama: (maxT, hs/2, 2) RoPE's cos and sin (host/model.h's rope_table)
 };
 
 // Statistics kept per attention row: the cuBLAS path's maximum and sum, or the fused
@@ -101,30 +107,33 @@ inline size_t att_stats_per_row(bool fused) { return fused ? 1 : 2; }
 
 inline Layout activation_layout(Activations& a, const ModelConfig& c, int B, int T, bool recompute, bool fused) {
     size_t BT = (size_t)B * T, L = c.L, C = c.C, NH = c.NH, Vp = c.Vp;
+    size_t QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden(), mean = c.llama() ? 0 : BT;  // RMSNorm: no mean
     return {tensor(a.encoded, BT * C),
-            tensor(a.ln1, L * BT * C), tensor(a.ln1_mean, L * BT), tensor(a.ln1_rstd, L * BT),
-            tensor(a.qkv, L * BT * 3 * C), tensor(a.att_stats, L * att_stats_per_row(fused) * B * NH * T),
+            tensor(a.ln1, L * BT * C), tensor(a.ln1_mean, L * mean), tensor(a.ln1_rstd, L * BT),
+            tensor(a.qkv, L * BT * QKV), tensor(a.att_stats, L * att_stats_per_row(fused) * B * NH * T),
             tensor(a.atty, L * BT * C), tensor(a.residual2, L * BT * C),
-            tensor(a.ln2, L * BT * C), tensor(a.ln2_mean, L * BT), tensor(a.ln2_rstd, L * BT),
-            tensor(a.fch, L * BT * 4 * C), tensor(a.fch_gelu, (recompute ? 1 : L) * BT * 4 * C),
+            tensor(a.ln2, L * BT * C), tensor(a.ln2_mean, L * mean), tensor(a.ln2_rstd, L * BT),
+            tensor(a.fch, L * BT * FC), tensor(a.fch_gelu, (recompute ? 1 : L) * BT * H),
             tensor(a.residual3, L * BT * C),
-            tensor(a.lnf, BT * C), tensor(a.lnf_mean, BT), tensor(a.lnf_rstd, BT),
+            tensor(a.lnf, BT * C), tensor(a.lnf_mean, mean), tensor(a.lnf_rstd, BT),
             tensor(a.logits, BT * Vp), tensor(a.losses, BT)};
 }
 inline Layout activation_grad_layout(ActivationGrads& d, const ModelConfig& c, int B, int T) {
     size_t BT = (size_t)B * T, C = c.C;
     return {tensor(d.dresidual, BT * C), tensor(d.dln, BT * C), tensor(d.datty, BT * C),
-            tensor(d.dqkv, BT * 3 * C), tensor(d.dfch, BT * 4 * C)};
+            tensor(d.dqkv, BT * c.qkv_channels()), tensor(d.dfch, BT * c.fc_channels()),
+            tensor(d.dh, c.llama() ? BT * c.F : 0)};
 }
 // The attention scratch is the chosen path's only: the fused path has no (B,NH,T,T).
 inline Layout scratch_layout(Scratch& s, const ModelConfig& c, int B, int T, bool fused) {
-    size_t BT = (size_t)B * T, C = c.C, att = (size_t)B * c.NH * T * T;
+    size_t BT = (size_t)B * T, C = c.C, att = (size_t)B * c.NH * T * T, QKV = c.qkv_channels();
     s.att = {}, s.att_delta = nullptr;
     Layout attention = fused ? Layout{tensor(s.att_delta, (size_t)B * c.NH * T)}
-                             : Layout{tensor(s.att.qkvr, 3 * BT * C), tensor(s.att.dqkvr, 3 * BT * C),
+                             : Layout{tensor(s.att.qkvr, BT * QKV), tensor(s.att.dqkvr, BT * QKV),
                                       tensor(s.att.yr, BT * C), tensor(s.att.att, att), tensor(s.att.datt, att)};
     attention.insert(attention.end(),
-                     {tensor(s.proj, BT * C), tensor(s.partials, (size_t)row_chunks((int)BT) * 4 * C)});
+                     {tensor(s.proj, BT * C), tensor(s.partials, (size_t)row_chunks((int)BT) * c.fc_channels()),
+                      tensor(s.rope, c.llama() ? (size_t)c.maxT * c.hs() : 0)});
     return attention;
 }
 // Bytes of activations, their gradients and scratch for a micro-batch of B×T: exactly
@@ -202,6 +211,10 @@ void gpt2_build(GPT2& m, const ModelConfig& cfg, int B, int T, int slots, const 
     carve(m.acts_buf, activation_layout(m.a, cfg, B, T, k.recompute, k.fused_attention), "the activations");
     carve(m.dacts_buf, activation_grad_layout(m.d, cfg, B, T), "the activation gradients");
     carve(m.scratch_buf, scratch_layout(m.s, cfg, B, T, k.fused_attention), "the layers' scratch");
+    if (cfg.llama()) {  // RoPE's table, once: the same double-precision values train.cpp rotates with
+        std::vector<float> table = rope_table(cfg);
+        CUDA_CHECK(cudaMemcpy(m.s.rope, table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice));
+    }
     const size_t ints = token_ints(B, T);
     m.tokens_buf.alloc(ints, "the tokens");
     CUDA_CHECK(cudaMallocHost((void**)&m.pinned_tokens, (size_t)slots * ints * sizeof(int)));
@@ -241,46 +254,74 @@ void attention_backward(GPT2& m, floatX* dqkv, const floatX* dout, const floatX*
                            c.kv_heads());
 }
 
+// Layer l's slice of a tensor stacked over layers, n elements a layer; null for a tensor the
+// family does not have (a bias, for Llama).
+template <class X>
+inline X* slice(X* stacked, int l, size_t n) { return stacked ? stacked + l * n : nullptr; }
+
+// The block's norm, one of the family's choices, each fused with the residual add whose output
+// it reads: GPT-2's LayerNorm (gpu/layernorm.cuh) or Llama's RMSNorm (gpu/rmsnorm.cuh, no mean,
+// no bias). residual = a + b, out = norm(residual).
+void residual_norm_forward(const ModelConfig& c, floatX* residual, floatX* out, float* mean, float* rstd,
+                           const floatX* a, const floatX* b, const floatX* w, const floatX* bias, int N) {
+    if (c.llama()) residual_rmsnorm_forward(residual, out, rstd, a, b, w, N, c.C, c.norm_eps);
+    else residual_layernorm_forward(residual, out, mean, rstd, a, b, w, bias, N, c.C);
+}
+// Its backward: the input gradient written to dresidual, or added to it (accumulate); the
+// parameter gradients +=. ln_cols: the columns per block that fit (gpu/fit.cuh).
+void norm_backward(const ModelConfig& c, floatX* dresidual, float* dw, float* db, float* work, const floatX* dout,
+                   const floatX* inp, const floatX* w, const float* mean, const float* rstd, int N, bool accumulate,
+                   int ln_cols) {
+    if (c.llama()) rmsnorm_backward(dresidual, dw, work, dout, inp, w, rstd, N, c.C, accumulate, ln_cols);
+    else layernorm_backward_fused(dresidual, dw, db, work, dout, inp, w, mean, rstd, N, c.C, accumulate, ln_cols);
+}
+
 // Forward to the logits (B, T, Vp) for the inputs on the device; B ≤ maxB, T ≤ maxT.
 void gpt2_forward(GPT2& m, int B, int T) {
     const ModelConfig& c = m.cfg;
-    const int C = c.C, NH = c.NH, Vp = c.Vp;
-    const size_t BT = (size_t)B * T;
+    const int C = c.C, NH = c.NH, KVH = c.kv_heads(), Vp = c.Vp;
+    const size_t BT = (size_t)B * T, QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden();
     const ParamViews<floatX>& p = m.p;
     Activations& a = m.a;
-    encoder_forward(a.encoded, m.inputs, p.wte, p.wpe, B, T, C);
-    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, BT, C);  // block 0's ln1
+    encoder_forward(a.encoded, m.inputs, p.wte, p.wpe, B, T, C);  // Llama: no wpe, positions are RoPE's
+    if (c.llama()) rmsnorm_forward(a.ln1, a.ln1_rstd, a.encoded, p.ln1w, BT, C, c.norm_eps);  // block 0's norm1
+    else layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, BT, C);
     for (int l = 0; l < c.L; l++) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
-        // this block's slices of the activations and parameters
-        floatX* ln1 = a.ln1 + l * BT * C;       float* ln1_mean = a.ln1_mean + l * BT;
-        float* ln1_rstd = a.ln1_rstd + l * BT;  floatX* qkv = a.qkv + l * BT * 3 * C;
+        // this block's slices of the activations
+        floatX* ln1 = a.ln1 + l * BT * C;       float* ln1_mean = slice(a.ln1_mean, l, BT);
+        float* ln1_rstd = a.ln1_rstd + l * BT;  floatX* qkv = a.qkv + l * BT * QKV;
         float* att_stats = a.att_stats + l * att_stats_per_row(m.k.fused_attention) * BT * NH;
         floatX* atty = a.atty + l * BT * C;     floatX* residual2 = a.residual2 + l * BT * C;
-        floatX* ln2 = a.ln2 + l * BT * C;       float* ln2_mean = a.ln2_mean + l * BT;
-        float* ln2_rstd = a.ln2_rstd + l * BT;  floatX* fch = a.fch + l * BT * 4 * C;
-        floatX* fch_gelu = a.fch_gelu + (m.k.recompute ? 0 : l) * BT * 4 * C;
+        floatX* ln2 = a.ln2 + l * BT * C;       float* ln2_mean = slice(a.ln2_mean, l, BT);
+        float* ln2_rstd = a.ln2_rstd + l * BT;  floatX* fch = a.fch + l * BT * FC;
+        floatX* fch_gelu = a.fch_gelu + (m.k.recompute ? 0 : l) * BT * H;
         floatX* residual3 = a.residual3 + l * BT * C;
-        // x + attention(ln1(x)), then x + mlp(ln2(x)); GELU is applied as fc's product is written,
-        // or with --recompute 1 by the kernel that the backward redoes it with. Each residual
-        // add is fused with the LayerNorm that reads its output (gpu/layernorm.cuh): ln2, then
-        // the next block's ln1, or lnf after the last block.
-        matmul_forward(qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, BT, C, 3 * C);
+        // x + attention(norm1(x)), then x + mlp(norm2(x)); GELU is applied as fc's product is
+        // written, or with --recompute 1 by the kernel that the backward redoes it with. Each
+        // residual add is fused with the norm that reads its output: norm2, then the next
+        // block's norm1, or lnf after the last block.
+        matmul_forward(qkv, ln1, slice(p.qkvw, l, QKV * C), slice(p.qkvb, l, QKV), BT, C, QKV);
+        if (c.llama()) rope_forward(qkv, m.s.rope, B, T, NH, KVH, c.hs());  // positions: q, k rotated
         attention_forward(m, atty, att_stats, qkv, B, T);
-        matmul_forward(m.s.proj, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, BT, C, C);
-        residual_layernorm_forward(residual2, ln2, ln2_mean, ln2_rstd, residual, m.s.proj, p.ln2w + l * C,
-                                   p.ln2b + l * C, BT, C);
-        matmul_gelu_forward(fch_gelu, fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, BT, C, 4 * C,
-                            m.k.recompute);
-        matmul_forward(m.s.proj, fch_gelu, p.fcprojw + (size_t)l * C * 4 * C, p.fcprojb + l * C, BT, 4 * C, C);
+        matmul_forward(m.s.proj, atty, slice(p.attprojw, l, C * C), slice(p.attprojb, l, C), BT, C, C);
+        residual_norm_forward(c, residual2, ln2, ln2_mean, ln2_rstd, residual, m.s.proj, p.ln2w + l * C,
+                              slice(p.ln2b, l, C), BT);
+        if (c.llama()) {  // SwiGLU: silu(gate) ⊙ up of fc's two halves
+            matmul_forward(fch, ln2, slice(p.fcw, l, FC * C), nullptr, BT, C, FC);
+            swiglu_forward(fch_gelu, fch, BT, c.F);
+        } else {
+            matmul_gelu_forward(fch_gelu, fch, ln2, slice(p.fcw, l, FC * C), slice(p.fcb, l, FC), BT, C, FC,
+                                m.k.recompute);
+        }
+        matmul_forward(m.s.proj, fch_gelu, slice(p.fcprojw, l, C * H), slice(p.fcprojb, l, C), BT, H, C);
         if (l + 1 < c.L)
-            residual_layernorm_forward(residual3, ln1 + BT * C, ln1_mean + BT, ln1_rstd + BT, residual2, m.s.proj,
-                                       p.ln1w + (l + 1) * C, p.ln1b + (l + 1) * C, BT, C);
+            residual_norm_forward(c, residual3, ln1 + BT * C, slice(ln1_mean, 1, BT), ln1_rstd + BT, residual2,
+                                  m.s.proj, p.ln1w + (l + 1) * C, slice(p.ln1b, l + 1, C), BT);
         else
-            residual_layernorm_forward(residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, m.s.proj, p.lnfw, p.lnfb,
-                                       BT, C);
+            residual_norm_forward(c, residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, m.s.proj, p.lnfw, p.lnfb, BT);
     }
-    matmul_forward(a.logits, a.lnf, p.wte, nullptr, BT, C, Vp);  // the output head is wte, tied
+    matmul_forward(a.logits, a.lnf, c.tied_head() ? p.wte : p.wout, nullptr, BT, C, Vp);  // GPT-2's head is wte
 }
 
 // Cross-entropy of the logits against the targets on the device: adds the mean loss to the
@@ -305,50 +346,60 @@ double loss_sum(GPT2& m) {
 // block's gradients are final.
 void gpt2_backward(GPT2& m, int B, int T, GradSync* sync = nullptr) {
     const ModelConfig& c = m.cfg;
-    const int C = c.C, NH = c.NH, Vp = c.Vp;
-    const size_t BT = (size_t)B * T;
+    const int C = c.C, NH = c.NH, KVH = c.kv_heads(), Vp = c.Vp;
+    const size_t BT = (size_t)B * T, QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden();
     const ParamViews<floatX>& p = m.p;
     ParamTensors& g = m.g;
     Activations& a = m.a;
     ActivationGrads& d = m.d;
     const Epilogues epilogues = m.k.epilogues;
     const int ln_cols = m.k.ln_cols;
-    float* work = m.s.partials;  // column-sum scratch of the bias and LayerNorm gradients
+    float* work = m.s.partials;  // column-sum scratch of the bias and norm gradients
     const floatX* dlogits = a.logits;
-    matmul_backward(d.dln, g.wte, nullptr, work, dlogits, a.lnf, p.wte, BT, C, Vp, nullptr, epilogues);
+    matmul_backward(d.dln, c.tied_head() ? g.wte : g.wout, nullptr, work, dlogits, a.lnf,
+                    c.tied_head() ? p.wte : p.wout, BT, C, Vp, nullptr, epilogues);
     const floatX* last = a.residual3 + (c.L - 1) * BT * C;  // the output of the last block
-    layernorm_backward_fused(d.dresidual, g.lnfw, g.lnfb, work, d.dln, last, p.lnfw, a.lnf_mean, a.lnf_rstd, BT, C,
-                             false, ln_cols);
+    norm_backward(c, d.dresidual, g.lnfw, g.lnfb, work, d.dln, last, p.lnfw, a.lnf_mean, a.lnf_rstd, BT,
+                  false, ln_cols);
     for (int l = c.L - 1; l >= 0; l--) {
         // d.dresidual holds ∂loss/∂(output of block l)
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
-        const floatX* ln1 = a.ln1 + l * BT * C;        const float* ln1_mean = a.ln1_mean + l * BT;
-        const float* ln1_rstd = a.ln1_rstd + l * BT;   const floatX* qkv = a.qkv + l * BT * 3 * C;
+        const floatX* ln1 = a.ln1 + l * BT * C;        const float* ln1_mean = slice(a.ln1_mean, l, BT);
+        const float* ln1_rstd = a.ln1_rstd + l * BT;   const floatX* qkv = a.qkv + l * BT * QKV;
         const float* att_stats = a.att_stats + l * att_stats_per_row(m.k.fused_attention) * BT * NH;
         const floatX* atty = a.atty + l * BT * C;      const floatX* residual2 = a.residual2 + l * BT * C;
-        const floatX* ln2 = a.ln2 + l * BT * C;        const float* ln2_mean = a.ln2_mean + l * BT;
-        const float* ln2_rstd = a.ln2_rstd + l * BT;   const floatX* fch = a.fch + l * BT * 4 * C;
-        floatX* fch_gelu = a.fch_gelu + (m.k.recompute ? 0 : l) * BT * 4 * C;
-        if (m.k.recompute) gelu_forward(fch_gelu, fch, BT * 4 * C);  // as the forward did: the same bits
-        // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))); d.dfch is
-        // the gradient of GELU's input fch (fcproj's backward applies gelu'(fch))
-        matmul_backward(d.dfch, g.fcprojw + (size_t)l * C * 4 * C, g.fcprojb + l * C, work, d.dresidual, fch_gelu,
-                        p.fcprojw + (size_t)l * C * 4 * C, BT, 4 * C, C, fch, epilogues);
-        matmul_backward(d.dln, g.fcw + (size_t)l * 4 * C * C, g.fcb + l * 4 * C, work, d.dfch, ln2,
-                        p.fcw + (size_t)l * 4 * C * C, BT, C, 4 * C, nullptr, epilogues);
-        // residual2 fed both the skip path and ln2: its gradient is the sum of the two, which
-        // the LayerNorm backward adds as it writes (accumulate)
-        layernorm_backward_fused(d.dresidual, g.ln2w + l * C, g.ln2b + l * C, work, d.dln, residual2, p.ln2w + l * C,
-                                 ln2_mean, ln2_rstd, BT, C, true, ln_cols);
-        // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        matmul_backward(d.datty, g.attprojw + (size_t)l * C * C, g.attprojb + l * C, work, d.dresidual, atty,
-                        p.attprojw + (size_t)l * C * C, BT, C, C, nullptr, epilogues);
+        const floatX* ln2 = a.ln2 + l * BT * C;        const float* ln2_mean = slice(a.ln2_mean, l, BT);
+        const float* ln2_rstd = a.ln2_rstd + l * BT;   const floatX* fch = a.fch + l * BT * FC;
+        floatX* fch_gelu = a.fch_gelu + (m.k.recompute ? 0 : l) * BT * H;
+        if (m.k.recompute && c.llama()) swiglu_forward(fch_gelu, fch, BT, c.F);  // as the forward did: the same bits
+        else if (m.k.recompute) gelu_forward(fch_gelu, fch, BT * FC);
+        // MLP branch: residual3 = residual2 + fcproj(act(fc(norm2(residual2)))). GPT-2: d.dfch
+        // is the gradient of GELU's input fch (fcproj's backward applies gelu'(fch)); Llama:
+        // fcproj's backward gives SwiGLU's output gradient d.dh, SwiGLU's backward d.dfch
+        if (c.llama()) {
+            matmul_backward(d.dh, slice(g.fcprojw, l, C * H), nullptr, work, d.dresidual, fch_gelu,
+                            slice(p.fcprojw, l, C * H), BT, H, C, nullptr, epilogues);
+            swiglu_backward(d.dfch, fch, d.dh, BT, c.F);
+        } else {
+            matmul_backward(d.dfch, slice(g.fcprojw, l, C * H), slice(g.fcprojb, l, C), work, d.dresidual, fch_gelu,
+                            slice(p.fcprojw, l, C * H), BT, H, C, fch, epilogues);
+        }
+        matmul_backward(d.dln, slice(g.fcw, l, FC * C), slice(g.fcb, l, FC), work, d.dfch, ln2, slice(p.fcw, l, FC * C),
+                        BT, C, FC, nullptr, epilogues);
+        // residual2 fed both the skip path and norm2: its gradient is the sum of the two, which
+        // the norm's backward adds as it writes (accumulate)
+        norm_backward(c, d.dresidual, g.ln2w + l * C, slice(g.ln2b, l, C), work, d.dln, residual2,
+                      p.ln2w + l * C, ln2_mean, ln2_rstd, BT, true, ln_cols);
+        // attention branch: residual2 = residual + attproj(attention(qkv(norm1(residual))))
+        matmul_backward(d.datty, slice(g.attprojw, l, C * C), slice(g.attprojb, l, C), work, d.dresidual, atty,
+                        slice(p.attprojw, l, C * C), BT, C, C, nullptr, epilogues);
         attention_backward(m, d.dqkv, d.datty, atty, qkv, att_stats, B, T);
-        matmul_backward(d.dln, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + l * 3 * C, work, d.dqkv, ln1,
-                        p.qkvw + (size_t)l * 3 * C * C, BT, C, 3 * C, nullptr, epilogues);
-        // the same for the block's input, which fed the skip path and ln1
-        layernorm_backward_fused(d.dresidual, g.ln1w + l * C, g.ln1b + l * C, work, d.dln, residual, p.ln1w + l * C,
-                                 ln1_mean, ln1_rstd, BT, C, true, ln_cols);
+        if (c.llama()) rope_backward(d.dqkv, m.s.rope, B, T, NH, KVH, c.hs());  // rotated back
+        matmul_backward(d.dln, slice(g.qkvw, l, QKV * C), slice(g.qkvb, l, QKV), work, d.dqkv, ln1,
+                        slice(p.qkvw, l, QKV * C), BT, C, QKV, nullptr, epilogues);
+        // the same for the block's input, which fed the skip path and norm1
+        norm_backward(c, d.dresidual, g.ln1w + l * C, slice(g.ln1b, l, C), work, d.dln, residual,
+                      p.ln1w + l * C, ln1_mean, ln1_rstd, BT, true, ln_cols);
         if (sync) sync->block_done(l);  // block l's parameter gradients are final: their sum may start
     }
     encoder_backward(g.wte, g.wpe, d.dresidual, m.groups, B, T, C);
@@ -456,7 +507,6 @@ struct GpuTrainer {
 
     GpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& config, const Comm& comm)
         : measure_noise(noise_scale_measured(config.noise_ema, plan)), replicas(&comm) {
-        if (mc.llama()) throw Error("train_gpt does not train Llama models yet: ./train does (docs/llama.md)");
         gpu::KernelPaths k;
         k.recompute = config.recompute;
         k.fused_attention = gpu::uses_fused_attention(config, mc);

@@ -8,7 +8,7 @@
 namespace gpu {
 
 // out[b,t,:] = wte[inp[b,t],:] + wpe[t,:], a pack of channels per thread (C is a multiple of
-// the pack size: the trainer checks)
+// the pack size: the trainer checks); wpe null: the token's row alone (Llama)
 __global__ void encoder_forward_kernel(floatX* out, const int* inp, const floatX* wte, const floatX* wpe, int T,
                                        int C, size_t packs) {
     constexpr int N = pack_size<floatX>();
@@ -17,6 +17,10 @@ __global__ void encoder_forward_kernel(floatX* out, const int* inp, const floatX
     size_t bt = i * N / C;
     int c = (int)(i * N % C), t = (int)(bt % T);
     Pack<floatX> e = *reinterpret_cast<const Pack<floatX>*>(wte + (size_t)inp[bt] * C + c);
+    if (!wpe) {
+        reinterpret_cast<Pack<floatX>*>(out)[i] = e;
+        return;
+    }
     Pack<floatX> p = *reinterpret_cast<const Pack<floatX>*>(wpe + (size_t)t * C + c);
     Pack<floatX> o;
     for (int k = 0; k < N; k++) o.v[k] = floatX((float)e.v[k] + (float)p.v[k]);
@@ -80,6 +84,7 @@ void encoder_backward(float* dwte, float* dwpe, const floatX* dout, const TokenG
     dim3 grid(groups.groups, blocks_for(C));
     wte_backward_kernel<<<grid, THREADS, 0, ctx.stream>>>(dwte, dout, groups.start, groups.token, groups.position, C);
     KERNEL_CHECK();
+    if (!dwpe) return;  // Llama: no position table
     size_t TC = (size_t)T * C;
     wpe_backward_kernel<<<blocks_for(TC), THREADS, 0, ctx.stream>>>(dwpe, dout, B, TC);
     KERNEL_CHECK();

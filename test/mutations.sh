@@ -139,6 +139,10 @@ mutations=(
 "RoPE: positions counted from 1, not 0|gpu/rope.cuh|s#t = (int)(bt % T);#t = (int)(bt % T) + 1;#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=RoPE*"
 "SwiGLU backward: dup without silu (dout*gate)|gpu/swiglu.cuh|s#du.v\[k\] = floatX(dk \* gk \* sg);#du.v[k] = floatX(dk * gk);#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=SwiGLU*"
 "SwiGLU backward (bf16): dgate without the derivative of sigma|gpu/swiglu.cuh|s# \* (1.0f + gk \* (1.0f - sg))##|test/gpu_trainer/trainer_cpu|./test/gpu_trainer/trainer_cpu -tc=SwiGLU*"
+# ---- issue 44: the GPU trainer's Llama (train_gpt.cu's five choices)
+"train_gpt: the untied head reads wte|train_gpt.cu|s#matmul_forward(a.logits, a.lnf, c.tied_head() ? p.wte : p.wout#matmul_forward(a.logits, a.lnf, p.wte#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=Llama:*10*"
+"train_gpt: RoPE's backward skipped (the gradient left rotated)|train_gpt.cu|s#if (c.llama()) rope_backward(d.dqkv#if (false) rope_backward(d.dqkv#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=Llama:*golden*"
+"train_gpt: --recompute 1 redoes GELU, not SwiGLU, for a Llama|train_gpt.cu|s#if (m.k.recompute \&\& c.llama()) swiglu_forward#if (false) swiglu_forward#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=Llama:*10*"
 # ---- issue 44: grouped-query attention (KVH < NH K/V heads) on the three GPU attention paths
 "GQA flash dk/dv (tensor cores): the group's query heads after the first not summed|gpu/flash_attention_mma.cuh|s#        const int G = NH / KVH;#        const int G = 1;#|auto|./test/gpu_trainer/flash_attention_cpu -tc=grouped*every*path*"
 "GQA flash forward and dq (tensor cores): query head h reads K/V head h, not h/G|gpu/flash_attention_mma.cuh|s#kh = h / (NH / KVH);#kh = h;#|auto|./test/gpu_trainer/flash_attention_cpu -tc=grouped*every*path*"

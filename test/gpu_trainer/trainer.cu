@@ -732,8 +732,9 @@ TEST_CASE("fused softmax + cross-entropy matches the CPU's forward and backward,
     struct Shape {
         int N, V, Vp;
     };
-    // Vp=301: rows that start off 16-byte boundaries, read and written in pieces
-    for (Shape s : {Shape{37, 300, 320}, Shape{9, 300, 301}, Shape{4, 50257, 50304}}) {
+    // Vp=301: rows that start off 16-byte boundaries, read and written in pieces; GPT-2's and
+    // Llama-3's vocabularies (128,256, a multiple of 128: no padding)
+    for (Shape s : {Shape{37, 300, 320}, Shape{9, 300, 301}, Shape{4, 50257, 50304}, Shape{3, 128256, 128256}}) {
         CAPTURE(s.V);
         Rng rng(6 + s.V);
         Floats logits = rounded(random_floats((size_t)s.N * s.Vp, rng, 3.0));
@@ -766,8 +767,9 @@ TEST_CASE("the fused classifier (online max and sum, gradient pass last chunk fi
     struct Shape {
         int N, V, Vp;
     };
-    // Vp=301: rows off 16-byte boundaries; 50257 of 50304: GPT-2's padding, rows of 6 chunks
-    for (Shape s : {Shape{8, 300, 320}, Shape{8, 300, 301}, Shape{8, 50257, 50304}}) {
+    // Vp=301: rows off 16-byte boundaries; 50257 of 50304: GPT-2's padding, rows of 6 chunks;
+    // Llama-3's 128,256 (no padding): rows of 16 chunks in bf16, 32 in fp32
+    for (Shape s : {Shape{8, 300, 320}, Shape{8, 300, 301}, Shape{8, 50257, 50304}, Shape{8, 128256, 128256}}) {
         CAPTURE(s.V);
         Rng rng(16 + s.V);
         Floats logits = random_floats((size_t)s.N * s.Vp, rng, 3.0);
@@ -968,7 +970,12 @@ struct GoldenTolerances {
     double logits, loss, grads, params;
 };
 static const GoldenTolerances GOLDEN_BF16{1.5e-2, 5e-4, 2.5e-2, 3e-2};
-static const GoldenTolerances LLAMA_GOLDEN_BF16 = GOLDEN_BF16;
+// Hugging Face's tiny Llama has larger weights (q, k, v and the MLP N(0, 0.125): attention far
+// from uniform), which carry each rounding further. Measured on the CPU runtime, both attention
+// paths: logits 1.46e-2, loss 1.4e-5, gradients up to 2.17e-2, parameters after 3 steps up to
+// 5.3e-3; and against train.cpp over 10 steps of the tiny Llama below: losses 3.0e-4, the
+// validation loss 3.2e-4, the next token's logits 1.36e-2. The bounds are again about 3× that.
+static const GoldenTolerances LLAMA_GOLDEN_BF16{4.5e-2, 1e-3, 6.5e-2, 3e-2};
 
 // The parameters compared after some steps: all of them in fp32; in bf16 all but the key
 // bias (the middle third of each layer's qkvb). Its true gradient is 0, since softmax
@@ -1067,8 +1074,7 @@ TEST_CASE("whole model: logits, loss, gradients and 10 AdamW steps match PyTorch
 
 // Hugging Face's LlamaForCausalLM (dev/reference/llama_reference.py): RMSNorm, RoPE with
 // Llama-3.1's scaling, SwiGLU, 2 K/V heads for 4 query heads, an untied head; 3 AdamW steps.
-// bf16: the bounds of GPT-2's golden test, measured on the CPU runtime to hold for it too
-// (LLAMA_GOLDEN_BF16, beside them).
+// bf16: LLAMA_GOLDEN_BF16 (beside GPT-2's bounds, with what was measured).
 TEST_CASE("Llama: logits, loss, gradients and 3 AdamW steps match Hugging Face's LlamaForCausalLM (golden file)") {
     Config config;
     SUBCASE("fused attention") { config.attention = "fused"; }
@@ -1165,7 +1171,8 @@ TEST_CASE("10 optimizer steps agree with the CPU trainer: losses, norms, paramet
 
 // The same for a Llama, on both attention paths and with --recompute 1 (SwiGLU's output redone
 // in backward): the GPU's RMSNorm, RoPE, SwiGLU, grouped-query attention and untied head
-// against train.cpp's. Tolerances: those of the test above.
+// against train.cpp's. fp32: 1e-5 for everything, the fp32 tier's promise (measured: losses
+// 3e-8, norms 7e-8, parameters 1.3e-7, AdamW's m 1.1e-6); bf16: LLAMA_GOLDEN_BF16.
 TEST_CASE("Llama: 10 optimizer steps agree with the CPU trainer: losses, norms, parameters, validation, sampling") {
     Config config;
     SUBCASE("fused attention") { config.attention = "fused"; }
@@ -1175,14 +1182,15 @@ TEST_CASE("Llama: 10 optimizer steps agree with the CPU trainer: losses, norms, 
     CAPTURE(config.recompute);
     const ModelConfig c = tiny_llama();
     Outcome gpu = run_steps<GpuTrainer>(4, 2, 10, 0.5f, c, 6, config), cpu = run_steps<CpuTrainer>(4, 2, 10, 0.5f, c);
-    CHECK(norm_error(gpu.losses, cpu.losses) <= tol(1e-5, GOLDEN_BF16.loss));
-    CHECK(norm_error(gpu.norms, cpu.norms) <= tol(1e-5, GOLDEN_BF16.grads));
+    const GoldenTolerances& b = LLAMA_GOLDEN_BF16;
+    CHECK(norm_error(gpu.losses, cpu.losses) <= tol(1e-5, b.loss));
+    CHECK(norm_error(gpu.norms, cpu.norms) <= tol(1e-5, b.grads));
     CHECK(cpu.norms[0] > 0.5f);  // clipping at 0.5 was active
-    CHECK(norm_error(gpu.params, cpu.params) <= tol(1e-4, GOLDEN_BF16.params));
-    CHECK(norm_error(gpu.m, cpu.m) <= tol(1e-4, GOLDEN_BF16.grads));
-    CHECK(norm_error(gpu.v, cpu.v) <= tol(1e-4, 2 * GOLDEN_BF16.grads));
-    CHECK(rel_diff(gpu.val_loss, cpu.val_loss) <= tol(1e-5, GOLDEN_BF16.loss));
-    CHECK(norm_error(gpu.next_logits, cpu.next_logits) <= tol(1e-4, GOLDEN_BF16.logits));
+    CHECK(norm_error(gpu.params, cpu.params) <= tol(1e-5, b.params));
+    CHECK(norm_error(gpu.m, cpu.m) <= tol(1e-5, b.grads));
+    CHECK(norm_error(gpu.v, cpu.v) <= tol(1e-5, 2 * b.grads));  // v holds squares: twice the relative error
+    CHECK(rel_diff(gpu.val_loss, cpu.val_loss) <= tol(1e-5, b.loss));
+    CHECK(norm_error(gpu.next_logits, cpu.next_logits) <= tol(1e-5, b.logits));
 }
 
 // Rows of C·sizeof(floatX) bytes, not a multiple of 256 (as C=1600 in bf16), and an odd

@@ -100,6 +100,14 @@ for split in "4 1 2" "1 2 4"; do
     then pass "$name"; else fail "$name"; fi
 done
 
+# ---- a Llama (RMSNorm, RoPE, SwiGLU, an untied head, NH = 2 query heads sharing KVH = 1):
+# the same step, so the same invariance
+name="Llama, Slurm-style: (B,A,R)=(4,1,2) equals (8,1,1)"
+if timeout 300 $TINY --model llama3 -b 8 -n $STEPS -o "$work/lref" >"$work/lref.out" 2>&1 &&
+   slurm_start 2 "$work/l412" --model llama3 -b 4 -n $STEPS && wait_all 300 "${pids[@]}" &&
+   arithmetic_ok "$work/l412.0.out" 4 1 2 && python3 test/replicas/compare_runs.py "$work/lref" "$work/l412" $STEPS
+then pass "$name"; else tail -3 "$work"/lref.out "$work"/l412.*.out; fail "$name"; fi
+
 # ---- evaluation split over the ranks: the golden model's HellaSwag accuracies (the PyTorch
 # reference's, dev/reference/hellaswag_reference.py) and one validation loss, the same line
 # from 1 and 2 ranks (the replicas add up their sums; 4 decimals are printed). The 2 ranks

@@ -72,7 +72,7 @@ split_tol=1e-5
 "$TRAIN_GPT" --dry-run 1 2>&1 | grep -q "bf16" && split_tol=2e-3
 check() {  # LAUNCHER B A R SEQUENCES
     local how=$1 B=$2 A=$3 R=$4 seqs=$5 dir="$work/$1$2$3$4"
-    local name="$how: --zero 1 (B,A,R)=($B,$A,$R) trains as --zero 0 at ($seqs,1,1)" ref="$work/ref$seqs"
+    local name="${family:-}$how: --zero 1 (B,A,R)=($B,$A,$R) trains as --zero 0 at ($seqs,1,1)" ref="$work/ref$seqs"
     if [ "$A" -gt 1 ] || [ "$split_tol" != 1e-5 ]; then
         name+=" and, with its AdamW state, at ($B,$A,$R)"
         ${how}_run "$dir.zero0" "$R" 0 "$B" "$seqs" -n $STEPS || { fail "$name (--zero 0)"; return; }
@@ -95,6 +95,13 @@ else
 fi
 check slurm 2 2 2 8
 check slurm 2 1 3 6
+# a Llama (KVH = 1 of NH = 2, an untied head): its shards fall elsewhere in its tensors
+gpt2_work=$work gpt2_tiny=$TINY
+work="$work/llama" TINY="$TINY --model llama3" family="Llama, "
+mkdir -p "$work"
+$TINY -b 8 -d $((8 * T)) -n $STEPS -o "$work/ref8" >"$work/ref8.out" 2>&1 || fail "Llama reference run (8,1,1)"
+check slurm 2 2 2 8
+work=$gpt2_work TINY=$gpt2_tiny family=""
 
 # ---- resume across layouts: saved at step 5 with --zero 1 on R=2, continued with --zero 0
 # on one replica; and saved by one replica without ZeRO, continued with --zero 1 on R=4
