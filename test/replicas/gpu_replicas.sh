@@ -101,12 +101,17 @@ for split in "4 1 2" "1 2 4"; do
 done
 
 # ---- a Llama (RMSNorm, RoPE, SwiGLU, an untied head, NH = 2 query heads sharing KVH = 1):
-# the same step, so the same invariance
-name="Llama, Slurm-style: (B,A,R)=(4,1,2) equals (8,1,1)"
+# the same step, so the same invariance. 1e-5 in fp32; in bf16 the split bound of the fused
+# epilogues above (2e-3): a split sums the weight gradients in another float32 order, and once
+# that flips one bf16 rounding the runs part at ~1e-5 (measured here: loss 1.1e-5, weights 2e-6)
+llama_tol=1e-5
+./train_gpt_cpu --dry-run 1 2>&1 | grep -q "bf16" && llama_tol=2e-3
+name="Llama, Slurm-style: (B,A,R)=(4,1,2) equals (8,1,1) within $llama_tol"
 if timeout 300 $TINY --model llama3 -b 8 -n $STEPS -o "$work/lref" >"$work/lref.out" 2>&1 &&
    slurm_start 2 "$work/l412" --model llama3 -b 4 -n $STEPS && wait_all 300 "${pids[@]}" &&
-   arithmetic_ok "$work/l412.0.out" 4 1 2 && python3 test/replicas/compare_runs.py "$work/lref" "$work/l412" $STEPS
-then pass "$name"; else tail -3 "$work"/lref.out "$work"/l412.*.out; fail "$name"; fi
+   arithmetic_ok "$work/l412.0.out" 4 1 2 &&
+   python3 test/replicas/compare_runs.py --tol $llama_tol "$work/lref" "$work/l412" $STEPS
+then pass "$name"; else tail -n 3 "$work"/lref.out "$work"/l412.*.out; fail "$name"; fi
 
 # ---- evaluation split over the ranks: the golden model's HellaSwag accuracies (the PyTorch
 # reference's, dev/reference/hellaswag_reference.py) and one validation loss, the same line
