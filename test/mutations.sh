@@ -146,6 +146,8 @@ mutations=(
 # ---- issue 44: grouped-query attention (KVH < NH K/V heads) on the three GPU attention paths
 "GQA flash dk/dv (tensor cores): the group's query heads after the first not summed|gpu/flash_attention_mma.cuh|s#        const int G = NH / KVH;#        const int G = 1;#|auto|./test/gpu_trainer/flash_attention_cpu -tc=grouped*every*path*"
 "GQA flash forward and dq (tensor cores): query head h reads K/V head h, not h/G|gpu/flash_attention_mma.cuh|s#kh = h / (NH / KVH);#kh = h;#|auto|./test/gpu_trainer/flash_attention_cpu -tc=grouped*every*path*"
+"GQA flash forward and dq (tensor cores): K/V heads interleaved (h % KVH), not grouped (h/G)|gpu/flash_attention_mma.cuh|s#kh = h / (NH / KVH);#kh = h % KVH;#|auto|./test/gpu_trainer/flash_attention_cpu -tc=grouped*every*path*"
+"GQA flash forward and dq (scalar): K/V heads interleaved (h % KVH), not grouped (h/G)|gpu/flash_attention.cuh|s#h / (NH / KVH), T, NH, KVH, hs)#h % KVH, T, NH, KVH, hs)#g|auto|./test/gpu_trainer/flash_attention_cpu_fp32 -tc=grouped*every*path*"
 "GQA flash forward and dq (scalar): query head h reads K/V head h, not h/G|gpu/flash_attention.cuh|s#h / (NH / KVH), T, NH, KVH, hs)#h, T, NH, KVH, hs)#g|auto|./test/gpu_trainer/flash_attention_cpu_fp32 -tc=grouped*every*path*"
 "GQA flash dk/dv (scalar): the group's query heads after the first not summed|gpu/flash_attention.cuh|s#for (int g = 0; g < G; g++) {#for (int g = 0; g < 1; g++) {#|auto|./test/gpu_trainer/flash_attention_cpu_fp32 -tc=grouped*every*path*"
 "GQA cuBLAS attention: dv sums the group's first query head only|gpu/attention.cuh|s#hs, T, a.GT, 1.0f, dyr, hs, a.sq#hs, T, T, 1.0f, dyr, hs, a.sq#|auto|./test/gpu_trainer/flash_attention_cpu_fp32 -tc=grouped*every*path*"
