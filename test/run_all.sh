@@ -50,7 +50,7 @@ suite() {
 suite "CPU trainer (doctest)" ./test/cpu_trainer/trainer
 suite "CPU trainer: Llama-3's layers, model and files (doctest)" ./test/cpu_trainer/llama
 suite "FLOPs and communication of a step (doctest)" ./test/cpu_trainer/plan
-suite "the Llama-3.2 1B recipe's plans: 1 GPU and 8 with ZeRO stage 1 (scripts/llama3_1b.sh --dry-run)" \
+suite "the Llama-3.2 1B recipe on the GPU trainer: its plans (1 GPU, 8 with ZeRO stage 1) and what a run refuses (scripts/llama3_1b.sh)" \
     bash test/cpu_trainer/llama_recipe.sh
 suite "threads sized to the processors a process may use" bash test/cpu_trainer/threads.sh
 suite "gradient noise scale: the estimator (doctest)" ./test/cpu_trainer/noise_estimator
