@@ -35,7 +35,10 @@ __global__ void rmsnorm_forward_kernel(floatX* out, float* rstd, floatX* residua
         }
         for (int k = 0; k < count; k++) sum += (float)v.v[k] * (float)v.v[k];
     });
-    if (skip) x = residual + row, __syncwarp(0xffffffffu);  // another lane may read what this one wrote
+    if (skip) {
+        x = residual + row;
+        __syncwarp(0xffffffffu);  // the next pass may read a piece another lane wrote
+    }
     float s = 1.0f / sqrtf(warp_sum(sum) / C + eps);
     floatX* o = out + row;
     for_row_pieces(x, C, lane, 32, [&](int i, int count) {
@@ -82,15 +85,17 @@ __device__ inline float rmsnorm_dinp(float d, float w, float x, float s, float g
 // every column's sum adds the same rows in the same order and dinp comes from the same mean,
 // so the result is the same to the bit whatever `cols` is. Column c's sum sits in LayerNorm's
 // slot layout (layernorm_slot: the lanes of a warp touch consecutive banks).
-// FLOPs per element: 10 (mean 4, dinp 4, sum 2). Bytes: dout and inp read once for the mean
-// (twice when C is cut in column chunks, the second read of a block's own columns from cache),
-// w read, dinp written (read too with accumulate): x·((accumulate ? 4 : 3)·NC + C) + 4N, and
-// the partials 2·4·row_chunks(N)·C, dw read and written 8C.
+// FLOPs per element: 12 (the mean 4, dinp 5, dw's sum 3; 13 with accumulate). Bytes: dout and
+// inp read once for the mean (twice when C is cut in column chunks; the second read of a
+// block's own columns comes from cache), w read, dinp written (read too with accumulate):
+// x·((accumulate ? 4 : 3)·NC + C) + 4N, the partials 2·4·row_chunks(N)·C, dw read and written 8C.
 constexpr int RMS_BACKWARD_WARPS = LANES;
 static_assert(RMS_BACKWARD_WARPS * 32 == THREADS, "a block of the RMSNorm backward is THREADS threads");
 // Dynamic shared memory of a block taking `cols` columns: one float32 sum per column per warp
 // (32·cols bytes: 128 KiB at Llama-3 8B's C = 4096, which sm_86/89 blocks cannot hold).
-inline size_t rmsnorm_backward_smem(int cols) { return (size_t)RMS_BACKWARD_WARPS * layernorm_slots(cols) * sizeof(float); }
+inline size_t rmsnorm_backward_smem(int cols) {
+    return (size_t)RMS_BACKWARD_WARPS * layernorm_slots(cols) * sizeof(float);
+}
 // The columns a block takes: all C when their sums fit in `smem_limit` bytes (the device's
 // opt-in maximum per block), else the fewest equal chunks, whole packs each, that fit.
 inline int rmsnorm_backward_columns(int C, size_t smem_limit) {
@@ -148,7 +153,8 @@ void rmsnorm_backward(floatX* dinp, float* dw, float* scratch, const floatX* dou
     if (cols <= 0 || cols > C) cols = C;
     const size_t smem = rmsnorm_backward_smem(cols);
     if (smem > (48 << 10))
-        CUDA_CHECK(cudaFuncSetAttribute(rmsnorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        CUDA_CHECK(
+            cudaFuncSetAttribute(rmsnorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const int chunks = row_chunks(N);
     const dim3 grid(chunks, (C + cols - 1) / cols);
     rmsnorm_backward_kernel<<<grid, THREADS, smem, ctx.stream>>>(dinp, scratch, dout, inp, w, rstd, N, C, cols,
