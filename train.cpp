@@ -497,7 +497,7 @@ static void carve(std::vector<float>& buffer, std::vector<std::pair<float**, siz
     for (auto& f : fields) *f.first = p, p += f.second;
 }
 
-struct GPT2 {  // the model, of either family (cfg.family)
+struct Model {  // the model, of either family (cfg.family)
     ModelConfig cfg;
     int maxB = 0, maxT = 0;          // activation capacity
     std::vector<float> params, grads;  // num_params floats each, file order (ZeRO: + padding, shard.padded)
@@ -545,7 +545,7 @@ size_t activation_floats(const ModelConfig& c, int B, int T) {
 }
 
 // shard: the parameters this replica updates (ZeRO stage 1); default: all of them.
-void gpt2_build(GPT2& m, const ModelConfig& cfg, int B, int T, Shard shard = {}) {
+void model_build(Model& m, const ModelConfig& cfg, int B, int T, Shard shard = {}) {
     m.cfg = cfg, m.maxB = B, m.maxT = T;
     m.shard = shard.padded ? shard : Shard::of(cfg.num_params(), 0, 1, false);
     allocate(m.params, m.shard.padded, "the parameters");
@@ -567,7 +567,7 @@ void gpt2_build(GPT2& m, const ModelConfig& cfg, int B, int T, Shard shard = {})
 static inline float* slice(float* stacked, int l, size_t n) { return stacked ? stacked + l * n : nullptr; }
 
 // Forward to the logits (B, T, Vp) for inputs (B, T), B ≤ maxB and T ≤ maxT.
-void gpt2_forward(GPT2& m, const int* inputs, int B, int T) {
+void model_forward(Model& m, const int* inputs, int B, int T) {
     const ModelConfig& c = m.cfg;
     const int C = c.C, NH = c.NH, KVH = c.kv_heads(), Vp = c.Vp;
     const size_t BT = (size_t)B * T, QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden();
@@ -603,8 +603,8 @@ void gpt2_forward(GPT2& m, const int* inputs, int B, int T) {
     matmul_forward(a.logits, a.lnf, c.tied_head() ? p.wte : p.wout, nullptr, BT, C, Vp);  // GPT-2's head is wte
 }
 
-// Mean cross-entropy of the logits from gpt2_forward against targets (B, T).
-float gpt2_loss(GPT2& m, const int* targets, int B, int T) {
+// Mean cross-entropy of the logits from model_forward against targets (B, T).
+float model_loss(Model& m, const int* targets, int B, int T) {
     int N = B * T;
     crossentropy_forward(m.a.losses, m.a.probs, m.a.logits, targets, N, m.cfg.V, m.cfg.Vp);
     double sum = 0;
@@ -612,10 +612,10 @@ float gpt2_loss(GPT2& m, const int* targets, int B, int T) {
     return (float)(sum / N);
 }
 
-// Backward of gpt2_forward + gpt2_loss, with each position's loss scaled by loss_scale
+// Backward of model_forward + model_loss, with each position's loss scaled by loss_scale
 // (1/(B·T·A·R) in training). Adds (+=) into m.grads. With `sync` (the last micro-batch of a
 // step with --grad-sync overlap) it is told when each block's gradients are final.
-void gpt2_backward(GPT2& m, const int* inputs, const int* targets, int B, int T, float loss_scale,
+void model_backward(Model& m, const int* inputs, const int* targets, int B, int T, float loss_scale,
                    GradSync* sync = nullptr) {
     const ModelConfig& c = m.cfg;
     const int C = c.C, NH = c.NH, KVH = c.kv_heads(), Vp = c.Vp;
@@ -671,7 +671,7 @@ void gpt2_backward(GPT2& m, const int* inputs, const int* targets, int B, int T,
 // multiplied by grad_scale as it is read: that is how clipping is applied, without an
 // extra pass over the gradient buffer. Only this replica's shard of the parameters is
 // updated (all of them without ZeRO); the moments are indexed from the shard's start.
-void adamw_update(GPT2& m, const AdamWConfig& h, float lr, int t, float grad_scale = 1.0f) {
+void adamw_update(Model& m, const AdamWConfig& h, float lr, int t, float grad_scale = 1.0f) {
     float bc1 = 1.0f - powf(h.beta1, (float)t), bc2 = 1.0f - powf(h.beta2, (float)t);
     float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
     std::vector<size_t> sizes = m.cfg.param_sizes();
@@ -722,24 +722,24 @@ float global_norm(const float* g, size_t n) { return (float)std::sqrt(global_nor
 // they are the all-reduce, the norm of the whole buffer, and nothing.
 // The gradient sync: the sum over the replicas, of this replica's shard only with ZeRO. With
 // --grad-sync overlap the buckets the last backward started, the rest, and the wait for them.
-void sync_gradients(GPT2& m, GradSync& sync, const Comm& comm) {
+void sync_gradients(Model& m, GradSync& sync, const Comm& comm) {
     if (sync.finish(m.grads.data(), comm)) return;
     if (m.shard.size == m.grads.size()) comm.allreduce_sum(m.grads.data(), m.grads.size());
     else comm.reduce_scatter_sum(m.grads.data(), m.grads.size());
 }
 // The global gradient norm: with ZeRO each replica's shard norm², summed in one scalar all-reduce.
-float synced_gradient_norm(const GPT2& m, const Comm& comm) {
+float synced_gradient_norm(const Model& m, const Comm& comm) {
     double sq = global_norm_squared(m.grads.data() + m.shard.begin, m.shard.size);
     return (float)std::sqrt(m.shard.size == m.grads.size() ? sq : comm.allreduce_sum(sq));
 }
 // After the update: every replica's updated shard to every replica (ZeRO); else nothing.
-void share_updated_weights(GPT2& m, const Comm& comm) {
+void share_updated_weights(Model& m, const Comm& comm) {
     if (m.shard.size != m.params.size()) comm.allgather(m.params.data(), m.params.size());
 }
 
 // |G_small|² for the noise scale (host/noise.h), called when the gradient buffer holds the
 // first micro-batch's gradient alone.
-double first_micro_batch_norm_squared(const GPT2& m, const BatchPlan& plan) {
+double first_micro_batch_norm_squared(const Model& m, const BatchPlan& plan) {
     return small_batch_norm_squared(global_norm_squared(m.grads.data(), m.grads.size()), plan);
 }
 
@@ -748,7 +748,7 @@ double first_micro_batch_norm_squared(const GPT2& m, const BatchPlan& plan) {
 
 // measure_noise: also the squared norm of the first micro-batch's gradient, for the noise
 // scale (host/noise.h); one more pass over the gradient buffer.
-StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt,
+StepResult train_step(Model& m, DataLoader& loader, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt,
                       float lr, float grad_clip, int t, bool measure_noise = false, GradSync* grad_sync = nullptr) {
     const int B = plan.B, T = plan.T;
     GradSync at_end, &sync = grad_sync ? *grad_sync : at_end;  // without one: --grad-sync end
@@ -760,9 +760,9 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
     double loss_sum = 0, small_sq = 0;  // small_sq: |G_small|², one micro-batch's gradient (host/noise.h)
     for (int a = 0; a < plan.A; a++) {
         loader.micro_batch(a, m.inputs.data(), m.targets.data());
-        gpt2_forward(m, m.inputs.data(), B, T);
-        loss_sum += gpt2_loss(m, m.targets.data(), B, T);
-        gpt2_backward(m, m.inputs.data(), m.targets.data(), B, T, 1.0f / (float)plan.global_tokens(),
+        model_forward(m, m.inputs.data(), B, T);
+        loss_sum += model_loss(m, m.targets.data(), B, T);
+        model_backward(m, m.inputs.data(), m.targets.data(), B, T, 1.0f / (float)plan.global_tokens(),
                       sync.hook(a, plan.A, measure_noise, m.grads.data(), comm));  // overlap: the last one
         if (a == 0 && measure_noise) small_sq = first_micro_batch_norm_squared(m, plan);
     }
@@ -792,7 +792,7 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
 // The CPU trainer, as host/run.h's training run sees it (host/trainer.h).
 
 struct CpuTrainer {
-    GPT2 m;
+    Model m;
     bool measure_noise;
     const Comm& comm;
     GradSync grad_sync;  // --grad-sync: the communication helper the step hands the last backward
@@ -801,7 +801,7 @@ struct CpuTrainer {
     std::vector<float> file_m, file_v;
     CpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& cfg, const Comm& comm)
         : measure_noise(noise_scale_measured(cfg.noise_ema, plan)), comm(comm) {
-        gpt2_build(m, mc, plan.B, plan.T, Shard::of(mc.num_params(), comm.rank, comm.world, cfg.zero && comm.world > 1));
+        model_build(m, mc, plan.B, plan.T, Shard::of(mc.num_params(), comm.rank, comm.world, cfg.zero && comm.world > 1));
         grad_sync = GradSync(mc, cfg.grad_sync == "overlap", false, cfg.grad_bucket, m.shard);
     }
     bool sharded() const { return m.shard.size != m.params.size(); }
@@ -888,12 +888,12 @@ struct CpuTrainer {
     }
     // Forward only: the B·T per-position losses (validation and HellaSwag, host/eval.h).
     const float* token_losses(const int* inputs, const int* targets, int B, int T) {
-        gpt2_forward(m, inputs, B, T);
-        gpt2_loss(m, targets, B, T);
+        model_forward(m, inputs, B, T);
+        model_loss(m, targets, B, T);
         return m.a.losses;
     }
     const float* next_token_logits(const int* context, int T) {
-        gpt2_forward(m, context, 1, T);
+        model_forward(m, context, 1, T);
         return m.a.logits + (size_t)(T - 1) * m.cfg.Vp;
     }
 };

@@ -137,7 +137,7 @@ inline Layout scratch_layout(Scratch& s, const ModelConfig& c, int B, int T, boo
     return attention;
 }
 // Bytes of activations, their gradients and scratch for a micro-batch of B×T: exactly
-// what gpt2_build allocates for them (gpu/plan.cuh's memory_use counts them).
+// what model_build allocates for them (gpu/plan.cuh's memory_use counts them).
 inline size_t activation_bytes(const ModelConfig& c, int B, int T, bool recompute, bool fused) {
     Activations a;
     ActivationGrads d;
@@ -161,7 +161,7 @@ struct KernelPaths {
     int ln_cols = 0;               // LayerNorm backward's columns per block: C, or chunks that fit (gpu/fit.cuh)
 };
 
-struct GPT2 {
+struct Model {
     ModelConfig cfg;
     int maxB = 0, maxT = 0;  // activation capacity
     KernelPaths k;
@@ -190,16 +190,16 @@ struct GPT2 {
     TokenGrouper grouper;
     std::vector<int> host_inputs, host_targets;  // (B, T) the current micro-batch, as the loader serves it
 
-    GPT2() = default;
-    GPT2(const GPT2&) = delete;
-    ~GPT2() {
+    Model() = default;
+    Model(const Model&) = delete;
+    ~Model() {
         if (pinned_tokens) cudaFreeHost(pinned_tokens);
     }
     bool sharded() const { return shard.size != shard.padded; }
 };
 
 // Allocates the model for micro-batches up to B×T, with `slots` token slots.
-void gpt2_build(GPT2& m, const ModelConfig& cfg, int B, int T, int slots, const KernelPaths& k, const Shard& shard) {
+void model_build(Model& m, const ModelConfig& cfg, int B, int T, int slots, const KernelPaths& k, const Shard& shard) {
     m.cfg = cfg, m.maxB = B, m.maxT = T, m.slots = slots, m.k = k, m.shard = shard;
     const size_t BT = (size_t)B * T;
     m.params_buf.alloc(master_count(shard), "the parameters"), m.grads_buf.alloc(shard.padded, "the gradients");
@@ -227,7 +227,7 @@ void gpt2_build(GPT2& m, const ModelConfig& cfg, int B, int T, int slots, const 
 
 // A micro-batch (targets may be absent) to the device, with its positions grouped by token,
 // in one asynchronous copy from pinned slot `slot`.
-void upload_tokens(GPT2& m, const int* in, const int* tgt, int B, int T, int slot = 0) {
+void upload_tokens(Model& m, const int* in, const int* tgt, int B, int T, int slot = 0) {
     const int BT = B * T;
     const size_t cap = (size_t)m.maxB * m.maxT, ints = token_ints(m.maxB, m.maxT);  // offsets fixed by the capacity
     int* h = m.pinned_tokens + (size_t)slot * ints;
@@ -238,13 +238,13 @@ void upload_tokens(GPT2& m, const int* in, const int* tgt, int B, int T, int slo
 }
 
 // One layer's attention on the chosen path; stats is the layer's slice of att_stats.
-void attention_forward(GPT2& m, floatX* out, float* stats, const floatX* qkv, int B, int T) {
+void attention_forward(Model& m, floatX* out, float* stats, const floatX* qkv, int B, int T) {
     const ModelConfig& c = m.cfg;
     if (m.k.fused_attention) flash_attention_forward(out, stats, qkv, B, T, c.C, c.NH, c.kv_heads());
     else attention_forward(out, stats, stats + (size_t)B * c.NH * T, qkv, m.s.att, B, T, c.C, c.NH, c.kv_heads());
 }
 // Overwrites dqkv; out is the forward's output (the fused backward reads it).
-void attention_backward(GPT2& m, floatX* dqkv, const floatX* dout, const floatX* out, const floatX* qkv,
+void attention_backward(Model& m, floatX* dqkv, const floatX* dout, const floatX* out, const floatX* qkv,
                         const float* stats, int B, int T) {
     const ModelConfig& c = m.cfg;
     if (m.k.fused_attention)
@@ -277,7 +277,7 @@ void norm_backward(const ModelConfig& c, floatX* dresidual, float* dw, float* db
 }
 
 // Forward to the logits (B, T, Vp) for the inputs on the device; B ≤ maxB, T ≤ maxT.
-void gpt2_forward(GPT2& m, int B, int T) {
+void model_forward(Model& m, int B, int T) {
     const ModelConfig& c = m.cfg;
     const int C = c.C, NH = c.NH, KVH = c.kv_heads(), Vp = c.Vp;
     const size_t BT = (size_t)B * T, QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden();
@@ -327,24 +327,24 @@ void gpt2_forward(GPT2& m, int B, int T) {
 // Cross-entropy of the logits against the targets on the device: adds the mean loss to the
 // loss sum on the device, and with `backward` overwrites the logits with their gradient for
 // a per-position loss scale of loss_scale.
-void gpt2_loss(GPT2& m, int B, int T, bool backward, float loss_scale) {
+void model_loss(Model& m, int B, int T, bool backward, float loss_scale) {
     const int N = B * T;
     crossentropy_forward_backward(m.a.losses, m.a.logits, m.targets, loss_scale, N, m.cfg.V, m.cfg.Vp, backward);
     add_mean_loss(m.sums_buf.ptr, m.a.losses, N);
 }
 // Zeroes the loss sum and |G_small|² (0 when not measured).
-void zero_loss_sum(GPT2& m) { CUDA_CHECK(cudaMemsetAsync(m.sums_buf.ptr, 0, 3 * sizeof(double), ctx.stream)); }
-double loss_sum(GPT2& m) {
+void zero_loss_sum(Model& m) { CUDA_CHECK(cudaMemsetAsync(m.sums_buf.ptr, 0, 3 * sizeof(double), ctx.stream)); }
+double loss_sum(Model& m) {
     double sum;
     CUDA_CHECK(cudaMemcpyAsync(&sum, m.sums_buf.ptr, sizeof sum, cudaMemcpyDeviceToHost, ctx.stream));
     synchronize();
     return sum;
 }
 
-// Backward from the logits' gradient (written by gpt2_loss) to the parameter gradients (+=).
+// Backward from the logits' gradient (written by model_loss) to the parameter gradients (+=).
 // With `sync` (the last micro-batch of a step with --grad-sync overlap) it is told when each
 // block's gradients are final.
-void gpt2_backward(GPT2& m, int B, int T, GradSync* sync = nullptr) {
+void model_backward(Model& m, int B, int T, GradSync* sync = nullptr) {
     const ModelConfig& c = m.cfg;
     const int C = c.C, NH = c.NH, KVH = c.kv_heads(), Vp = c.Vp;
     const size_t BT = (size_t)B * T, QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden();
@@ -412,26 +412,26 @@ void gpt2_backward(GPT2& m, int B, int T, GradSync* sync = nullptr) {
 // The gradient sync: the sum over the replicas, of this replica's shard only with ZeRO (a
 // reduce-scatter). With --grad-sync overlap the buckets the last backward started, the rest,
 // and the wait for them (host/gradsync.h).
-void sync_gradients(GPT2& m, GradSync& sync, const Comm& comm) {
+void sync_gradients(Model& m, GradSync& sync, const Comm& comm) {
     if (sync.finish(m.grads_buf.ptr, comm)) return;
     if (m.sharded()) comm.reduce_scatter_sum(m.grads_buf.ptr, m.shard.padded);
     else comm.allreduce_sum(m.grads_buf.ptr, m.shard.padded);
 }
 // One AdamW update of this replica's shard, with the clipping scale applied as each gradient
 // is read (and the bf16 copy of the weights refreshed as it writes them).
-void adamw_update(GPT2& m, const AdamWConfig& opt, float lr, int t, float grad_scale) {
+void adamw_update(Model& m, const AdamWConfig& opt, float lr, int t, float grad_scale) {
     float* master = weights_copy() ? m.params_buf.ptr : m.params_buf.ptr + m.shard.begin;  // from the shard's start
     adamw_update(master, weights_copy() ? m.weights : nullptr, m.grads_buf.ptr, m.m_buf.ptr, m.v_buf.ptr, m.cfg, opt,
                  lr, t, grad_scale, m.shard);
 }
 // After the update: every replica's updated shard of the weights the kernels read, to every
 // replica (ZeRO's all-gather); else nothing.
-void share_updated_weights(GPT2& m, const Comm& comm) {
+void share_updated_weights(Model& m, const Comm& comm) {
     if (m.sharded()) comm.allgather(m.weights, m.shard.padded);
 }
 // The first micro-batch's ‖gradient‖², left in sums_buf[2] for the step's one wait
 // (host/noise.h); rescaled to |G_small|² on the host. One more pass over the gradient buffer.
-void first_micro_batch_norm_squared(GPT2& m) {
+void first_micro_batch_norm_squared(Model& m) {
     global_norm_squared(m.grads_buf.ptr, m.cfg.num_params(), m.sums_buf.ptr + 3, m.sums_buf.ptr + 2);
 }
 
@@ -441,7 +441,7 @@ void first_micro_batch_norm_squared(GPT2& m) {
 
 // measure_noise: also the squared norm of the first micro-batch's gradient, for the noise
 // scale (host/noise.h).
-StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt,
+StepResult train_step(Model& m, DataLoader& loader, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt,
                       float lr, float grad_clip, int t, bool measure_noise, GradSync& sync) {
     const int B = plan.B, T = plan.T;
     // 1. zero the parameter gradients: they accumulate over the micro-batches below
@@ -453,9 +453,9 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
     for (int a = 0; a < plan.A; a++) {
         loader.micro_batch(a, m.host_inputs.data(), m.host_targets.data());
         upload_tokens(m, m.host_inputs.data(), m.host_targets.data(), B, T, a);
-        gpt2_forward(m, B, T);
-        gpt2_loss(m, B, T, true, 1.0f / (float)plan.global_tokens());
-        gpt2_backward(m, B, T, sync.hook(a, plan.A, measure_noise, m.grads_buf.ptr, comm));  // overlap: the last one
+        model_forward(m, B, T);
+        model_loss(m, B, T, true, 1.0f / (float)plan.global_tokens());
+        model_backward(m, B, T, sync.hook(a, plan.A, measure_noise, m.grads_buf.ptr, comm));  // overlap: the last one
         if (a == 0 && measure_noise) first_micro_batch_norm_squared(m);
     }
 
@@ -495,7 +495,7 @@ StepResult train_step(GPT2& m, DataLoader& loader, const BatchPlan& plan, const 
 // written from, and the planning of gpu/plan.cuh.
 
 struct GpuTrainer {
-    gpu::GPT2 model;
+    gpu::Model model;
     bool measure_noise;    // the first micro-batch's gradient norm, for the noise scale (host/noise.h)
     const Comm* replicas;  // with --zero 1, download() gathers the shards from the replicas
     GradSync grad_sync;    // --grad-sync: the communication helper the step hands the last backward
@@ -524,7 +524,7 @@ struct GpuTrainer {
                              shard);
         const size_t n = mc.num_params();
         host_params.assign(n, 0.0f), host_m.assign(n, 0.0f), host_v.assign(n, 0.0f);
-        gpu::gpt2_build(model, mc, plan.B, plan.T, plan.A, k, shard);
+        gpu::model_build(model, mc, plan.B, plan.T, plan.A, k, shard);
     }
     ~GpuTrainer() {
         if (replicas->rank == 0 && steps_done > 0 && std::uncaught_exceptions() == 0) {
@@ -618,8 +618,8 @@ struct GpuTrainer {
     // host/eval.h; the loss sum it also adds to is zeroed by every step).
     const float* token_losses(const int* in, const int* tgt, int B, int T) {
         gpu::upload_tokens(model, in, tgt, B, T);
-        gpu::gpt2_forward(model, B, T);
-        gpu::gpt2_loss(model, B, T, false, 0.0f);
+        gpu::model_forward(model, B, T);
+        gpu::model_loss(model, B, T, false, 0.0f);
         losses_host.resize((size_t)B * T);
         CUDA_CHECK(cudaMemcpyAsync(losses_host.data(), model.a.losses, losses_host.size() * sizeof(float),
                                    cudaMemcpyDeviceToHost, gpu::ctx.stream));
@@ -628,7 +628,7 @@ struct GpuTrainer {
     }
     const float* next_token_logits(const int* context, int T) {
         gpu::upload_tokens(model, context, nullptr, 1, T);
-        gpu::gpt2_forward(model, 1, T);
+        gpu::model_forward(model, 1, T);
         std::vector<floatX> row(model.cfg.Vp);
         CUDA_CHECK(cudaMemcpyAsync(row.data(), model.a.logits + (size_t)(T - 1) * model.cfg.Vp, model.cfg.Vp * sizeof(floatX),
                                    cudaMemcpyDeviceToHost, gpu::ctx.stream));

@@ -20,6 +20,7 @@
 #include "crossentropy.cuh"
 #include "flash_attention.cuh"
 #include "layernorm.cuh"
+#include "rmsnorm.cuh"
 
 namespace gpu {
 
@@ -145,11 +146,13 @@ inline std::vector<std::string> describe_fit(const KernelFit& f, const ModelConf
     std::vector<std::string> lines;
     lines.push_back(strf("kernels on %s (sm_%d, %s build): shared memory per block up to %s (opt-in)", d.name.c_str(),
                          d.sm(), PRECISION_NAME, format_bytes((double)d.smem_optin).c_str()));
-    lines.push_back(strf("  layernorm backward: %s, %s of shared memory per block",
+    // the norm's backward: GPT-2's LayerNorm, or Llama's RMSNorm in the same columns (one sum a
+    // column where LayerNorm keeps two, so what fits LayerNorm fits it)
+    lines.push_back(strf("  %s backward: %s, %s of shared memory per block", mc.llama() ? "rmsnorm" : "layernorm",
                          f.ln_cols == mc.C ? strf("whole rows (C=%d)", mc.C).c_str()
                                            : strf("in column chunks of %d (%d chunks of C=%d)", f.ln_cols,
                                                   (mc.C + f.ln_cols - 1) / f.ln_cols, mc.C).c_str(),
-                         format_bytes((double)f.ln_smem).c_str()));
+                         format_bytes((double)(mc.llama() ? rmsnorm_backward_smem(f.ln_cols) : f.ln_smem)).c_str()));
     std::string kernels;
     for (const SharedNeed& n : f.attention)
         kernels += strf("%s%s %s", kernels.empty() ? "" : ", ", n.kernel.c_str(), format_bytes((double)n.bytes).c_str());

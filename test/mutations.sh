@@ -47,7 +47,7 @@ llama_golden="./test/cpu_trainer/check_reference test/golden/llama_tiny.bin test
 # The table: NAME | FILE | SED COMMAND | MAKE TARGETS (or auto) | SUITE (the command that must fail)
 mutations=(
 "no gradient zeroing|train.cpp|/^    std::fill(m.grads.begin(), m.grads.end(), 0.0f);\$/d|test/cpu_trainer/check_reference|$golden"
-"loss scaled by 1/(B*T*A), not 1/(B*T*A*R)|train_gpt.cu|s#gpt2_loss(m, B, T, true, 1.0f / (float)plan.global_tokens())#gpt2_loss(m, B, T, true, 1.0f / (float)(plan.B * plan.T * plan.A))#|train_gpt_cpu|bash test/replicas/gpu_replicas.sh"
+"loss scaled by 1/(B*T*A), not 1/(B*T*A*R)|train_gpt.cu|s#model_loss(m, B, T, true, 1.0f / (float)plan.global_tokens())#model_loss(m, B, T, true, 1.0f / (float)(plan.B * plan.T * plan.A))#|train_gpt_cpu|bash test/replicas/gpu_replicas.sh"
 "all-reduce of the gradients skipped (--grad-sync end)|train_gpt.cu|s#else comm.allreduce_sum(m.grads_buf.ptr, m.shard.padded);#else {}#|train_gpt_cpu|bash test/replicas/grad_sync.sh"
 "AdamW without bias correction|train.cpp|s#float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;#float inv_bc1 = 1.0f, inv_bc2 = 1.0f;#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=AdamW*"
 "clipping always scales by grad_clip/norm|train.cpp|s#(grad_clip > 0 \&\& norm > grad_clip) ?#(grad_clip > 0) ?#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=clipping*"

@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
         ModelConfig mc = read_model_header(model_file);
         if (!shape_difference(mc, g.cfg).empty())
             throw Error("the model file and the golden file describe different models: " + shape_difference(mc, g.cfg));
-        GPT2 m;
-        gpt2_build(m, mc, g.B, g.T);
+        Model m;
+        model_build(m, mc, g.B, g.T);
         load_model_params(model_file, mc, m.params.data());
         printf("%s reference: %s, B=%d T=%d, %d AdamW steps\n", mc.llama() ? "Hugging Face" : "PyTorch",
                describe_model(mc).c_str(), g.B, g.T, g.nsteps);
@@ -65,15 +65,15 @@ int main(int argc, char** argv) {
         data.reset();
 
         // forward and gradient at the initial parameters
-        gpt2_forward(m, g.inputs.data(), g.B, g.T);
+        model_forward(m, g.inputs.data(), g.B, g.T);
         std::vector<float> logits((size_t)g.B * g.T * mc.V);
         for (size_t r = 0; r < (size_t)g.B * g.T; r++)
             std::copy(m.a.logits + r * mc.Vp, m.a.logits + r * mc.Vp + mc.V, logits.begin() + r * mc.V);
         table.row("logits", logits.data(), g.logits.data(), logits.size(), 1e-5);
-        float loss = gpt2_loss(m, g.targets.data(), g.B, g.T);
+        float loss = model_loss(m, g.targets.data(), g.B, g.T);
         table.row("loss", &loss, &g.loss, 1, 1e-5);
         std::fill(m.grads.begin(), m.grads.end(), 0.0f);
-        gpt2_backward(m, g.inputs.data(), g.targets.data(), g.B, g.T, 1.0f / (g.B * g.T));
+        model_backward(m, g.inputs.data(), g.targets.data(), g.B, g.T, 1.0f / (g.B * g.T));
         std::vector<size_t> sizes = mc.param_sizes();
         size_t off = 0;
         for (int t = 0; t < NUM_PARAM_TENSORS; t++) {

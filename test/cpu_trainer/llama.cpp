@@ -276,7 +276,7 @@ TEST_CASE("grouped-query attention forward and backward match finite differences
 
 // Random parameters around the initialisation, norm weights away from 1 so that a mistake in
 // them cannot hide; padded rows stay 0.
-static void randomize(GPT2& m, uint64_t seed) {
+static void randomize(Model& m, uint64_t seed) {
     init_params(m.params.data(), m.cfg, seed);
     Rng rng(seed + 100);
     std::vector<size_t> sizes = m.cfg.param_sizes();
@@ -294,16 +294,16 @@ TEST_CASE("the whole Llama's gradient matches finite differences of the double m
         CAPTURE(tied);
         ModelConfig c = tiny_llama(2, tied);
         const int B = 2, T = 6;
-        GPT2 m;
-        gpt2_build(m, c, B, T);
+        Model m;
+        model_build(m, c, B, T);
         randomize(m, 11);
         Rng rng(12);
         std::vector<int> inp(B * T), tgt(B * T);
         for (int i = 0; i < B * T; i++) inp[i] = (int)rng.below(c.V), tgt[i] = (int)rng.below(c.V);
-        gpt2_forward(m, inp.data(), B, T);
-        float loss = gpt2_loss(m, tgt.data(), B, T);
+        model_forward(m, inp.data(), B, T);
+        float loss = model_loss(m, tgt.data(), B, T);
         std::fill(m.grads.begin(), m.grads.end(), 0.0f);
-        gpt2_backward(m, inp.data(), tgt.data(), B, T, 1.0f / (B * T));
+        model_backward(m, inp.data(), tgt.data(), B, T, 1.0f / (B * T));
 
         Vec pd = to_double(m.params);
         double ref_loss = ref::llama_loss(c, pd, inp.data(), tgt.data(), B, T);
@@ -353,8 +353,8 @@ TEST_CASE("Llama's parameter count: the tensors' sizes from the shape, written o
 TEST_CASE("Llama model file: written and read back with every field; damage refused with one line") {
     ModelConfig c = tiny_llama();
     c.norm_eps = 3e-6f, c.rope_factor = 32, c.rope_low_freq = 1.5f, c.rope_high_freq = 5, c.rope_original_T = 16;
-    GPT2 m;
-    gpt2_build(m, c, 1, 4);
+    Model m;
+    model_build(m, c, 1, 4);
     randomize(m, 21);
     std::string dir = temp_dir();
     save_model(dir + "/llama.bin", c, m.params.data());
@@ -394,8 +394,8 @@ TEST_CASE("llm.c's own Llama-3 file: F from its size, its gate and up blocks reo
     ModelConfig c = tiny_llama();
     c.Vp = c.V;  // llm.c does not pad
     c.rope_theta = 500000, c.rope_factor = 8, c.rope_low_freq = 1, c.rope_high_freq = 4, c.rope_original_T = 8192;
-    GPT2 m;
-    gpt2_build(m, c, 1, 4);
+    Model m;
+    model_build(m, c, 1, 4);
     randomize(m, 31);
     std::vector<size_t> sizes = c.param_sizes();
     std::vector<float> file;

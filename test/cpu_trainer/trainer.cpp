@@ -326,7 +326,7 @@ static ModelConfig tiny_config() {
     c.maxT = 8, c.V = 37, c.Vp = 64, c.L = 2, c.NH = 2, c.C = 16;
     return c;
 }
-static void randomize(GPT2& m, uint64_t seed) {
+static void randomize(Model& m, uint64_t seed) {
     init_params(m.params.data(), m.cfg, seed);
     Rng rng(seed + 100);
     std::vector<size_t> sizes = m.cfg.param_sizes();
@@ -342,17 +342,17 @@ static void randomize(GPT2& m, uint64_t seed) {
 TEST_CASE("whole-model gradient matches finite differences of the double model") {
     ModelConfig c = tiny_config();
     const int B = 2, T = 6;
-    GPT2 m;
-    gpt2_build(m, c, B, T);
+    Model m;
+    model_build(m, c, B, T);
     randomize(m, 11);
     Rng rng(12);
     std::vector<int> inp(B * T), tgt(B * T);
     for (int i = 0; i < B * T; i++) inp[i] = (int)rng.below(c.V), tgt[i] = (int)rng.below(c.V);
 
-    gpt2_forward(m, inp.data(), B, T);
-    float loss = gpt2_loss(m, tgt.data(), B, T);
+    model_forward(m, inp.data(), B, T);
+    float loss = model_loss(m, tgt.data(), B, T);
     std::fill(m.grads.begin(), m.grads.end(), 0.0f);
-    gpt2_backward(m, inp.data(), tgt.data(), B, T, 1.0f / (B * T));
+    model_backward(m, inp.data(), tgt.data(), B, T, 1.0f / (B * T));
 
     Vec pd = to_double(m.params);
     double ref_loss = ref::model_loss(c, pd, inp.data(), tgt.data(), B, T);
@@ -396,8 +396,8 @@ struct StepOutcome {
 static StepOutcome one_step(int B, int A, int steps = 1) {
     ModelConfig c = tiny_config();
     const int T = 6;
-    GPT2 m;
-    gpt2_build(m, c, B, T);
+    Model m;
+    model_build(m, c, B, T);
     randomize(m, 21);
     std::vector<uint16_t> tokens(4000);
     Rng rng(22);
@@ -439,8 +439,8 @@ TEST_CASE("accumulation invariance over 3 steps: B=8 A=1 equals B=4 A=2 equals B
 
 TEST_CASE("AdamW matches a hand computation, with decay on matrices only") {
     ModelConfig c = tiny_config();
-    GPT2 m;
-    gpt2_build(m, c, 1, 1);
+    Model m;
+    model_build(m, c, 1, 1);
     Rng rng(31);
     for (float& p : m.params) p = (float)rng.normal();
     std::vector<float> p0 = m.params;
@@ -505,8 +505,8 @@ struct ClipStep {
 static ClipStep clip_step(float grad_clip) {
     ModelConfig c = tiny_config();
     const int B = 4, T = 6;
-    GPT2 m;
-    gpt2_build(m, c, B, T);
+    Model m;
+    model_build(m, c, B, T);
     randomize(m, 41);
     std::vector<uint16_t> tokens(2000);
     Rng rng(42);
@@ -556,22 +556,22 @@ TEST_CASE("clipping: below the threshold the step is the unclipped one bit for b
 }
 
 TEST_CASE("a step at a threshold the norm does not reach is AdamW on the unclipped gradient, by hand") {
-    // The reference: the gradient from gpt2_forward/gpt2_backward (checked against finite
+    // The reference: the gradient from model_forward/model_backward (checked against finite
     // differences above), then AdamW's first update computed here in double.
     ModelConfig c = tiny_config();
     const int B = 4, T = 6;
-    GPT2 m;
-    gpt2_build(m, c, B, T);
+    Model m;
+    model_build(m, c, B, T);
     randomize(m, 41);
     std::vector<uint16_t> tokens(2000);
     Rng rng(42);
     for (auto& t : tokens) t = (uint16_t)rng.below(c.V);
     std::vector<int> inp(B * T), tgt(B * T);
     for (int i = 0; i < B * T; i++) inp[i] = tokens[i], tgt[i] = tokens[i + 1];  // batch 0, no shuffling
-    gpt2_forward(m, inp.data(), B, T);
-    gpt2_loss(m, tgt.data(), B, T);
+    model_forward(m, inp.data(), B, T);
+    model_loss(m, tgt.data(), B, T);
     std::fill(m.grads.begin(), m.grads.end(), 0.0f);
-    gpt2_backward(m, inp.data(), tgt.data(), B, T, 1.0f / (B * T));
+    model_backward(m, inp.data(), tgt.data(), B, T, 1.0f / (B * T));
     std::vector<float> g = m.grads, p0 = m.params;
 
     ClipStep step = clip_step(1e30f);  // the same model and batch, through train_step()
@@ -875,8 +875,8 @@ TEST_CASE("batch arithmetic: A from the global batch, and a clear error when it 
 TEST_CASE("model and state files round-trip bit-exactly; an interrupted write keeps the old file") {
     std::string dir = temp_dir();
     ModelConfig c = tiny_config();
-    GPT2 m;
-    gpt2_build(m, c, 1, 1);
+    Model m;
+    model_build(m, c, 1, 1);
     randomize(m, 41);
     Rng rng(42);
     for (float& x : m.adam_m) x = (float)rng.normal();
@@ -1052,8 +1052,8 @@ TEST_CASE("--help lists every option the parser accepts, with its default") {
 
 TEST_CASE("a NaN in the gradient stops the step before the update, naming the gradient norm") {
     ModelConfig c = tiny_config();  // Vp 64 > V 37: wte rows 37..63 are padding
-    GPT2 m;
-    gpt2_build(m, c, 2, 4);
+    Model m;
+    model_build(m, c, 2, 4);
     randomize(m, 5);
     // a NaN in a padding row: the loss stays finite (padded logits are never used), the
     // gradient does not (it flows back through the tied output head)
@@ -1080,8 +1080,8 @@ TEST_CASE("a NaN in the gradient stops the step before the update, naming the gr
 TEST_CASE("no checkpoint file is written that holds a NaN or an infinity") {
     std::string dir = temp_dir();
     ModelConfig c = tiny_config();
-    GPT2 m;
-    gpt2_build(m, c, 1, 1);
+    Model m;
+    model_build(m, c, 1, 1);
     randomize(m, 7);
     save_model(dir + "/model.bin", c, m.params.data());
     std::vector<char> good = read_bytes(dir + "/model.bin");
@@ -1155,8 +1155,8 @@ TEST_CASE("validation: exactly the first --val-tokens tokens, the same loss for 
     Rng rng(77);
     for (auto& t : tokens) t = (uint16_t)rng.below(c.V);
     CpuTrainer m(c, plan_batch(8, T, 1, 0), Config{}, Comm{});
-    GPT2 probe;
-    gpt2_build(probe, c, 1, 1);
+    Model probe;
+    model_build(probe, c, 1, 1);
     randomize(probe, 78);
     std::copy(probe.params.begin(), probe.params.end(), m.params());
     DataLoader data("tokens", tokens, c.V);

@@ -864,8 +864,8 @@ static ModelConfig tiny_llama() {
 
 TEST_CASE("AdamW matches the CPU's update, decay on matrices only, with a clipping scale") {
     ModelConfig c = tiny_config();
-    GPT2 m;
-    gpt2_build(m, c, 1, 1);
+    Model m;
+    model_build(m, c, 1, 1);
     Rng rng(7);
     size_t n = c.num_params();
     m.params = random_floats(n, rng), m.grads = random_floats(n, rng), m.adam_m = random_floats(n, rng, 0.1);
@@ -894,8 +894,8 @@ TEST_CASE("ZeRO: the updates of R shards make the whole AdamW update, on the CPU
     Floats p0 = random_floats(n, rng), g0 = random_floats(n, rng), m0 = random_floats(n, rng, 0.1), v0(n);
     for (float& v : v0) v = (float)std::fabs(0.01 * rng.normal());
     AdamWConfig h{0.9f, 0.95f, 1e-8f, 0.1f};
-    GPT2 whole;
-    gpt2_build(whole, c, 1, 1);
+    Model whole;
+    model_build(whole, c, 1, 1);
     whole.params = p0, whole.grads = g0, whole.adam_m = m0, whole.adam_v = v0;
     adamw_update(whole, h, 1e-2f, 3, 0.5f);
     for (int R : {2, 3, 4}) {
@@ -907,8 +907,8 @@ TEST_CASE("ZeRO: the updates of R shards make the whole AdamW update, on the CPU
             REQUIRE(sh.padded >= n);
             REQUIRE(sh.padded < n + ZERO_SHARD_ALIGN * R);
             auto [lo, hi] = sh.clip(0, n);
-            GPT2 m;  // the CPU trainer's replica r: every weight and gradient, its shard of m and v
-            gpt2_build(m, c, 1, 1, sh);
+            Model m;  // the CPU trainer's replica r: every weight and gradient, its shard of m and v
+            model_build(m, c, 1, 1, sh);
             std::copy(p0.begin(), p0.end(), m.params.begin()), std::copy(g0.begin(), g0.end(), m.grads.begin());
             std::copy(m0.begin() + lo, m0.begin() + hi, m.adam_m.begin());
             std::copy(v0.begin() + lo, v0.begin() + hi, m.adam_v.begin());
@@ -1017,7 +1017,7 @@ static void check_golden(const std::string& model_file, const std::string& golde
     m.upload();
 
     gpu::upload_tokens(m.model, gold.inputs.data(), gold.targets.data(), B, T);
-    gpu::gpt2_forward(m.model, B, T);
+    gpu::model_forward(m.model, B, T);
     Floats all_logits = download(m.model.a.logits, (size_t)B * T * Vp), logits((size_t)B * T * V);
     for (size_t r = 0; r < (size_t)B * T; r++)
         std::copy(all_logits.begin() + r * Vp, all_logits.begin() + r * Vp + V, logits.begin() + r * V);
@@ -1025,9 +1025,9 @@ static void check_golden(const std::string& model_file, const std::string& golde
     CHECK(norm_error(logits, gold.logits) <= tol(1e-5, bf16.logits));
     gpu::zero_loss_sum(m.model);
     CUDA_CHECK(cudaMemset(m.model.grads_buf.ptr, 0, mc.num_params() * sizeof(float)));
-    gpu::gpt2_loss(m.model, B, T, true, 1.0f / (B * T));
+    gpu::model_loss(m.model, B, T, true, 1.0f / (B * T));
     CHECK(rel_diff(gpu::loss_sum(m.model), gold.loss) <= tol(1e-5, bf16.loss));
-    gpu::gpt2_backward(m.model, B, T);
+    gpu::model_backward(m.model, B, T);
     Floats grads = download(m.model.grads_buf.ptr, mc.num_params());
     std::vector<size_t> sizes = mc.param_sizes();
     size_t off = 0;
@@ -1240,12 +1240,12 @@ TEST_CASE("--recompute 1: the backward's recomputed GELU output is the forward's
     Rng rng(32);
     std::vector<int> in = random_tokens((size_t)B * T, c.V, rng), tgt = random_tokens((size_t)B * T, c.V, rng);
     gpu::upload_tokens(m.model, in.data(), tgt.data(), B, T);
-    gpu::gpt2_forward(m.model, B, T);
+    gpu::model_forward(m.model, B, T);
     FloatXs forward_gelu(n), recomputed(n);
     CUDA_CHECK(cudaMemcpy(forward_gelu.data(), m.model.a.fch_gelu, n * sizeof(floatX), cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemset(m.model.a.fch_gelu, 0xFF, n * sizeof(floatX)));  // NaN: the backward must write it again
-    gpu::gpt2_loss(m.model, B, T, true, 1.0f / (B * T));
-    gpu::gpt2_backward(m.model, B, T);
+    gpu::model_loss(m.model, B, T, true, 1.0f / (B * T));
+    gpu::model_backward(m.model, B, T);
     CUDA_CHECK(cudaMemcpy(recomputed.data(), m.model.a.fch_gelu, n * sizeof(floatX), cudaMemcpyDeviceToHost));
     CHECK(memcmp(forward_gelu.data(), recomputed.data(), n * sizeof(floatX)) == 0);
     // and the GELU is applied: its output is not its input
@@ -1332,7 +1332,7 @@ static void add_allocation(std::vector<size_t>& sizes, const gpu::DeviceBuffer<T
     if (b.ptr) sizes.push_back(std::max<size_t>(b.count, 1) * sizeof(T));
 }
 static std::vector<size_t> device_allocations(const GpuTrainer& trainer) {
-    const gpu::GPT2& m = trainer.model;
+    const gpu::Model& m = trainer.model;
     std::vector<size_t> sizes;
     add_allocation(sizes, m.params_buf), add_allocation(sizes, m.grads_buf), add_allocation(sizes, m.m_buf);
     add_allocation(sizes, m.v_buf), add_allocation(sizes, m.weights_buf), add_allocation(sizes, m.acts_buf);
