@@ -2,7 +2,7 @@
 #   make train       CPU trainer; with MPI when mpicxx is found (MPI=0 to turn off)
 #   make test        builds and runs every test that this machine can run
 #   make train_gpt_cpu  the GPU trainer on the CPU runtime (cpu_cuda/, see cpu.mk): no GPU needed
-#   make bench       CPU speed: ./train against a plain PyTorch GPT-2 of the same shape (when torch is installed)
+#   make bench       CPU speed: ./train against a plain PyTorch GPT-2 and Llama of the same shapes (when torch is installed)
 #   make check       per-tensor comparison of the CPU trainer with the PyTorch golden file
 #   make check-docs  reruns every command whose output README.md and docs/ quote and compares (~10 min on 2 cores)
 #   make train_gpt   GPU trainer (needs nvcc; CUDA_ARCH=90 to choose the GPU; see gpu.mk)

@@ -76,6 +76,7 @@ fi
 suite "data tools, recipes and plots" python3 test/tools/data_tools.py
 suite "SASS report: its parser and arithmetic on a hand-written listing" python3 test/tools/sass_report.py
 suite "plot of a real run" bash test/tools/plot_run.sh
+suite "make bench's Llama line, with and without PyTorch (no timing compared)" bash test/tools/bench_cpu.sh
 suite "the README's commands (docs/commands.txt)" bash test/tools/readme_commands.sh
 suite "quoted outputs and names: the checker fails on a planted digit or name; the pages' quick checks" bash test/tools/quoted_outputs.sh
 suite "the GPU check's plan, usage and summary (scripts/gpu_check.sh, no GPU)" bash test/tools/gpu_check.sh
