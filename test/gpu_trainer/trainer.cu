@@ -1451,6 +1451,26 @@ static double field(const std::string& line, const std::string& name) {
     return at == std::string::npos ? NAN : atof(line.c_str() + at + name.size() + 3);
 }
 
+TEST_CASE("train_gpt: a Llama's 2N steps equal N steps + resume + N steps, bit for bit") {
+    REQUIRE_MESSAGE(file_exists(TRAIN_GPT), "build " << TRAIN_GPT << " first");
+    std::string a = temp_dir(), b = temp_dir(), out;
+    const std::string args = TINY_ARGS + "--model llama3 --val-every 4 --val-tokens 512 --sample-every 4 -n 8 --ckpt-every 4 ";
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "-o " + a, &out) == 0);
+    CHECK(out.find("model: llama3 L=2 NH=2 KVH=1 C=32") != std::string::npos);
+    REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + b) == 0);
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "--resume 1 -o " + b, &out) == 0);
+    CHECK(out.find("resumed from step 4") != std::string::npos);
+    std::vector<char> ma = read_bytes(a + "/model_00000008.bin");
+    CHECK(ma.size() > 1024);
+    CHECK(ma == read_bytes(b + "/model_00000008.bin"));
+    CHECK(read_bytes(a + "/state_00000008.bin") == read_bytes(b + "/state_00000008.bin"));
+    std::vector<std::string> la = log_lines(a + "/log.jsonl", "train"), lb = log_lines(b + "/log.jsonl", "train");
+    REQUIRE(la.size() == 8);
+    REQUIRE(lb.size() == 4);
+    for (int i = 0; i < 4; i++) CHECK(strip_timing(la[4 + i]) == strip_timing(lb[i]));
+    run_command("rm -rf " + a + " " + b);
+}
+
 TEST_CASE("train_gpt: 2N steps equal N steps + resume + N steps, bit for bit, samples and validation too") {
     REQUIRE_MESSAGE(file_exists(TRAIN_GPT), "build " << TRAIN_GPT << " first");
     std::string a = temp_dir(), b = temp_dir(), out;
