@@ -340,6 +340,16 @@ inline std::string read_llmc_llama_fields(ModelConfig& cfg, const int* h, long l
     return "";
 }
 
+// What a run says of a model file that is llm.c's own Llama-3 file (empty for any other).
+inline std::string llmc_llama_note(const std::string& path) {
+    InputFile f(path, "model file");
+    int h[256];
+    if (!f.read(h, sizeof h) || h[0] != LLAMA_MAGIC || h[16] == LLAMA_EXTENSION) return "";
+    return strf("'%s' is llm.c's Llama-3 file, which records only whether RoPE is scaled: read with Llama-3.1's "
+                "scaling (factor 8), so a Llama-3.2 model's (factor 32) does not match",
+                path.c_str());
+}
+
 // Reads and checks a model file's header, and that the file has the size its shape needs,
 // before anything is allocated for it.
 inline ModelConfig read_model_header(const std::string& path) {

@@ -134,6 +134,8 @@ public:
         m = std::make_unique<Trainer>(mc, plan, cfg, comm);
         if (!cfg.load.empty()) load_model_params(cfg.load, mc, m->params());
         else init_params(m->params(), mc, cfg.seed);
+        std::string note = cfg.load.empty() ? "" : llmc_llama_note(cfg.load);  // llm.c's Llama-3 file
+        if (!note.empty()) say(note);
 
         // -n 0 trains nothing and writes nothing: it evaluates the model and samples from it
         writes = main_rank && !cfg.out_dir.empty() && cfg.steps > 0;

@@ -421,6 +421,9 @@ TEST_CASE("llm.c's own Llama-3 file: F from its size, its gate and up blocks reo
     fclose(f);
     ModelConfig r = read_model_header(path);
     CHECK(shape_difference(r, c) == "");  // F = 40 from the size, untied, Llama-3.1's scaling
+    CHECK(llmc_llama_note(path).find("read with Llama-3.1's scaling (factor 8)") != std::string::npos);
+    save_model(dir + "/ours.bin", c, m.params.data());
+    CHECK(llmc_llama_note(dir + "/ours.bin") == "");  // our own file records its scaling
     std::vector<float> back(c.num_params());
     load_model_params(path, r, back.data());
     CHECK(back == std::vector<float>(m.params.begin(), m.params.begin() + c.num_params()));
