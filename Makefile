@@ -69,7 +69,7 @@ include cpu.mk
 # ---- tests (doctest, from Debian's doctest-dev)
 DOCTEST_OK := $(shell test -f /usr/include/doctest/doctest.h && echo yes)
 
-test/cpu_trainer/trainer: test/cpu_trainer/trainer.cpp test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
+test/cpu_trainer/trainer: test/cpu_trainer/trainer.cpp test/cpu_trainer/finite_diff.h test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
 ifneq ($(DOCTEST_OK),yes)
 	$(error doctest is missing: apt-get install doctest-dev)
 endif
@@ -78,7 +78,7 @@ endif
 test/cpu_trainer/plan: test/cpu_trainer/plan.cpp test/test_util.h $(HOST_HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ test/cpu_trainer/plan.cpp
 
-test/cpu_trainer/llama: test/cpu_trainer/llama.cpp test/test_util.h train.cpp $(HOST_HEADERS)
+test/cpu_trainer/llama: test/cpu_trainer/llama.cpp test/cpu_trainer/finite_diff.h test/test_util.h train.cpp $(HOST_HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ test/cpu_trainer/llama.cpp
 
 test/cpu_trainer/noise_estimator: test/cpu_trainer/noise_estimator.cpp $(HOST_HEADERS)
@@ -157,7 +157,7 @@ build/asan/train: train.cpp $(HOST_HEADERS)
 	@mkdir -p $(@D)
 	$(CXX) $(SAN_CXXFLAGS) -o $@ train.cpp
 
-build/asan/cpu_trainer: test/cpu_trainer/trainer.cpp test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
+build/asan/cpu_trainer: test/cpu_trainer/trainer.cpp test/cpu_trainer/finite_diff.h test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
 	@mkdir -p $(@D)
 	$(CXX) $(SAN_CXXFLAGS) -o $@ test/cpu_trainer/trainer.cpp
 

@@ -14,31 +14,8 @@
 #define TRAIN_NO_MAIN
 #include "../../train.cpp"
 #include "../test_util.h"
+#include "finite_diff.h"
 
-using Vec = std::vector<double>;
-
-static Vec to_double(const std::vector<float>& v) { return Vec(v.begin(), v.end()); }
-
-// ‖ours − ref‖ / ‖ref‖; NaN when anything is NaN, which fails every "<=" check.
-static double norm_error(const std::vector<float>& ours, const Vec& ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < ref.size(); i++) num += (ours[i] - ref[i]) * (ours[i] - ref[i]), den += ref[i] * ref[i];
-    return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
-// Central differences in double; h = 1e-5 balances truncation (~h²) against rounding (~1e-16/h).
-static Vec finite_diff(const std::function<double()>& f, Vec& x, double h = 1e-5) {
-    Vec g(x.size());
-    for (size_t i = 0; i < x.size(); i++) {
-        double keep = x[i];
-        x[i] = keep + h;
-        double up = f();
-        x[i] = keep - h;
-        double down = f();
-        x[i] = keep;
-        g[i] = (up - down) / (2 * h);
-    }
-    return g;
-}
 static double dot(const Vec& a, const Vec& b) {
     double s = 0;
     for (size_t i = 0; i < a.size(); i++) s += a[i] * b[i];
