@@ -2,7 +2,8 @@
 #   make train       CPU trainer; with MPI when mpicxx is found (MPI=0 to turn off)
 #   make test        builds and runs every test that this machine can run
 #   make train_gpt_cpu  the GPU trainer on the CPU runtime (cpu_cuda/, see cpu.mk): no GPU needed
-#   make bench       CPU speed: ./train against a plain PyTorch GPT-2 and Llama of the same shapes (when torch is installed)
+#   make bench       CPU speed: ./train against a plain PyTorch GPT-2 and Llama of the same shapes (when torch is installed),
+#                    then generation: 512 tokens against 64, with and without the key/value cache
 #   make check       per-tensor comparison of the CPU trainer with the PyTorch golden file
 #   make check-docs  reruns every command whose output README.md and docs/ quote and compares (~10 min on 2 cores)
 #   make train_gpt   GPU trainer (needs nvcc; CUDA_ARCH=90 to choose the GPU; see gpu.mk)
@@ -69,7 +70,7 @@ include cpu.mk
 # ---- tests (doctest, from Debian's doctest-dev)
 DOCTEST_OK := $(shell test -f /usr/include/doctest/doctest.h && echo yes)
 
-test/cpu_trainer/trainer: test/cpu_trainer/trainer.cpp test/cpu_trainer/finite_diff.h test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
+test/cpu_trainer/trainer: test/cpu_trainer/trainer.cpp test/cpu_trainer/finite_diff.h test/generation_check.h test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
 ifneq ($(DOCTEST_OK),yes)
 	$(error doctest is missing: apt-get install doctest-dev)
 endif
@@ -78,7 +79,7 @@ endif
 test/cpu_trainer/plan: test/cpu_trainer/plan.cpp test/test_util.h $(HOST_HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ test/cpu_trainer/plan.cpp
 
-test/cpu_trainer/llama: test/cpu_trainer/llama.cpp test/cpu_trainer/finite_diff.h test/test_util.h train.cpp $(HOST_HEADERS)
+test/cpu_trainer/llama: test/cpu_trainer/llama.cpp test/cpu_trainer/finite_diff.h test/generation_check.h test/test_util.h train.cpp $(HOST_HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ test/cpu_trainer/llama.cpp
 
 test/cpu_trainer/noise_estimator: test/cpu_trainer/noise_estimator.cpp $(HOST_HEADERS)
@@ -115,6 +116,7 @@ check-docs: train $(if $(CPU_CUDA_OK),train_gpt_cpu)
 
 bench: train
 	@bash scripts/bench_cpu.sh
+	@bash scripts/bench_generation.sh
 
 # The gradient sync timed over links of 1 Gbit/s and 200 Mbit/s between 2 and 4 hosts made of
 # network namespaces (test/replicas/cluster.sh; needs root and Open MPI), beside the planner's
@@ -157,7 +159,7 @@ build/asan/train: train.cpp $(HOST_HEADERS)
 	@mkdir -p $(@D)
 	$(CXX) $(SAN_CXXFLAGS) -o $@ train.cpp
 
-build/asan/cpu_trainer: test/cpu_trainer/trainer.cpp test/cpu_trainer/finite_diff.h test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
+build/asan/cpu_trainer: test/cpu_trainer/trainer.cpp test/cpu_trainer/finite_diff.h test/generation_check.h test/test_util.h test/golden.h train.cpp $(HOST_HEADERS)
 	@mkdir -p $(@D)
 	$(CXX) $(SAN_CXXFLAGS) -o $@ test/cpu_trainer/trainer.cpp
 

@@ -63,10 +63,11 @@
 // ----------------------------------------------------------------------------
 // Layers. Each forward has its backward right below it.
 
-// Token + position embedding: out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]
+// Token + position embedding: out[b,t,:] = wte[inp[b,t],:] + wpe[P+t,:]
 // out (B,T,C), inp (B,T), wte (Vp,C), wpe (maxT,C); wpe null: the token's row alone (Llama,
-// whose positions enter as RoPE's rotation of q and k instead).
-void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T, int C) {
+// whose positions enter as RoPE's rotation of q and k instead). P: the position of the first
+// token, 0 but in generation with the key/value cache.
+void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T, int C, int P = 0) {
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -76,7 +77,7 @@ void encoder_forward(float* out, const int* inp, const float* wte, const float* 
                 memcpy(o, tok, C * sizeof(float));
                 continue;
             }
-            const float* pos = wpe + (size_t)t * C;
+            const float* pos = wpe + (size_t)(P + t) * C;
             for (int c = 0; c < C; c++) o[c] = tok[c] + pos[c];
         }
 }
@@ -255,21 +256,29 @@ void rope_backward(float* dqkv, const float* cos_sin, int B, int T, int NH, int 
 // Causal self-attention on the fused projection qkv (B,T,QKV) = [q | k | v]: NH query heads
 // and KVH key/value heads (GPT-2: KVH = NH, QKV = 3C). Query head h uses channels
 // [h·hs, (h+1)·hs) of q and K/V head h / (NH/KVH), whose channels are [kh·hs, (kh+1)·hs) of k
-// and of v: grouped-query attention reads the shared head where it is, no copy. att
-// (B,NH,T,T) keeps the softmax probabilities (row t uses only columns ≤ t); out (B,T,C).
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH) {
-    int hs = C / NH, QKV = C + 2 * KVH * hs, group = NH / KVH;
+// and of v: grouped-query attention reads the shared head where it is, no copy. out (B,T,C).
+// The keys and values are read from kv, one row of kv_row floats per position (the key of K/V
+// head kh at kh·hs, its value at (KVH + kh)·hs): by default the qkv rows themselves (kv = qkv
+// + C), or, in generation, the key/value cache (B = 1), whose first P rows hold the context
+// before these T queries, which are positions P..P+T-1. att (B,NH,T,P+T) keeps the softmax
+// probabilities (row t uses only columns ≤ P + t).
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH,
+                       const float* kv = nullptr, size_t kv_row = 0, int P = 0) {
+    const int hs = C / NH, QKV = C + 2 * KVH * hs, group = NH / KVH, Tk = P + T;
+    if (!kv) kv = qkv + C, kv_row = QKV;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(3)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
-                const int k_at = C + (h / group) * hs, v_at = C + (KVH + h / group) * hs;  // this head's K and V
+                const size_t k_at = (h / group) * hs, v_at = (KVH + h / group) * hs;  // this head's K and V
                 const float* q = qkv + ((size_t)b * T + t) * QKV + h * hs;
-                float* a = att + (((size_t)b * NH + h) * T + t) * T;
+                const float* keys = kv + (size_t)b * Tk * kv_row;
+                float* a = att + (((size_t)b * NH + h) * T + t) * Tk;
+                const int last = P + t;  // causal: position P + t sees positions ≤ P + t
                 float maxv = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {  // causal: position t sees positions ≤ t
-                    const float* k = qkv + ((size_t)b * T + t2) * QKV + k_at;
+                for (int t2 = 0; t2 <= last; t2++) {
+                    const float* k = keys + t2 * kv_row + k_at;
                     float s = 0;
 #pragma omp simd reduction(+ : s)  // in vector lanes, then summed: only the order of the sum changes
                     for (int i = 0; i < hs; i++) s += q[i] * k[i];
@@ -277,13 +286,13 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
                     maxv = fmaxf(maxv, a[t2]);
                 }
                 float sum = 0;
-                for (int t2 = 0; t2 <= t; t2++) sum += (a[t2] = expf(a[t2] - maxv));
-                for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
-                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0;
+                for (int t2 = 0; t2 <= last; t2++) sum += (a[t2] = expf(a[t2] - maxv));
+                for (int t2 = 0; t2 <= last; t2++) a[t2] /= sum;
+                for (int t2 = last + 1; t2 < Tk; t2++) a[t2] = 0;
                 float* o = out + ((size_t)b * T + t) * C + h * hs;
                 for (int i = 0; i < hs; i++) o[i] = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float* v = qkv + ((size_t)b * T + t2) * QKV + v_at;
+                for (int t2 = 0; t2 <= last; t2++) {
+                    const float* v = keys + t2 * kv_row + v_at;
                     for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
                 }
             }
@@ -509,6 +518,7 @@ struct Model {  // the model, of either family (cfg.family)
     ActivationGrads da;
     std::vector<float> rope;           // Llama: RoPE's (maxT, hs/2, 2) cos and sin (host/model.h)
     std::vector<int> inputs, targets;  // (B, T) of the current micro-batch
+    std::vector<float> kv_cache;       // generation: (L, maxT, 2·KVH·hs) each position's keys, then values
 };
 
 // The activation layout, written once: each field and its size in floats.
@@ -566,20 +576,38 @@ void model_build(Model& m, const ModelConfig& cfg, int B, int T, Shard shard = {
 // family does not have (a bias, for Llama).
 static inline float* slice(float* stacked, int l, size_t n) { return stacked ? stacked + l * n : nullptr; }
 
-// Forward to the logits (B, T, Vp) for inputs (B, T), B ≤ maxB and T ≤ maxT.
-void model_forward(Model& m, const int* inputs, int B, int T) {
+// Generation's key/value cache (host/sample.h), for contexts of up to m.maxT tokens (the run's -t).
+void kv_cache_build(Model& m) { allocate(m.kv_cache, kv_cache_elements(m.cfg, m.maxT), "the key/value cache"); }
+// Layer l's keys and values of T new positions P..P+T-1 (qkv's rows, after RoPE) into its
+// cache; returns the layer's cache, whose first P + T rows the attention then reads.
+static const float* kv_cache_append(Model& m, int l, const float* qkv, int T, int P) {
+    const ModelConfig& c = m.cfg;
+    const size_t KV = 2 * (size_t)c.kv_heads() * c.hs(), QKV = c.qkv_channels();
+    if (m.kv_cache.empty() || P + T > m.maxT)
+        throw Error(strf("the key/value cache holds %d positions, not %d", m.kv_cache.empty() ? 0 : m.maxT, P + T));
+    float* layer = m.kv_cache.data() + (size_t)l * m.maxT * KV;
+    for (int t = 0; t < T; t++) memcpy(layer + (size_t)(P + t) * KV, qkv + t * QKV + c.C, KV * sizeof(float));
+    return layer;
+}
+
+// Forward to the logits (B, T, Vp) for inputs (B, T), B ≤ maxB and T ≤ maxT. In generation
+// with the key/value cache (P ≥ 0, B = 1) the cache holds the context's positions 0..P-1: the
+// inputs are positions P..P+T-1, their keys and values join the cache, and attention reads it.
+void model_forward(Model& m, const int* inputs, int B, int T, int P = NO_CACHE) {
     const ModelConfig& c = m.cfg;
     const int C = c.C, NH = c.NH, KVH = c.kv_heads(), Vp = c.Vp;
     const size_t BT = (size_t)B * T, QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden();
+    const bool cached = P != NO_CACHE;
+    const int P0 = cached ? P : 0, Tk = P0 + T;  // the first position, the attention's keys
     ParamTensors& p = m.p;
     Activations& a = m.a;
-    encoder_forward(a.encoded, inputs, p.wte, p.wpe, B, T, C);  // Llama: no wpe, positions are RoPE's
+    encoder_forward(a.encoded, inputs, p.wte, p.wpe, B, T, C, P0);  // Llama: no wpe, positions are RoPE's
     for (int l = 0; l < c.L; l++) {
         const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BT * C;
         // this block's slices of the activations
         float* ln1 = a.ln1 + l * BT * C;       float* ln1_mean = slice(a.ln1_mean, l, BT);
         float* ln1_rstd = a.ln1_rstd + l * BT; float* qkv = a.qkv + l * BT * QKV;
-        float* att = a.att + l * BT * NH * T;  float* atty = a.atty + l * BT * C;
+        float* att = a.att + l * BT * NH * Tk;  float* atty = a.atty + l * BT * C;
         float* attproj = a.attproj + l * BT * C;  float* residual2 = a.residual2 + l * BT * C;
         float* ln2 = a.ln2 + l * BT * C;       float* ln2_mean = slice(a.ln2_mean, l, BT);
         float* ln2_rstd = a.ln2_rstd + l * BT; float* fch = a.fch + l * BT * FC;
@@ -588,8 +616,10 @@ void model_forward(Model& m, const int* inputs, int B, int T) {
         // x + attention(norm1(x)), then x + mlp(norm2(x))
         norm_forward(c, ln1, ln1_mean, ln1_rstd, residual, p.ln1w + l * C, slice(p.ln1b, l, C), BT);
         matmul_forward(qkv, ln1, slice(p.qkvw, l, QKV * C), slice(p.qkvb, l, QKV), BT, C, QKV);
-        if (c.llama()) rope_forward(qkv, m.rope.data(), B, T, NH, KVH, c.hs());  // positions: q, k rotated
-        attention_forward(atty, att, qkv, B, T, C, NH, KVH);
+        if (c.llama()) rope_forward(qkv, m.rope.data() + (size_t)P0 * c.hs(), B, T, NH, KVH, c.hs());  // q, k rotated
+        if (cached) attention_forward(atty, att, qkv, B, T, C, NH, KVH, kv_cache_append(m, l, qkv, T, P),
+                                      2 * KVH * c.hs(), P);  // generation: the cached keys and values too
+        else attention_forward(atty, att, qkv, B, T, C, NH, KVH);
         matmul_forward(attproj, atty, slice(p.attprojw, l, C * C), slice(p.attprojb, l, C), BT, C, C);
         residual_forward(residual2, residual, attproj, BT * C);
         norm_forward(c, ln2, ln2_mean, ln2_rstd, residual2, p.ln2w + l * C, slice(p.ln2b, l, C), BT);
@@ -803,6 +833,7 @@ struct CpuTrainer {
         : measure_noise(noise_scale_measured(cfg.noise_ema, plan)), comm(comm) {
         model_build(m, mc, plan.B, plan.T, Shard::of(mc.num_params(), comm.rank, comm.world, cfg.zero && comm.world > 1));
         grad_sync = GradSync(mc, cfg.grad_sync == "overlap", false, cfg.grad_bucket, m.shard);
+        if (kv_cache_used(cfg, comm.rank)) kv_cache_build(m);
     }
     bool sharded() const { return m.shard.size != m.params.size(); }
     static Comm connect(int* argc, char*** argv) {
@@ -836,9 +867,11 @@ struct CpuTrainer {
     static MemoryUse memory_use(const ModelConfig& mc, int B, int T, int R, const Config& cfg) {
         Shard shard = Shard::of(mc.num_params(), 0, R, cfg.zero && R > 1);
         double p = shard.padded * 4.0;
-        return {{{"parameters", p}, {"gradients", p},
-                 {shard.size == shard.padded ? "AdamW state" : strf("AdamW state (1/%d shard)", R), 8.0 * shard.size},
-                 {"activations", activation_floats(mc, B, T) * 4.0}}};
+        MemoryUse use{{{"parameters", p}, {"gradients", p},
+                       {shard.size == shard.padded ? "AdamW state" : strf("AdamW state (1/%d shard)", R), 8.0 * shard.size},
+                       {"activations", activation_floats(mc, B, T) * 4.0}}};
+        if (kv_cache_used(cfg, 0)) use.parts.push_back({"key/value cache (samples)", kv_cache_elements(mc, T) * 4.0});
+        return use;
     }
     // Linux hands out memory it does not have and kills the process when it is touched:
     // what does not fit in the memory free now is refused up front.
@@ -894,6 +927,10 @@ struct CpuTrainer {
     }
     const float* next_token_logits(const int* context, int T) {
         model_forward(m, context, 1, T);
+        return m.a.logits + (size_t)(T - 1) * m.cfg.Vp;
+    }
+    const float* next_token_logits_cached(const int* tokens, int T, int P) {
+        model_forward(m, tokens, 1, T, P);
         return m.a.logits + (size_t)(T - 1) * m.cfg.Vp;
     }
 };

@@ -36,6 +36,7 @@
 
 #include "gpu/adamw.cuh"
 #include "gpu/attention.cuh"
+#include "gpu/attention_cached.cuh"
 #include "gpu/common.cuh"
 #include "gpu/crossentropy.cuh"
 #include "gpu/encoder.cuh"
@@ -189,6 +190,7 @@ struct Model {
     int slots = 1;
     TokenGrouper grouper;
     std::vector<int> host_inputs, host_targets;  // (B, T) the current micro-batch, as the loader serves it
+    DeviceBuffer<floatX> kv_cache;  // generation: (L, maxT, 2·KVH·hs) each position's keys, then values
 
     Model() = default;
     Model(const Model&) = delete;
@@ -237,6 +239,21 @@ void upload_tokens(Model& m, const int* in, const int* tgt, int B, int T, int sl
     CUDA_CHECK(cudaMemcpyAsync(m.tokens_buf.ptr, h, ints * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
 }
 
+// Generation's key/value cache (host/sample.h), for contexts of up to m.maxT tokens (the run's -t).
+void kv_cache_build(Model& m) { m.kv_cache.alloc(kv_cache_elements(m.cfg, m.maxT), "the key/value cache"); }
+// Layer l's keys and values of T new positions P..P+T-1 (qkv's rows, after RoPE) into its
+// cache, one strided copy; returns the layer's cache, whose first P + T rows attention reads.
+const floatX* kv_cache_append(Model& m, int l, const floatX* qkv, int T, int P) {
+    const ModelConfig& c = m.cfg;
+    const size_t KV = 2 * (size_t)c.kv_heads() * c.hs(), QKV = c.qkv_channels();
+    if (!m.kv_cache.ptr || P + T > m.maxT)
+        throw Error(strf("the key/value cache holds %d positions, not %d", m.kv_cache.ptr ? m.maxT : 0, P + T));
+    floatX* layer = m.kv_cache.ptr + (size_t)l * m.maxT * KV;
+    CUDA_CHECK(cudaMemcpy2DAsync(layer + (size_t)P * KV, KV * sizeof(floatX), qkv + c.C, QKV * sizeof(floatX),
+                                 KV * sizeof(floatX), T, cudaMemcpyDeviceToDevice, ctx.stream));
+    return layer;
+}
+
 // One layer's attention on the chosen path; stats is the layer's slice of att_stats.
 void attention_forward(Model& m, floatX* out, float* stats, const floatX* qkv, int B, int T) {
     const ModelConfig& c = m.cfg;
@@ -276,14 +293,19 @@ void norm_backward(const ModelConfig& c, floatX* dresidual, float* dw, float* db
     else layernorm_backward_fused(dresidual, dw, db, work, dout, inp, w, mean, rstd, N, c.C, accumulate, ln_cols);
 }
 
-// Forward to the logits (B, T, Vp) for the inputs on the device; B ≤ maxB, T ≤ maxT.
-void model_forward(Model& m, int B, int T) {
+// Forward to the logits (B, T, Vp) for the inputs on the device; B ≤ maxB, T ≤ maxT. In
+// generation with the key/value cache (P ≥ 0, B = 1) the cache holds the context's positions
+// 0..P-1: the inputs are positions P..P+T-1, their keys and values join the cache, and
+// attention reads it (gpu/attention_cached.cuh).
+void model_forward(Model& m, int B, int T, int P = NO_CACHE) {
     const ModelConfig& c = m.cfg;
     const int C = c.C, NH = c.NH, KVH = c.kv_heads(), Vp = c.Vp;
     const size_t BT = (size_t)B * T, QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden();
+    const bool cached = P != NO_CACHE;
+    const int P0 = cached ? P : 0;  // the first position
     const ParamViews<floatX>& p = m.p;
     Activations& a = m.a;
-    encoder_forward(a.encoded, m.inputs, p.wte, p.wpe, B, T, C);  // Llama: no wpe, positions are RoPE's
+    encoder_forward(a.encoded, m.inputs, p.wte, p.wpe, B, T, C, P0);  // Llama: no wpe, positions are RoPE's
     if (c.llama()) rmsnorm_forward(a.ln1, a.ln1_rstd, a.encoded, p.ln1w, BT, C, c.norm_eps);  // block 0's norm1
     else layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, BT, C);
     for (int l = 0; l < c.L; l++) {
@@ -302,8 +324,9 @@ void model_forward(Model& m, int B, int T) {
         // residual add is fused with the norm that reads its output: norm2, then the next
         // block's norm1, or lnf after the last block.
         matmul_forward(qkv, ln1, slice(p.qkvw, l, QKV * C), slice(p.qkvb, l, QKV), BT, C, QKV);
-        if (c.llama()) rope_forward(qkv, m.s.rope, B, T, NH, KVH, c.hs());  // positions: q, k rotated
-        attention_forward(m, atty, att_stats, qkv, B, T);
+        if (c.llama()) rope_forward(qkv, m.s.rope + (size_t)P0 * c.hs(), B, T, NH, KVH, c.hs());  // q, k rotated
+        if (cached) attention_cached_forward(atty, qkv, kv_cache_append(m, l, qkv, T, P), T, P, C, NH, KVH);
+        else attention_forward(m, atty, att_stats, qkv, B, T);
         matmul_forward(m.s.proj, atty, slice(p.attprojw, l, C * C), slice(p.attprojb, l, C), BT, C, C);
         residual_norm_forward(c, residual2, ln2, ln2_mean, ln2_rstd, residual, m.s.proj, p.ln2w + l * C,
                               slice(p.ln2b, l, C), BT);
@@ -525,6 +548,13 @@ struct GpuTrainer {
         const size_t n = mc.num_params();
         host_params.assign(n, 0.0f), host_m.assign(n, 0.0f), host_v.assign(n, 0.0f);
         gpu::model_build(model, mc, plan.B, plan.T, plan.A, k, shard);
+        if (kv_cache_used(config, comm.rank)) {
+            if (mc.hs() > gpu::CACHED_MAX_HS)
+                throw Error(strf("samples with --kv-cache 1 support head sizes up to %d; the model's is %d: sample with "
+                                 "--kv-cache 0",
+                                 gpu::CACHED_MAX_HS, mc.hs()));
+            gpu::kv_cache_build(model);
+        }
     }
     ~GpuTrainer() {
         if (replicas->rank == 0 && steps_done > 0 && std::uncaught_exceptions() == 0) {
@@ -545,7 +575,10 @@ struct GpuTrainer {
         double activations = (double)gpu::activation_bytes(mc, B, T, config.recompute,
                                                            gpu::uses_fused_attention(config, mc));
         double tokens_and_sums = (double)(gpu::token_ints(B, T) * sizeof(int) + gpu::SUMS * sizeof(double));
-        return gpu::memory_use(mc, R, config, activations, tokens_and_sums);
+        MemoryUse use = gpu::memory_use(mc, R, config, activations, tokens_and_sums);
+        if (kv_cache_used(config, 0))
+            use.parts.push_back({"key/value cache (samples)", (double)kv_cache_elements(mc, T) * sizeof(floatX)});
+        return use;
     }
     static double memory_available(const Config& config) { return gpu::memory_available(config); }
     static std::vector<std::string> run_time_choices() { return gpu::run_time_choices(); }
@@ -626,9 +659,11 @@ struct GpuTrainer {
         gpu::synchronize();  // also: the pinned token slot is free again
         return losses_host.data();
     }
-    const float* next_token_logits(const int* context, int T) {
-        gpu::upload_tokens(model, context, nullptr, 1, T);
-        gpu::model_forward(model, 1, T);
+    const float* next_token_logits(const int* context, int T) { return logits_of(context, T, NO_CACHE); }
+    const float* next_token_logits_cached(const int* tokens, int T, int P) { return logits_of(tokens, T, P); }
+    const float* logits_of(const int* tokens, int T, int P) {
+        gpu::upload_tokens(model, tokens, nullptr, 1, T);
+        gpu::model_forward(model, 1, T, P);
         std::vector<floatX> row(model.cfg.Vp);
         CUDA_CHECK(cudaMemcpyAsync(row.data(), model.a.logits + (size_t)(T - 1) * model.cfg.Vp, model.cfg.Vp * sizeof(floatX),
                                    cudaMemcpyDeviceToHost, gpu::ctx.stream));

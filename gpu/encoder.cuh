@@ -26,9 +26,12 @@ __global__ void encoder_forward_kernel(floatX* out, const int* inp, const floatX
     for (int k = 0; k < N; k++) o.v[k] = floatX((float)e.v[k] + (float)p.v[k]);
     reinterpret_cast<Pack<floatX>*>(out)[i] = o;
 }
-void encoder_forward(floatX* out, const int* inp, const floatX* wte, const floatX* wpe, int B, int T, int C) {
+// P: the position of the first token, 0 but in generation with the key/value cache
+void encoder_forward(floatX* out, const int* inp, const floatX* wte, const floatX* wpe, int B, int T, int C,
+                     int P = 0) {
     size_t packs = (size_t)B * T * C / pack_size<floatX>();
-    encoder_forward_kernel<<<blocks_for(packs), THREADS, 0, ctx.stream>>>(out, inp, wte, wpe, T, C, packs);
+    const floatX* positions = wpe ? wpe + (size_t)P * C : nullptr;  // row t of these is position P + t
+    encoder_forward_kernel<<<blocks_for(packs), THREADS, 0, ctx.stream>>>(out, inp, wte, positions, T, C, packs);
     KERNEL_CHECK();
 }
 

@@ -62,6 +62,8 @@ struct Config {
     int sample_every = 100, sample_len = 96;
     float temperature = 1.0f;
     int top_k = 0;
+    float top_p = 1.0f;  // nucleus sampling: the likeliest tokens that make up this much probability; 1 = all
+    int kv_cache = 1;    // samples keep each position's keys and values (host/sample.h); 0 = a full forward per token
     unsigned long long sample_seed = 42;
     std::string prompt;  // empty = start from the end-of-text token (a newline for bytes)
     std::string out_dir = "out";
@@ -161,6 +163,8 @@ inline std::vector<Option> option_table(Config& c) {
         {"sample-len", 'g', "int", &c.sample_len, "tokens per sample (at most 16 x maxT)"},
         {"temperature", 0, "float", &c.temperature, "sampling temperature"},
         {"top-k", 0, "int", &c.top_k, "sample among the k likeliest tokens; 0 = all"},
+        {"top-p", 0, "float", &c.top_p, "sample among the likeliest tokens holding this probability, (0, 1]; 1 = all"},
+        {"kv-cache", 0, "int", &c.kv_cache, "samples reuse cached keys and values (1), or rerun the context (0)"},
         {"sample-seed", 0, "u64", &c.sample_seed, "seed for sampling"},
         {"prompt", 0, "str", &c.prompt, "sample prompt (bytes, or token ids \"1,2,3\" with a tokenizer)"},
         {"out-dir", 'o', "str", &c.out_dir, "log and checkpoints go here; \"\" = none"},
@@ -379,6 +383,8 @@ inline void validate_config(const Config& c) {
     require(c.noise_ema >= 0 && c.noise_ema < 1,
             strf("--noise-ema must be in [0, 1) (0 = off), got %g", c.noise_ema));
     require(c.temperature > 0, "--temperature must be positive");
+    require(c.top_p > 0 && c.top_p <= 1, strf("--top-p must be in (0, 1] (1 = all tokens), got %g", c.top_p));
+    require(c.kv_cache == 0 || c.kv_cache == 1, strf("--kv-cache must be 0 or 1, got %d", c.kv_cache));
     require(c.val_tokens >= 1, "--val-tokens must be at least 1");
     require(c.eval_every == 0 || !c.hellaswag.empty(),
             strf("--eval-every %d does nothing without --hellaswag FILE, the evaluation it schedules", c.eval_every));

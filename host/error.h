@@ -20,12 +20,20 @@ struct UsageError : Error {
 
 inline std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 inline std::string strf(const char* fmt, ...) {
-    char buf[1024];
-    va_list ap;
+    char buf[1024];  // most messages; a longer one (a sample's text) is formatted again at its size
+    va_list ap, again;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_copy(again, ap);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    return buf;
+    std::string out = buf;
+    if (n >= (int)sizeof buf) {
+        out.resize((size_t)n + 1);
+        vsnprintf(&out[0], out.size(), fmt, again);
+        out.resize((size_t)n);
+    }
+    va_end(again);
+    return out;
 }
 
 // 1234567 -> "1,234,567": token counts are easier to read with separators.

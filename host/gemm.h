@@ -137,6 +137,27 @@ inline void gemm_part(int i0, int i1, int j0, int j1, int K, const float* A, lon
     }
 }
 
+// A product of one row (generation's decode step: one position) without the packing: with a
+// single row of A, packing B would move every weight twice to use it once. Each C[0, j] is the
+// register tile's sum, in its order (from C or 0, then k = 0, 1, ..., one term at a time), so
+// its bits are gemm_part's; columns go in groups of 16 independent sums, which keeps the adds
+// of a sum from waiting on each other and reads 16 rows of B (16 weights' rows) side by side.
+inline void gemv_part(int j0, int j1, int K, const float* A, long a_col, const float* B, long b_row, long b_col,
+                      float* C, bool accumulate) {
+    constexpr int G = 16;
+    for (int j = j0; j < j1; j += G) {
+        const int n = std::min(G, j1 - j);
+        float acc[G];
+        for (int g = 0; g < n; g++) acc[g] = accumulate ? C[j + g] : 0.0f;
+        for (int k = 0; k < K; k++) {
+            const float a = A[(long)k * a_col];
+            const float* b = B + (long)k * b_row + (long)j * b_col;
+            for (int g = 0; g < n; g++) acc[g] += a * b[g * b_col];
+        }
+        for (int g = 0; g < n; g++) C[j + g] = acc[g];
+    }
+}
+
 // The threads split C along its longer side, in whole tiles, and each computes its part
 // alone: no thread waits for another inside a product (a shared packed B needed two barriers
 // per block of B, thousands per step, each a sleep and a wake-up with the passive wait).
@@ -145,7 +166,7 @@ inline void gemm_part(int i0, int i1, int j0, int j1, int K, const float* A, lon
 // runs are bit-reproducible and independent of the thread count.
 inline void gemm(int M, int N, int K, const float* A, long a_row, long a_col, const float* B, long b_row, long b_col,
                  float* C, long ldc, bool accumulate) {
-    bool split_columns = N > M;
+    bool split_columns = N > M || M == 1;  // (one row: its columns, gemv_part)
     int unit = split_columns ? NR : MR, units = ((split_columns ? N : M) + unit - 1) / unit;
 #pragma omp parallel
     {
@@ -153,7 +174,9 @@ inline void gemm(int M, int N, int K, const float* A, long a_row, long a_col, co
         int lo = std::min((split_columns ? N : M), (int)((long)units * t / nt) * unit);
         int hi = std::min((split_columns ? N : M), (int)((long)units * (t + 1) / nt) * unit);
         if (lo < hi) {
-            if (split_columns)
+            if (M == 1)
+                gemv_part(lo, hi, K, A, a_col, B, b_row, b_col, C, accumulate);
+            else if (split_columns)
                 gemm_part(0, M, lo, hi, K, A, a_row, a_col, B, b_row, b_col, C, ldc, accumulate);
             else
                 gemm_part(lo, hi, 0, N, K, A, a_row, a_col, B, b_row, b_col, C, ldc, accumulate);

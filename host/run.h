@@ -300,6 +300,11 @@ private:
                              cfg.tokenizer.c_str(), with_commas(tokenizer.pieces.size()).c_str(),
                              with_commas(mc.V).c_str()));
         prompt = parse_prompt(cfg.prompt, tokenizer, mc.V);
+        if (cfg.sample_every > 0 && (long long)prompt.size() > plan.T)
+            throw UsageError(strf("--prompt has %s tokens, more than the %s a sample's context holds (-t; the model's "
+                                  "maxT is %s)",
+                                  with_commas(prompt.size()).c_str(), with_commas(plan.T).c_str(),
+                                  with_commas(mc.maxT).c_str()));
     }
 
     // Loads the checkpoint of `step` in --out-dir and checks that it fits this run. False
@@ -396,10 +401,14 @@ private:
         // a sample at every --sample-every steps after the first, and at the end (-n 0: at once)
         const bool sample = due(cfg.sample_every, step) && (step > 0 || cfg.steps == 0);
         if (sample && main_rank) {
-            std::vector<int> out = generate(*m, mc, plan.T, prompt, cfg.sample_len, cfg.temperature, cfg.top_k, sample_rng);
+            Sample drawn = generate(*m, mc, plan.T, prompt, cfg.sample_len, sampling_of(cfg), sample_rng);
+            const std::vector<int>& out = drawn.tokens;
+            const std::string speed = drawn.seconds > 0 ? with_commas((long long)(cfg.sample_len / drawn.seconds)) : "-";
             std::string shown = decode(tokenizer, out, 0, prompt.size()), text = decode(tokenizer, out, prompt.size(), out.size());
-            say(strf("---- sample at step %s, its prompt in brackets ----\n[%s]%s\n----------------",
-                     with_commas(step).c_str(), terminal_text(shown, false).c_str(), terminal_text(text).c_str()));
+            say(strf("---- sample at step %s, its prompt in brackets ----\n[%s]%s\n---- %s tokens in %s ms, %s tokens/s%s ----",
+                     with_commas(step).c_str(), terminal_text(shown, false).c_str(), terminal_text(text).c_str(),
+                     with_commas(cfg.sample_len).c_str(), with_commas(std::llround(drawn.seconds * 1000)).c_str(), speed.c_str(),
+                     cfg.kv_cache ? "" : " (no key/value cache)"));
             if (writes) log.sample(step, shown, text);
         }
         return !line.empty() || sample;

@@ -7,6 +7,7 @@
 #pragma once
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -109,37 +110,79 @@ inline std::string terminal_text(const std::string& s, bool keep_lines = true) {
     return out;
 }
 
-// Picks the next token from one row of logits (only the first V entries are real).
-// temperature < 1 sharpens the distribution; top_k > 0 keeps only the k likeliest tokens.
-inline int sample_token(const float* logits, int V, float temperature, int top_k, Rng& rng) {
+// How a sample picks its tokens (--temperature, --top-k, --top-p) and computes them (--kv-cache).
+struct Sampling {
+    float temperature = 1;  // < 1 sharpens the distribution
+    int top_k = 0;          // > 0: only the k likeliest tokens
+    float top_p = 1;        // < 1: only the likeliest tokens whose probabilities add up to top_p (nucleus)
+    bool kv_cache = true;   // each new token one position through the layers, else the whole context again
+};
+inline Sampling sampling_of(const Config& cfg) { return {cfg.temperature, cfg.top_k, cfg.top_p, cfg.kv_cache == 1}; }
+
+// Picks the next token from one row of logits (only the first V entries are real): top-k first,
+// then top-p among those k, then a draw from what is left, renormalised.
+inline int sample_token(const float* logits, int V, const Sampling& s, Rng& rng) {
     std::vector<std::pair<float, int>> cand(V);
-    for (int i = 0; i < V; i++) cand[i] = {logits[i] / temperature, i};
-    int k = (top_k > 0 && top_k < V) ? top_k : V;
-    if (k < V)
-        std::partial_sort(cand.begin(), cand.begin() + k, cand.end(),
-                          [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (int i = 0; i < V; i++) cand[i] = {logits[i] / s.temperature, i};
+    int k = (s.top_k > 0 && s.top_k < V) ? s.top_k : V;
+    // the likelier first; equal logits by token id, so the order does not depend on the sort
+    auto likelier = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+    if (k < V) std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), likelier);
+    else if (s.top_p < 1) std::sort(cand.begin(), cand.end(), likelier);  // (the order is total: the same either way)
     float maxv = -INFINITY;
     for (int i = 0; i < k; i++) maxv = std::max(maxv, cand[i].first);
     double sum = 0;
     for (int i = 0; i < k; i++) sum += std::exp((double)cand[i].first - maxv);
+    if (s.top_p < 1) {  // the fewest likeliest tokens whose probability reaches top_p: the nucleus
+        double kept = 0;
+        int n = 0;
+        while (n < k && kept < s.top_p * sum) kept += std::exp((double)cand[n++].first - maxv);
+        k = n, sum = kept;  // n ≥ 1: the likeliest token alone adds exp(0) = 1
+    }
     double u = rng.uniform() * sum, acc = 0;
     for (int i = 0; i < k; i++)
         if (u < (acc += std::exp((double)cand[i].first - maxv))) return cand[i].second;
     return cand[k - 1].second;  // rounding left u at the very end
 }
 
-// Continues `tokens` by n sampled tokens, one forward pass per token over the last
-// `window` tokens.
+// A sample's tokens (the prompt first) and the seconds its new tokens took.
+struct Sample {
+    std::vector<int> tokens;
+    double seconds = 0;
+};
+
+// Continues `tokens` by n sampled tokens. The model sees a context of at most `window` tokens
+// (the trainer's T): when a new token would overflow it, the context restarts from its last
+// window/2 tokens, at position 0. With the key/value cache (host/trainer.h,
+// next_token_logits_cached) the context is run through the layers once, as it starts, and then
+// each new token is one position attending to the cached keys and values: a restart costs one
+// forward of window/2 positions every window/2 tokens. Without it, every token is a forward of
+// the whole context: the reference the cache is checked against, the same contexts either way.
 template <class Trainer>
-std::vector<int> generate(Trainer& m, const ModelConfig& mc, int window, std::vector<int> tokens, int n,
-                          float temperature, int top_k, Rng& rng) {
+Sample generate(Trainer& m, const ModelConfig& mc, int window, std::vector<int> tokens, int n, const Sampling& s,
+                Rng& rng) {
+    const auto t0 = std::chrono::steady_clock::now();
+    size_t start = 0;  // the context is tokens[start, end)
+    int cached = 0;    // how many of its positions the cache holds
     for (int i = 0; i < n; i++) {
-        int T = std::min((int)tokens.size(), window);
-        const float* logits = m.next_token_logits(tokens.data() + tokens.size() - T, T);
-        tokens.push_back(sample_token(logits, mc.V, temperature, top_k, rng));
+        if (tokens.size() - start > (size_t)window) start = tokens.size() - std::max(window / 2, 1), cached = 0;
+        const int T = (int)(tokens.size() - start);
+        const int* context = tokens.data() + start;
+        const float* logits = s.kv_cache ? m.next_token_logits_cached(context + cached, T - cached, cached)
+                                         : m.next_token_logits(context, T);
+        cached = T;
+        tokens.push_back(sample_token(logits, mc.V, s, rng));
     }
-    return tokens;
+    return {tokens, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
+
+// A forward without the key/value cache (the trainers' model_forward, its P).
+constexpr int NO_CACHE = -1;
+// Floats (or floatX) of the key/value cache for a context of T tokens: per layer and position,
+// the keys then the values of the KVH heads (Llama's grouped heads once per group).
+inline size_t kv_cache_elements(const ModelConfig& c, int T) { return (size_t)c.L * T * 2 * c.kv_heads() * c.hs(); }
+// Whether this process samples with the cache: only rank 0 samples, when samples are on.
+inline bool kv_cache_used(const Config& cfg, int rank) { return cfg.kv_cache == 1 && cfg.sample_every > 0 && rank == 0; }
 
 inline std::string decode(const Tokenizer& tok, const std::vector<int>& tokens, size_t from, size_t to) {
     std::string s;

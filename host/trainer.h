@@ -13,7 +13,8 @@
 //       bytes of one weight as the kernels read it: what --zero 1's all-gather moves
 //   static MemoryUse memory_use(const ModelConfig&, int B, int T, int R, const Config&)
 //       what each of R replicas allocates, to the byte (--zero 1 shards the optimizer state over
-//       them); for an option still `auto`, the least of its choices
+//       them), rank 0's where it holds more (the key/value cache of samples); for an option
+//       still `auto`, the least of its choices
 //   static double memory_available(const Config&)
 //       bytes the trainer may use (--device-memory, else what is free); 0 = unknown
 //   static std::vector<std::string> run_time_choices()
@@ -36,7 +37,10 @@
 //   const float* token_losses(const int* inputs, const int* targets, int B, int T)
 //       forward only: the B·T per-position losses, in host memory (host/eval.h)
 //   const float* next_token_logits(const int* context, int T)
-//       forward only: the last position's Vp logits, in host memory (samples)
+//       forward only: the last position's Vp logits, in host memory (samples without the cache)
+//   const float* next_token_logits_cached(const int* tokens, int T, int P)
+//       the same with the key/value cache, which holds positions 0..P-1 of the context (P = 0:
+//       a new context): tokens are positions P..P+T-1; their keys and values join the cache
 #pragma once
 #include <cmath>
 #include <string>
@@ -114,6 +118,7 @@ TRAINER_MEMBER(train_step, StepResult,
                                    0.0f, 0.0f, 1))
 TRAINER_MEMBER(token_losses, const float*, obj<T>().token_losses((const int*)nullptr, (const int*)nullptr, 1, 1))
 TRAINER_MEMBER(next_token_logits, const float*, obj<T>().next_token_logits((const int*)nullptr, 1))
+TRAINER_MEMBER(next_token_logits_cached, const float*, obj<T>().next_token_logits_cached((const int*)nullptr, 1, 0))
 #undef TRAINER_MEMBER
 template <class T>  // (a trainer need not be movable: is_constructible, not a conversion)
 using has_constructor = std::is_constructible<T, const ModelConfig&, const BatchPlan&, const Config&, const Comm&>;
@@ -153,6 +158,8 @@ constexpr bool check_trainer_contract() {
     TRAINER_NEEDS(token_losses, "token_losses: const float* token_losses(const int* inputs, const int* targets, "
                                 "int B, int T)");
     TRAINER_NEEDS(next_token_logits, "next_token_logits: const float* next_token_logits(const int* context, int T)");
+    TRAINER_NEEDS(next_token_logits_cached, "next_token_logits_cached: const float* next_token_logits_cached(const int* "
+                                            "tokens, int T, int P)");
 #undef TRAINER_NEEDS
     return met;
 }

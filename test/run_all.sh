@@ -58,6 +58,7 @@ suite "gradient noise scale in the trainers" bash test/cpu_trainer/noise_scale.s
 suite "PyTorch reference (golden file)" ./test/cpu_trainer/check_reference test/golden/model_tiny.bin test/golden/reference_tiny.bin
 suite "Hugging Face's Llama-3 (golden file)" ./test/cpu_trainer/check_reference test/golden/llama_tiny.bin test/golden/llama_reference_tiny.bin
 suite "the Trainer contract: a trainer without one of its members fails to build, naming it" bash test/run/trainer_contract.sh
+suite "samples: the same tokens with and without the key/value cache (train, train_gpt_cpu_fp32; both families)" bash test/run/generation.sh
 
 source test/mpi_lib.sh  # mpi_ok
 if mpi_ok ./train; then

@@ -13,6 +13,7 @@
 
 #define TRAIN_NO_MAIN
 #include "../../train.cpp"
+#include "../generation_check.h"
 #include "../test_util.h"
 #include "finite_diff.h"
 
@@ -450,4 +451,26 @@ TEST_CASE("Llama: the default model trains (its loss falls over 30 steps)") {
     CHECK(loss(train.front()) < 6.0);
     CHECK(loss(train.back()) < 2.6);
     run_command("rm -rf " + dir);
+}
+
+// The key/value cache of a Llama: RoPE's angles from the position P + t, K/V heads cached once
+// per group and read by each of its query heads. Tolerance 1e-5 normalised, for the reason
+// given in test/cpu_trainer/trainer.cpp's GPT-2 case (the same float32 sums but for a product's
+// blocking over one row or several).
+TEST_CASE("Llama: the key/value cache's logits equal the full forward's at every position (KVH = 1, 2, NH; tied)") {
+    for (auto [KVH, tied] : {std::pair{2, 0}, std::pair{1, 0}, std::pair{4, 0}, std::pair{2, 1}}) {
+        CAPTURE(KVH);
+        CAPTURE(tied);
+        ModelConfig c = tiny_llama(KVH, tied);
+        CpuTrainer m(c, plan_batch(1, c.maxT, 1, 0), Config{}, Comm{});
+        init_params(m.params(), c, 11);
+        Rng rng(12);  // weights off their initial scale, so every head and position matters
+        for (size_t i = 0; i < c.num_params(); i++) m.params()[i] += (float)(0.1 * rng.normal());
+        CHECK(m.m.kv_cache.size() == (size_t)c.L * c.maxT * 2 * KVH * c.hs());  // once per K/V head, not per query head
+        std::vector<int> tokens = {3, 17, 0, 36, 5, 5, 21, 9};
+        std::vector<double> errors = cached_logits_errors(m, c, tokens);
+        INFO("largest error " << largest(errors));
+        CHECK(errors.size() == 5);  // positions 2, 4, 5..7
+        CHECK(all_within(errors, 1e-5));
+    }
 }

@@ -21,6 +21,7 @@
 
 #define TRAIN_NO_MAIN
 #include "../../train.cpp"
+#include "../generation_check.h"
 #include "../golden.h"
 #include "../test_util.h"
 #include "finite_diff.h"
@@ -233,6 +234,25 @@ TEST_CASE("large matmul agrees with the double reference (blocked paths, several
     Vec o;
     ref::matmul(o, to_double(x), to_double(w), nullptr, N, IC, OC);
     CHECK(norm_error(out, o) <= 1e-6);  // float32 dot products of 300 terms: ~1e-7 relative
+}
+
+// A single row (generation's decode) skips the packing (host/gemm.h, gemv_part) but must keep
+// the blocked kernel's order of sums: its bits are the first row's of the same product of many
+// rows, with and without a bias, K > KC (depth blocks) and N > NC (column blocks), any threads.
+TEST_CASE("matmul of one row: the bits of that row in a product of many") {
+    const int N = 9, IC = 300, OC = 1100;
+    Rng rng(8);
+    std::vector<float> x = random_floats(N * IC, rng), w = random_floats(OC * IC, rng), b = random_floats(OC, rng);
+    for (const float* bias : {(const float*)nullptr, (const float*)b.data()}) {
+        std::vector<float> many(N * OC), one(OC);
+        matmul_forward(many.data(), x.data(), w.data(), bias, N, IC, OC);
+        matmul_forward(one.data(), x.data(), w.data(), bias, 1, IC, OC);
+        CHECK(memcmp(one.data(), many.data(), OC * sizeof(float)) == 0);
+        Vec o, bd = to_double(b);
+        ref::matmul(o, to_double(std::vector<float>(x.begin(), x.begin() + IC)), to_double(w), bias ? &bd : nullptr, 1,
+                    IC, OC);
+        CHECK(norm_error(one, o) <= 1e-6);  // float32 dot products of 300 terms: ~1e-7 relative
+    }
 }
 
 TEST_CASE("attention backward matches finite differences") {
@@ -1713,4 +1733,144 @@ TEST_CASE("gradient buckets cover every parameter once, each started only once i
         CHECK(buckets.back().after_block == -1);
         CHECK(std::count(times.begin(), times.end(), 1) == (long)n);  // each exactly once
     }
+}
+
+// ----------------------------------------------------------------------------
+// Generation: the key/value cache, the context's restarts, top-k and top-p (host/sample.h)
+
+// Tolerance 1e-5 normalised: both paths compute in float32 the same sums of the same terms,
+// except that a product over one row and over several may block its sums differently
+// (host/gemm.h); that moves logits by ~1e-7. A wrong position, a key of the wrong head or a
+// stale cache row moves them by order 1.
+TEST_CASE("generation: the key/value cache's logits equal the full forward's at every position (GPT-2)") {
+    ModelConfig c = tiny_config();
+    c.maxT = 12;
+    CpuTrainer m(c, plan_batch(1, c.maxT, 1, 0), Config{}, Comm{});  // samples on: the cache is built
+    randomize(m.m, 41);
+    std::vector<int> tokens = {3, 17, 0, 36, 5, 5, 21, 9, 30, 2, 11, 8};
+    std::vector<double> errors = cached_logits_errors(m, c, tokens);
+    INFO("largest error " << largest(errors));
+    CHECK(errors.size() == 9);  // positions 2, 4, 5..11
+    CHECK(all_within(errors, 1e-5));
+    // with the cache off (or no samples) there is none, and a cached call says so in one line
+    Config off;
+    off.kv_cache = 0;
+    CpuTrainer without(c, plan_batch(1, c.maxT, 1, 0), off, Comm{});
+    CHECK(without.m.kv_cache.empty());
+    CHECK_THROWS_WITH(without.next_token_logits_cached(tokens.data(), 3, 0),
+                      "the key/value cache holds 0 positions, not 3");
+}
+
+// A trainer that records what generate() asks of it and answers logits that favour token
+// (context length mod V): the schedule below is worked out by hand from host/sample.h's rule.
+struct RecordingTrainer {
+    std::vector<std::string> calls;
+    std::vector<float> logits = std::vector<float>(16, 0.0f);
+    const float* answer(int length) {
+        std::fill(logits.begin(), logits.end(), 0.0f);
+        logits[length % 16] = 50;  // e^50: every draw picks it
+        return logits.data();
+    }
+    const float* next_token_logits(const int*, int T) {
+        calls.push_back(strf("full %d", T));
+        return answer(T);
+    }
+    const float* next_token_logits_cached(const int*, int T, int P) {
+        calls.push_back(strf("cached P=%d T=%d", P, T));
+        return answer(P + T);
+    }
+};
+
+TEST_CASE("generation: the context restarts from its last window/2 tokens when full, the same with and without the cache") {
+    ModelConfig c;
+    c.V = 16;
+    Rng rng(1);
+    Sampling s;
+    // window 6, a prompt of 4, 6 new tokens: contexts 4, 5, 6, then 7 > 6 restarts at its last 3
+    RecordingTrainer cached;
+    Sample out = generate(cached, c, 6, {1, 1, 1, 1}, 6, s, rng);
+    CHECK(cached.calls == std::vector<std::string>{"cached P=0 T=4", "cached P=4 T=1", "cached P=5 T=1",
+                                                   "cached P=0 T=3", "cached P=3 T=1", "cached P=4 T=1"});
+    // the tokens: each the context's length mod 16
+    CHECK(out.tokens == std::vector<int>{1, 1, 1, 1, 4, 5, 6, 3, 4, 5});
+    RecordingTrainer full;
+    s.kv_cache = false;
+    Sample again = generate(full, c, 6, {1, 1, 1, 1}, 6, s, rng);
+    CHECK(full.calls == std::vector<std::string>{"full 4", "full 5", "full 6", "full 3", "full 4", "full 5"});
+    CHECK(again.tokens == out.tokens);
+    // a window of 1: every context is the last token alone
+    RecordingTrainer one;
+    generate(one, c, 1, {2}, 3, Sampling{}, rng);
+    CHECK(one.calls == std::vector<std::string>{"cached P=0 T=1", "cached P=0 T=1", "cached P=0 T=1"});
+}
+
+TEST_CASE("generation: with a fixed seed the default model samples the same tokens with and without the cache") {
+    ModelConfig c = tiny_config();
+    c.maxT = 16;
+    for (int T : {16, 7}) {  // the whole context, and a window that restarts several times in 40 tokens
+        CAPTURE(T);
+        CpuTrainer m(c, plan_batch(1, T, 1, 0), Config{}, Comm{});
+        randomize(m.m, 7);
+        Sampling s;
+        s.top_k = 20;
+        Rng r1(5), r2(5);
+        Sample cached = generate(m, c, T, {4, 9}, 40, s, r1);
+        s.kv_cache = false;
+        Sample full = generate(m, c, T, {4, 9}, 40, s, r2);
+        CHECK(cached.tokens == full.tokens);
+        CHECK(cached.tokens.size() == 42);
+    }
+}
+
+TEST_CASE("sampling: top-k keeps the k likeliest, top-p the fewest likeliest whose probability reaches p") {
+    // probabilities 0.5, 0.3, 0.15, 0.05 for tokens 2, 0, 3, 1
+    const float logits[4] = {logf(0.3f), logf(0.05f), logf(0.5f), logf(0.15f)};
+    auto counts = [&](Sampling s, int draws = 20000) {
+        Rng rng(3);
+        std::vector<int> n(4, 0);
+        for (int i = 0; i < draws; i++) n[sample_token(logits, 4, s, rng)]++;
+        return n;
+    };
+    Sampling s;
+    std::vector<int> all = counts(s);
+    // every token drawn, at its probability: 20,000 draws, a binomial's σ ≤ 71, bounds at ±5σ = 350
+    CHECK(std::abs(all[2] - 10000) < 350);
+    CHECK(std::abs(all[0] - 6000) < 350);
+    CHECK(std::abs(all[3] - 3000) < 350);
+    CHECK(std::abs(all[1] - 1000) < 350);
+    s.top_p = 0.7f;  // 0.5 < 0.7 ≤ 0.8: tokens 2 and 0, renormalised to 5/8 and 3/8
+    std::vector<int> nucleus = counts(s);
+    CHECK(nucleus[3] == 0);
+    CHECK(nucleus[1] == 0);
+    CHECK(std::abs(nucleus[2] - 12500) < 350);
+    s.top_p = 0.4f;  // the likeliest alone reaches 0.4
+    CHECK(counts(s)[2] == 20000);
+    s.top_p = 1, s.top_k = 3;  // without token 1: 0.5, 0.3, 0.15 renormalised over 0.95
+    std::vector<int> top3 = counts(s);
+    CHECK(top3[1] == 0);
+    CHECK(std::abs(top3[3] - 3158) < 350);
+    s.top_k = 3, s.top_p = 0.9f;  // top-k first: 0.5/0.95 + 0.3/0.95 = 0.84 < 0.9, so all three stay
+    CHECK(counts(s)[3] > 2000);
+    s.top_k = 1, s.top_p = 1;
+    CHECK(counts(s)[2] == 20000);  // top-k 1 is the most likely token
+}
+
+TEST_CASE("a line longer than strf's buffer is formatted whole (a long sample's text)") {
+    const std::string text(5000, 'x');
+    CHECK(strf("[%s] %d", text.c_str(), 7) == "[" + text + "] 7");
+}
+
+TEST_CASE("generation: the key/value cache is in the plan's memory, its bytes written out") {
+    ModelConfig c = tiny_config();  // L = 2, C = 16, NH = 2: hs = 8, KVH = NH
+    Config cfg;
+    auto cache_bytes = [&](const Config& with) {
+        for (const auto& [name, bytes] : CpuTrainer::memory_use(c, 4, 8, 1, with).parts)
+            if (name.find("key/value cache") != std::string::npos) return bytes;
+        return 0.0;
+    };
+    CHECK(cache_bytes(cfg) == 2 * 8 * (2 * 2 * 8) * 4.0);  // L · T · (keys and values of NH heads of hs) · 4 bytes
+    cfg.kv_cache = 0;
+    CHECK(cache_bytes(cfg) == 0);
+    cfg.kv_cache = 1, cfg.sample_every = 0;  // no samples: no cache
+    CHECK(cache_bytes(cfg) == 0);
 }

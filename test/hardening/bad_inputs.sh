@@ -143,6 +143,11 @@ cases=$(cat <<EOF
 2 | --noise-ema must be in [0, 1) (0 = off), got 1.5 | --noise-ema 1.5
 2 | --noise-ema must be in [0, 1) (0 = off), got -0.1 | --noise-ema -0.1
 2 | --temperature must be positive | --temperature 0
+2 | --top-p must be in (0, 1] (1 = all tokens), got 0 | --top-p 0
+2 | --top-p must be in (0, 1] (1 = all tokens), got 1.5 | --top-p 1.5
+2 | --kv-cache must be 0 or 1, got 2 | --kv-cache 2
+2 | --prompt has 20 tokens, more than the 16 a sample's context holds (-t; the model's maxT is 32) | --sample-every 1 --prompt aaaaaaaaaaaaaaaaaaaa
+1 | key/value cache (samples) 8.0 KiB: 708.7 KiB in all, but 703.1 KiB is allowed (--device-memory) | -b 1 --sample-every 1 --device-memory 720000
 2 | --lr-schedule must be 'cosine' or 'constant', got 'linear' | --lr-schedule linear
 2 | --comm-timeout must be >= 0 seconds | --comm-timeout -1
 2 | --channels 30 is not divisible by --heads 4 | --channels 30 --heads 4

@@ -61,6 +61,9 @@ struct StubTrainer {
 #ifndef DROP_next_token_logits
     const float* next_token_logits(const int*, int) { return nullptr; }
 #endif
+#ifndef DROP_next_token_logits_cached
+    const float* next_token_logits_cached(const int*, int, int) { return nullptr; }
+#endif
 };
 
 int main(int argc, char** argv) { return main_with_errors<StubTrainer>(argc, argv); }

@@ -12,7 +12,7 @@ compile() { "$CXX" -std=c++17 -fsyntax-only "$@" test/run/trainer_contract.cpp 2
 out=$(compile) && pass "a trainer with every member builds" || { fail "a trainer with every member builds"; echo "$out" | head -20; }
 for member in connect check_options hardware GATHERED_WEIGHT_BYTES memory_use memory_available run_time_choices \
               choose_kernels kernel_plan params adam_m adam_v upload download train_step token_losses \
-              next_token_logits; do
+              next_token_logits next_token_logits_cached; do
     out=$(compile "-DDROP_$member") && { fail "without $member: the build fails"; continue; }
     # the contract's line names the member; no error comes from inside host/run.h
     if grep -q "the Trainer (host/trainer.h) needs $member: " <<<"$out" && ! grep -q 'host/run.h:[0-9]*:[0-9]*: error' <<<"$out"; then
