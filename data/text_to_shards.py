@@ -9,13 +9,19 @@ Tokenizers (--tokenizer):
          tiktoken downloads its BPE file on first use, so this needs the
          network once (it is cached), or a local rank file: $GPT2_BPE_FILE or
          data/bpe/gpt2.tiktoken (see data/shards.py, gpt2_encoding).
+  llama3 Llama-3's BPE from its tokenizer.model (--tokenizer-model PATH; the file
+         comes with the weights, docs/tokenizers.md): vocab 128,256 for Meta's
+         file.  Each input file (or, with --blank-line-docs, each blank-line
+         separated passage) is one document: <|begin_of_text|> (128000), its
+         tokens, <|end_of_text|> (128001).  Needs only the Python standard
+         library (data/llama3_tokenizer.py).
   bytes  byte-level: token = byte value (vocab 256), one token per byte of the
          file, no end-of-text token.  Needs only the Python standard library.
   auto   (default) gpt2 if the encoding loads, otherwise bytes.
 
 Shards (--token-bytes): 2, uint16 tokens (llm.c's GPT-2 shards), unless the
-vocabulary exceeds 65,536; 4 writes uint32 tokens (llm.c's Llama-3 shards:
-magic 20240801, version 7) whatever the vocabulary.
+vocabulary exceeds 65,536 or the tokenizer is llama3; 4 writes uint32 tokens
+(llm.c's Llama-3 shards: magic 20240801, version 7) whatever the vocabulary.
 
 Output, in --out-dir (default data/<name>):
   <name>_val_000000.bin                 the first --val-tokens tokens
@@ -31,6 +37,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shards import (GPT2_EOT, ShardWriter, byte_tokenizer_table, die, gpt2_encoding,  # noqa: E402
                     gpt2_tokenizer_table, token_bytes_for_vocab, write_tokenizer)
+import llama3_tokenizer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_VAL_FRACTION = 0.1
@@ -40,20 +47,40 @@ DEFAULT_VAL_CAP = 1 << 20  # 1M tokens is plenty of validation for the trainer's
 BYTES_START_TOKEN = 10
 
 
+def read_text(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as e:
+        die("%s is not valid UTF-8 (%s); --tokenizer bytes accepts any bytes" % (path, e))
+    return None  # not reached: die() exits
+
+
 def tokenize_gpt2(enc, paths, blank_line_docs):
     from tinyshakespeare import encode_documents
     tokens = []
     for p in paths:
-        try:
-            with open(p, encoding="utf-8") as f:
-                text = f.read()
-        except UnicodeDecodeError as e:
-            die("%s is not valid UTF-8 (%s); --tokenizer bytes accepts any bytes" % (p, e))
+        text = read_text(p)
         if blank_line_docs:
             tokens.extend(encode_documents(text, enc.encode_ordinary, GPT2_EOT))
         else:
             tokens.append(GPT2_EOT)
             tokens.extend(enc.encode_ordinary(text))
+    return tokens
+
+
+def tokenize_llama3(tok, paths, blank_line_docs):
+    """Each file, or each blank-line separated passage (the blank line kept at the end of the
+    passage it closes, as for gpt2), is a document: <|begin_of_text|> ... <|end_of_text|>.
+    An empty passage (after a trailing blank line) is no document."""
+    tokens = []
+    for p in paths:
+        text = read_text(p)
+        parts = text.split("\n\n") if blank_line_docs else [text]
+        for i, part in enumerate(parts):
+            doc = part if i == len(parts) - 1 else part + "\n\n"
+            if doc:
+                tokens.extend(tok.encode_document(doc))
     return tokens
 
 
@@ -70,7 +97,9 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 2)[2])
     ap.add_argument("inputs", nargs="+", help="UTF-8 text file(s), concatenated in order")
-    ap.add_argument("--tokenizer", choices=["auto", "gpt2", "bytes"], default="auto")
+    ap.add_argument("--tokenizer", choices=["auto", "gpt2", "llama3", "bytes"], default="auto")
+    ap.add_argument("--tokenizer-model", metavar="PATH",
+                    help="llama3 only: Llama-3's tokenizer.model (tiktoken ranks file)")
     ap.add_argument("--name", help="file name prefix (default: first input's name without extension)")
     ap.add_argument("--out-dir", help="default: data/<name>")
     ap.add_argument("--val-tokens", type=int,
@@ -79,10 +108,12 @@ def main(argv=None):
     ap.add_argument("--shard-tokens", type=int, default=10 ** 8, help="training tokens per shard file")
     ap.add_argument("--token-bytes", type=int, choices=[2, 4],
                     help="bytes per token in the shards: 2 (uint16) or 4 (uint32); "
-                         "default: 2 unless the vocabulary exceeds 65,536")
+                         "default: 2 unless the vocabulary exceeds 65,536 or the tokenizer is llama3")
     ap.add_argument("--blank-line-docs", action="store_true",
-                    help="gpt2 only: one document per blank-line separated passage")
+                    help="gpt2 and llama3: one document per blank-line separated passage")
     args = ap.parse_args(argv)
+    if (args.tokenizer == "llama3") != (args.tokenizer_model is not None):
+        ap.error("--tokenizer llama3 needs --tokenizer-model PATH, and --tokenizer-model needs --tokenizer llama3")
 
     for p in args.inputs:
         if not os.path.isfile(p):
@@ -92,12 +123,23 @@ def main(argv=None):
     name = args.name or os.path.splitext(os.path.basename(args.inputs[0]))[0]
     out_dir = args.out_dir or os.path.join(HERE, name)
 
-    enc, why = None, None
+    enc, why, llama = None, None, None
+    if args.tokenizer == "llama3":
+        llama = llama3_tokenizer.load_or_die(args.tokenizer_model)
+        try:
+            llama_table = llama.trainer_table()  # before any shard is written
+        except llama3_tokenizer.TokenizerFileError as e:
+            die(str(e))
     if args.tokenizer in ("auto", "gpt2"):
         enc, why = gpt2_encoding()
         if enc is None and args.tokenizer == "gpt2":
             die(why + "; use --tokenizer bytes to work offline")
-    if enc is not None:
+    if llama is not None:
+        kind, vocab = "llama3", llama.n_vocab
+        padded = llama3_tokenizer.padded_vocab(vocab)
+        print("tokenizer: llama3 (%s; pieces split with %s)" % (llama.describe(), llama.split_with))
+        tokens = tokenize_llama3(llama, args.inputs, args.blank_line_docs)
+    elif enc is not None:
         kind, vocab, padded = "gpt2", 50257, 50304
         print("tokenizer: gpt2 (tiktoken BPE, vocab 50257)")
         tokens = tokenize_gpt2(enc, args.inputs, args.blank_line_docs)
@@ -110,7 +152,10 @@ def main(argv=None):
         print("tokenizer: bytes (token = byte value, vocab 256)")
         tokens = tokenize_bytes(args.inputs)
 
-    token_bytes = args.token_bytes or token_bytes_for_vocab(vocab)
+    # llm.c's Llama-3 shards are uint32 whatever the vocabulary (scripts/llama3_1b.sh expects them)
+    token_bytes = args.token_bytes or (4 if kind == "llama3" else token_bytes_for_vocab(vocab))
+    if token_bytes == 2 and vocab > 65536:
+        die("--token-bytes 2: uint16 tokens cannot hold the vocabulary of %s; use 4" % format(vocab, ","))
     total = len(tokens)
     val = args.val_tokens
     if val is None:
@@ -141,13 +186,16 @@ def main(argv=None):
     tok_path = os.path.join(out_dir, name + "_tokenizer.bin")
     if kind == "gpt2":
         write_tokenizer(tok_path, gpt2_tokenizer_table(enc), GPT2_EOT)
+    elif kind == "llama3":
+        write_tokenizer(tok_path, llama_table, llama.bos_id)  # samples start as documents do
     else:
         write_tokenizer(tok_path, byte_tokenizer_table(), BYTES_START_TOKEN)
 
     print("%s tokens: %s val, %s train; tokenizer %s%s"
           % (format(total, ","), format(val, ","), format(total - val, ","), kind,
              "; uint32 shards" if token_bytes == 4 else ""))
-    flags = "-i '%s'" % os.path.join(out_dir, name + "_train_*.bin")
+    flags = "--model llama3 " if kind == "llama3" else ""
+    flags += "-i '%s'" % os.path.join(out_dir, name + "_train_*.bin")
     if val:
         flags += " -j '%s'" % os.path.join(out_dir, name + "_val_*.bin")
     flags += " --tokenizer %s --vocab %d --padded-vocab %d" % (tok_path, vocab, padded)

@@ -12,10 +12,10 @@
 #   scripts/llama3_1b.sh --dry-run [--data DIR] [--gpus N] ...   the plans, launching nothing
 #
 #   --data DIR     Llama-3-tokenized shards: DIR/*_train_*.bin and DIR/*_val_*.bin in llm.c's
-#                  Llama-3 format (uint32 tokens, magic 20240801: host/data.h), e.g. what llm.c's
-#                  dev/data/fineweb.py -m llama-3 writes (env DATA_DIR). This project's data/
-#                  tools have no Llama-3 tokenizer yet, so a run needs them given; a dry run
-#                  plans without them (the plan does not depend on the data)
+#                  Llama-3 format (uint32 tokens, magic 20240801: host/data.h), e.g. what
+#                  data/text_to_shards.py --tokenizer llama3 or llm.c's dev/data/fineweb.py
+#                  -m llama-3 writes (env DATA_DIR); a dry run plans without them (the plan
+#                  does not depend on the data)
 #   --gpus N       replicas (default 8); N > 1 launches through mpirun -np N, with --zero 1
 #   --device-memory SIZE  memory per GPU for -b auto; default: what the GPU has free, and 80GB
 #                  for a dry run (its plans are for 80 GB GPUs)
@@ -71,7 +71,7 @@ positive_int TOKENS "$TOKENS"
 # would train too (their ids are below V), on another tokenizer's tokens: the first shard's magic
 # is read.
 data_problem() {
-    [ -n "$DATA_DIR" ] || { echo "no --data DIR: a run needs Llama-3-tokenized shards, DIR/*_train_*.bin and DIR/*_val_*.bin in llm.c's uint32 format (e.g. llm.c's dev/data/fineweb.py -m llama-3 writes them); this project's data/ tools have no Llama-3 tokenizer yet"; return; }
+    [ -n "$DATA_DIR" ] || { echo "no --data DIR: a run needs Llama-3-tokenized shards, DIR/*_train_*.bin and DIR/*_val_*.bin in llm.c's uint32 format (data/text_to_shards.py --tokenizer llama3 writes them from text, llm.c's dev/data/fineweb.py -m llama-3 from FineWeb)"; return; }
     [ -d "$DATA_DIR" ] || { echo "--data $DATA_DIR: no such directory"; return; }
     local split first magic
     for split in train val; do

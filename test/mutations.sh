@@ -168,6 +168,10 @@ mutations=(
 "docs' name check: the functions the pages name are not looked for|test/tools/check_docs.py|s#    for m in FUNCTION.finditer(span):#    for m in FUNCTION.finditer(\"\"):#|none|bash test/tools/quoted_outputs.sh --names"
 "docs' name check: Class::name() passes where name( is anywhere, not in the class|test/tools/check_docs.py|s#        if not scope:\$#        if True:#|none|bash test/tools/quoted_outputs.sh --names"
 "gpu_check.sh: the results go to out/ by default, not out/gpu_check/|scripts/gpu_check.sh|s#^DEFAULT_OUT=out/gpu_check #DEFAULT_OUT=out #|none|bash test/tools/gpu_check.sh"
+# ---- issue 45: Llama-3's tokenizer in the data tools (data/llama3_tokenizer.py, run as it is)
+"Llama-3 BPE: the highest-rank pair merges first, not the lowest|data/llama3_tokenizer.py|s#heapq.heappush(heap, (r, a, b, c))#heapq.heappush(heap, (-r, a, b, c))#|none|python3 test/tools/llama3_tokenizer.py"
+"Llama-3 BPE: no byte fallback (bytes left unmerged are dropped)|data/llama3_tokenizer.py|s#^            ids.append(ranks\[piece\[s:nxt\[s\]\]\])#            if nxt[s] - s > 1: ids.append(ranks[piece[s:nxt[s]]])#|none|python3 test/tools/llama3_tokenizer.py"
+"Llama-3 split without the regex package: \\p{N} taken for the digits 0-9|data/llama3_tokenizer.py|s#L, N, S = _class_of(\"L\"), _class_of(\"N\"), _WHITE_SPACE#L, N, S = _class_of(\"L\"), \"0-9\", _WHITE_SPACE#|none|python3 test/tools/llama3_tokenizer.py"
 )
 
 # The programs make test builds: what "auto" chooses from.
