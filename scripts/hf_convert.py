@@ -750,7 +750,30 @@ def hf_state(s, params):
         out["model.norm.weight"] = views["lnfw"]
         if not s.tied:
             out["lm_head.weight"] = views["wout"][:V]
-    return {k: np.ascontiguousarray(v, dtype="<f4") for k, v in out.items()}
+    return out  # views into params (the Conv1D ones transposed): each is copied when written
+
+
+def write_safetensors(f, path, state):
+    """state (name -> float32 array) as a safetensors file, one tensor at a time, so that no
+    more than one tensor is copied in memory: the 8-byte length of the JSON header, the header
+    (each tensor's dtype, shape and byte range; padded to 8 bytes), then the tensors' bytes in
+    the header's order. safetensors itself then reads the header back (check_safetensors)."""
+    names = sorted(state)
+    header, at = {"__metadata__": {"format": "pt"}}, 0
+    for k in names:
+        n = 4 * state[k].size
+        header[k] = {"dtype": "F32", "shape": list(state[k].shape), "data_offsets": [at, at + n]}
+        at += n
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    f.write(len(text).to_bytes(8, "little") + text)
+    for k in names:
+        f.write(memoryview(np.ascontiguousarray(state[k], dtype="<f4")).cast("B"))
+    f.flush()
+    with safe_open(path, framework="np") as st:
+        got = {k: tuple(st.get_slice(k).get_shape()) for k in st.keys()}
+    if got != {k: tuple(state[k].shape) for k in names}:
+        raise Failure(f"'{path}': safetensors reads back other tensors than were written")
 
 
 STALE = re.compile(r"^(model\.safetensors\.index\.json|model-\d+-of-\d+\.safetensors)$")
@@ -777,7 +800,7 @@ def do_export(model, folder, force):
                               suffix=".tmp") if fresh else folder
     try:
         with AtomicFile(os.path.join(target, "model.safetensors")) as f:
-            f.f.write(serialize(state, metadata={"format": "pt"}))
+            write_safetensors(f.f, f.tmp, state)
         with AtomicFile(os.path.join(target, "config.json")) as f:
             f.f.write(config.encode())
         if fresh:
@@ -793,7 +816,7 @@ def do_export(model, folder, force):
     removed = [] if fresh else sorted(n for n in os.listdir(folder) if STALE.match(n))
     for name in removed:
         os.remove(os.path.join(folder, name))
-    hf_params = sum(a.size for a in state.values())
+    hf_params = sum(int(a.size) for a in state.values())
     print(f"exported {model} -> {folder}: {s.describe()}, {commas(hf_params)} parameters (config.json, "
           f"model.safetensors{'; removed ' + ', '.join(removed) if removed else ''})")
 
@@ -823,14 +846,13 @@ def main(argv=None):
     exp.add_argument("--force", action="store_true", help="write into HF_DIR if it exists")
     args = ap.parse_args(argv)
 
-    global np, safe_open, serialize
+    global np, safe_open
     try:
         import numpy as np
     except ImportError:
         die("numpy is not installed (pip install numpy safetensors)")
     try:
         from safetensors import safe_open
-        from safetensors.numpy import save as serialize
     except ImportError:
         die("safetensors is not installed (pip install safetensors)")
     try:

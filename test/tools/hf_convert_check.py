@@ -135,8 +135,15 @@ def model_fields(cfg):
 IGNORED = re.compile(r"(^|\.)(attn\.bias|attn\.masked_bias|rotary_emb\.inv_freq)$")
 
 
+def library_tensors(folder):
+    """name -> (dtype, shape, bytes), read by safetensors itself (float32 folders)."""
+    with safe_open(os.path.join(folder, "model.safetensors"), framework="np") as f:
+        return {k: ("F32" if f.get_tensor(k).dtype == np.float32 else str(f.get_tensor(k).dtype),
+                    tuple(f.get_tensor(k).shape), f.get_tensor(k).astype("<f4").tobytes()) for k in f.keys()}
+
+
 def cmd_same(fixture, exported):
-    a, b = raw_tensors(fixture), raw_tensors(exported)
+    a, b = raw_tensors(fixture), library_tensors(exported)
     a = {k: v for k, v in a.items() if not IGNORED.search(k)}
     if set(a) != set(b):
         raise Fail(f"tensor names differ: only in the fixture {sorted(set(a) - set(b))[:3]}, only exported "
