@@ -161,6 +161,11 @@ $chk variant drop $g "$work/lacks" transformer.ln_f.bias
 refused "a missing tensor (the last one written: the file is half done when it fails)" 1 \
     "has no tensor transformer.ln_f.bias" $conv import "$work/lacks" "$work/bad/x.bin"
 no_file "$work/bad/x.bin" "a conversion that fails half way"
+$chk variant nan $g "$work/nan" transformer.h.0.mlp.c_fc.bias
+refused "a non-finite weight" 1 "tensor transformer.h.0.mlp.c_fc.bias holds 1 non-finite value" \
+    $conv import "$work/nan" "$work/bad/x.bin"
+cp -r $g "$work/cut" && head -c 100 $g/model.safetensors >"$work/cut/model.safetensors"
+refused "a damaged safetensors file" 1 "model.safetensors' is not a safetensors file" $conv import "$work/cut" "$work/bad/x.bin"
 $chk variant config $g "$work/short" n_layer=1
 refused "a tensor config.json has no place for" 1 "holds transformer.h.1.attn.c_attn.bias \(and 11 more\)" \
     $conv import "$work/short" "$work/bad/x.bin"

@@ -236,6 +236,11 @@ def cmd_variant(kind, src, *dst):
     elif kind == "drop":
         # without the tensor named in dst[1]
         write_folder(dst[0], cfg, {k: v for k, v in t.items() if k != dst[1]})
+    elif kind == "nan":
+        # one NaN in the tensor named in dst[1]
+        t[dst[1]] = t[dst[1]].copy()
+        t[dst[1]].flat[3] = np.nan
+        write_folder(dst[0], cfg, t)
     elif kind == "config":
         # config.json edited: KEY=JSON ... (KEY=- removes it)
         shutil.copytree(src, dst[0])
