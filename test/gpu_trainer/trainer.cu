@@ -1088,7 +1088,7 @@ TEST_CASE("Llama: logits, loss, gradients and 3 AdamW steps match Hugging Face's
 // A model converted from a Hugging Face folder (scripts/hf_convert.py import) against what
 // transformers computes for that folder (dev/reference/hf_fixtures.py): the files are made by
 // test/tools/hf_convert.sh, which runs this case alone (--no-skip -tc="Hugging Face import*")
-// with HF_IMPORT_MODEL and HF_IMPORT_GOLDEN naming them, once per family, in the fp32 build.
+// with HF_IMPORT_MODEL and HF_IMPORT_GOLDEN naming them, once per family, in both builds.
 // Marked skip: a run of the whole program (make test, make test_gpu, scripts/gpu_check.sh)
 // leaves it out, as doctest leaves out any case a filter excludes. Run without the two variables
 // it fails: a case that compared nothing must not pass.
@@ -1104,8 +1104,8 @@ TEST_CASE("Hugging Face import: a converted model matches transformers' logits, 
     SUBCASE("cuBLAS attention") { config.attention = "cublas"; }
     CAPTURE(config.attention);
     CAPTURE(std::string(model));
-    // fp32: 1e-5 and 1e-4 (check_golden). bf16 is not run here: its bounds were measured on the
-    // two golden models above, not on these
+    // fp32: 1e-5 and 1e-4 (check_golden); bf16: the bounds of the golden cases above, for the
+    // family (GOLDEN_BF16, LLAMA_GOLDEN_BF16)
     check_golden(model, golden, config, read_model_header(model).llama() ? LLAMA_GOLDEN_BF16 : GOLDEN_BF16);
 }
 

@@ -4,7 +4,7 @@
 # sharded in two files, with transformers' logits, loss, gradients and 3 AdamW steps for each).
 #   - import both; the model file's header against config.json; the CPU trainer
 #     (check_reference) and the GPU trainer on the CPU runtime (its "Hugging Face import" case,
-#     fp32) against transformers' numbers; ./train -e on each
+#     fp32 and bf16) against transformers' numbers; ./train -e on each
 #   - export both back: every tensor equal to the fixture's bit for bit, config.json's model
 #     fields the same; the export imported again gives the same model file, byte for byte
 #   - folders as users have them: the hub's GPT-2 (no "transformer." prefix, mask buffers),
@@ -79,23 +79,27 @@ for f in gpt2 llama; do
     check "$f: the CPU trainer on the import computes transformers' logits, loss, gradients and 3 AdamW steps (check_reference)" \
         [ "$rc" -eq 0 ]
 done
-if [ -x ./test/gpu_trainer/trainer_cpu_fp32 ]; then
-    for f in gpt2 llama; do
-        # both attention paths; fp32: 1e-5, and 1e-4 after the steps (check_golden)
-        HF_IMPORT_MODEL="$work/$f.bin" HF_IMPORT_GOLDEN=$hf/${f}_tiny_reference.bin \
-            ./test/gpu_trainer/trainer_cpu_fp32 --no-skip -tc="Hugging Face import*" >"$work/gpu.out" 2>&1
-        rc=$?
-        grep -E '^\[doctest\] test cases' "$work/gpu.out" | sed 's/^/    /'
-        check "$f: the GPU trainer (CPU runtime, fp32) on the import computes transformers' numbers" \
-            bash -c "[ $rc -eq 0 ] && grep -qE '^\[doctest\] test cases: +1 \| +1 passed' '$work/gpu.out'"
-        [ "$rc" -eq 0 ] || tail -30 "$work/gpu.out"
+if [ -x ./test/gpu_trainer/trainer_cpu_fp32 ] && [ -x ./test/gpu_trainer/trainer_cpu ]; then
+    for build in fp32 bf16; do
+        program=./test/gpu_trainer/trainer_cpu$([ $build = fp32 ] && echo _fp32)
+        for f in gpt2 llama; do
+            # both attention paths; fp32: 1e-5, and 1e-4 after the steps; bf16: the golden
+            # cases' bounds (check_golden and its callers in test/gpu_trainer/trainer.cu)
+            HF_IMPORT_MODEL="$work/$f.bin" HF_IMPORT_GOLDEN=$hf/${f}_tiny_reference.bin \
+                $program --no-skip -tc="Hugging Face import*" >"$work/gpu.out" 2>&1
+            rc=$?
+            grep -E '^\[doctest\] test cases' "$work/gpu.out" | sed 's/^/    /'
+            check "$f: the GPU trainer (CPU runtime, $build) on the import computes transformers' numbers" \
+                bash -c "[ $rc -eq 0 ] && grep -qE '^\[doctest\] test cases: +1 \| +1 passed' '$work/gpu.out'"
+            [ "$rc" -eq 0 ] || tail -30 "$work/gpu.out"
+        done
     done
     # the case compares nothing without its files: it must fail, not pass
     ./test/gpu_trainer/trainer_cpu_fp32 --no-skip -tc="Hugging Face import*" >"$work/gpu.out" 2>&1
     check "the GPU case without HF_IMPORT_MODEL and HF_IMPORT_GOLDEN fails" \
         bash -c "[ $? -ne 0 ] && grep -q 'HF_IMPORT_MODEL and HF_IMPORT_GOLDEN must name' '$work/gpu.out'"
 else
-    not_run "the GPU trainer on the imports" "test/gpu_trainer/trainer_cpu_fp32 is not built (the CPU runtime needs the CUDA toolkit's headers)"
+    not_run "the GPU trainer on the imports" "test/gpu_trainer/trainer_cpu and trainer_cpu_fp32 are not built (the CPU runtime needs the CUDA toolkit's headers)"
 fi
 if [ -x ./train ]; then
     for f in gpt2 llama; do
