@@ -172,6 +172,9 @@ mutations=(
 "Llama-3 BPE: the highest-rank pair merges first, not the lowest|data/llama3_tokenizer.py|s#heapq.heappush(heap, (r, a, b, c))#heapq.heappush(heap, (-r, a, b, c))#|none|python3 test/tools/llama3_tokenizer.py"
 "Llama-3 BPE: no byte fallback (bytes left unmerged are dropped)|data/llama3_tokenizer.py|s#^            ids.append(ranks\[piece\[s:nxt\[s\]\]\])#            if nxt[s] - s > 1: ids.append(ranks[piece[s:nxt[s]]])#|none|python3 test/tools/llama3_tokenizer.py"
 "Llama-3 split without the regex package: \\p{N} taken for the digits 0-9|data/llama3_tokenizer.py|s#L, N, S = _class_of(\"L\"), _class_of(\"N\"), _WHITE_SPACE#L, N, S = _class_of(\"L\"), \"0-9\", _WHITE_SPACE#|none|python3 test/tools/llama3_tokenizer.py"
+# ---- issue 45: the Hugging Face converter (scripts/hf_convert.py, run as it is)
+"hf_convert.py: Llama's q and k rows left in Hugging Face's rotate_half order on import|scripts/hf_convert.py|/^def hf_to_meta/,/^def meta_to_hf/ s#return w.reshape(heads, 2, rows // heads // 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)#return w#|none|bash test/tools/hf_convert.sh"
+"hf_convert.py: GPT-2's Conv1D attn.c_proj not transposed on import (square: no shape error)|scripts/hf_convert.py|s#layer(\"attn.c_proj.weight\", (C, C), True)#layer(\"attn.c_proj.weight\", (C, C))#|none|bash test/tools/hf_convert.sh"
 )
 
 # The programs make test builds: what "auto" chooses from.

@@ -76,6 +76,8 @@ fi
 
 suite "data tools, recipes and plots" python3 test/tools/data_tools.py
 suite "Llama-3's tokenizer.model in the data tools: hand-worked BPE and split, the files, bad files" python3 test/tools/llama3_tokenizer.py
+suite "Hugging Face checkpoints in and out (scripts/hf_convert.py), and both trainers on the imports" \
+    bash test/tools/hf_convert.sh
 suite "SASS report: its parser and arithmetic on a hand-written listing" python3 test/tools/sass_report.py
 suite "plot of a real run" bash test/tools/plot_run.sh
 suite "make bench's Llama line, with and without PyTorch (no timing compared)" bash test/tools/bench_cpu.sh

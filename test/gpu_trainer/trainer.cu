@@ -1086,6 +1086,30 @@ TEST_CASE("Llama: logits, loss, gradients and 3 AdamW steps match Hugging Face's
     check_golden("test/golden/llama_tiny.bin", "test/golden/llama_reference_tiny.bin", config, LLAMA_GOLDEN_BF16);
 }
 
+// A model converted from a Hugging Face folder (scripts/hf_convert.py import) against what
+// transformers computes for that folder (dev/reference/hf_fixtures.py): the files are made by
+// test/tools/hf_convert.sh, which runs this case alone (--no-skip -tc="Hugging Face import*")
+// with HF_IMPORT_MODEL and HF_IMPORT_GOLDEN naming them, once per family, in both builds.
+// Marked skip: a run of the whole program (make test, make test_gpu, scripts/gpu_check.sh)
+// leaves it out, as doctest leaves out any case a filter excludes. Run without the two variables
+// it fails: a case that compared nothing must not pass.
+TEST_CASE("Hugging Face import: a converted model matches transformers' logits, loss, gradients and AdamW steps" *
+          doctest::skip()) {
+    const char* model = getenv("HF_IMPORT_MODEL");
+    const char* golden = getenv("HF_IMPORT_GOLDEN");
+    REQUIRE_MESSAGE((model && *model && golden && *golden),
+                    "HF_IMPORT_MODEL and HF_IMPORT_GOLDEN must name the imported model and its golden file "
+                    "(test/tools/hf_convert.sh sets them)");
+    Config config;
+    SUBCASE("fused attention") { config.attention = "fused"; }
+    SUBCASE("cuBLAS attention") { config.attention = "cublas"; }
+    CAPTURE(config.attention);
+    CAPTURE(std::string(model));
+    // fp32: 1e-5 and 1e-4 (check_golden); bf16: the bounds of the golden cases above, for the
+    // family (GOLDEN_BF16, LLAMA_GOLDEN_BF16)
+    check_golden(model, golden, config, read_model_header(model).llama() ? LLAMA_GOLDEN_BF16 : GOLDEN_BF16);
+}
+
 // ----------------------------------------------------------------------------
 // Whole optimizer steps against train_step(), and the GPU's own invariances
 

@@ -23,7 +23,7 @@ block, or a Markdown table:
 
 `CMD | FILTER`: the part before the first unquoted `|` runs once per session (its output is kept),
 and each check's filter reads that output: five checks on one `./train` run train once. Commands
-run in one scratch directory (the built programs and data/ linked, scripts/ copied), pages in the
+run in one scratch directory (the built programs, data/ and test/ linked, scripts/ copied), pages in the
 order README.md, docs/reproduce.md (whose default run writes out/, which other pages read), then
 the others. Exit status 1 with the page, the line and both texts when a quote does not match.
 
@@ -186,7 +186,8 @@ def scratch_dir(root):
     """A directory in which the pages' commands run: what they write stays out of the checkout."""
     work = tempfile.mkdtemp(prefix="check_docs.")
     shutil.copytree(os.path.join(root, "scripts"), os.path.join(work, "scripts"))
-    for name in ["train", "train_gpt", "train_gpt_cpu", "data", "Makefile", "cpu.mk", "gpu.mk"]:
+    for name in ["train", "train_gpt", "train_gpt_cpu", "data", "Makefile", "cpu.mk", "gpu.mk",
+                 "test"]:  # (test/golden/hf/: docs/converting.md's folders)
         if os.path.exists(os.path.join(root, name)):
             os.symlink(os.path.join(root, name), os.path.join(work, name))
     return work
