@@ -360,7 +360,8 @@ TEST_CASE("the dry run's ZeRO table: memory per replica with and without --zero 
         REQUIRE(std::string(u0) == "MiB");
         REQUIRE(std::string(u1) == "MiB");
         const double saved = (zero0 - zero1) * 1048576, expected = 8 * params * (1 - 1.0 / R);
-        CHECK(std::fabs(saved - expected) <= 0.05 * 1048576 + 8 * 8 * R);  // 0.05 MiB: the printed rounding
+        // each figure is printed to 0.1 MiB, so each is off by up to 0.05 MiB and their difference by 0.1
+        CHECK(std::fabs(saved - expected) <= 0.1 * 1048576 + 8 * 8 * R);
     }
     CHECK(out.find("communication (--zero 1): a reduce-scatter") != std::string::npos);
 }
