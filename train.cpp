@@ -925,11 +925,9 @@ struct CpuTrainer {
         model_loss(m, targets, B, T);
         return m.a.losses;
     }
-    const float* next_token_logits(const int* context, int T) {
-        model_forward(m, context, 1, T);
-        return m.a.logits + (size_t)(T - 1) * m.cfg.Vp;
-    }
-    const float* next_token_logits_cached(const int* tokens, int T, int P) {
+    const float* next_token_logits(const int* context, int T) { return logits_of(context, T, NO_CACHE); }
+    const float* next_token_logits_cached(const int* tokens, int T, int P) { return logits_of(tokens, T, P); }
+    const float* logits_of(const int* tokens, int T, int P) {  // the last position's
         model_forward(m, tokens, 1, T, P);
         return m.a.logits + (size_t)(T - 1) * m.cfg.Vp;
     }

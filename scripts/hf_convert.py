@@ -631,14 +631,18 @@ def current_umask():
     return mask
 
 
+def check_parent(path):
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise Failure(f"'{parent}' does not exist (the folder to write '{os.path.basename(path)}' in)")
+
+
 def check_target(path, force, what):
     if os.path.isdir(path) and what == "file":
         raise Failure(f"'{path}' is a folder, not a model file name")
     if os.path.lexists(path) and not force:
         raise Failure(f"'{path}' exists; pass --force to replace it")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise Failure(f"'{parent}' does not exist (the folder to write '{os.path.basename(path)}' in)")
+    check_parent(path)
 
 
 def do_import(folder, out, force):
@@ -785,9 +789,8 @@ def do_export(model, folder, force):
         raise Failure(f"'{folder}' exists and is not a folder")
     if os.path.isdir(folder) and not force:
         raise Failure(f"'{folder}' exists; pass --force to replace its config.json and weights")
+    check_parent(folder)
     parent = os.path.dirname(os.path.abspath(folder))
-    if not os.path.isdir(parent):
-        raise Failure(f"'{parent}' does not exist (the folder to write '{os.path.basename(folder)}' in)")
     bad = int(np.count_nonzero(~np.isfinite(params)))
     if bad:
         raise Failure(f"'{model}': the weights hold {commas(bad)} non-finite values")
