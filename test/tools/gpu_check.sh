@@ -22,6 +22,7 @@ cat > "$work/gpu/nvidia-smi" <<'EOF'
 case "$*" in
     -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)" ;;
     *name,memory.total,compute_cap*) echo "NVIDIA H200, 143771 MiB, 9.0" ;;
+    *compute_cap*) echo "9.0" ;;
     *driver_version*) echo "580.159.03" ;;
     *name*) echo "NVIDIA H200" ;;
 esac
@@ -31,10 +32,12 @@ chmod +x "$work/nogpu/nvidia-smi" "$work/gpu/nvidia-smi"
 # ---- usage
 scripts/gpu_check.sh --help > "$work/help" 2>&1
 check "--help exits 0" [ $? -eq 0 ]
-for s in build bench test_gpu flash default_run fp32 workbenches --plan --full --budget '--out DIR' LLMC_PEER; do
+for s in build bench test_gpu flash prepare epilogues sanitizer ncu llama default_run fp32 workbenches --plan --full \
+         '--stage default|first-run|full' --budget '--out DIR' --bundle LLMC_PEER; do
     check "--help mentions $s" has "$work/help" "$s"
 done
-check "--help gives each stage's cap" has "$work/help" "bench         140 s"
+check "--help gives each stage's cap" has "$work/help" "    bench          90 s"
+check "--help gives each set's budget" has "$work/help" "  first-run (budget 300 s):"
 # it describes any machine with a GPU, not one lender's tooling (the words are split here so
 # that this file does not hold them either)
 for w in '$''OUT' "timeout""_s" "../sha""red" "device"" tool"; do
@@ -48,16 +51,31 @@ check "--plan --out DIR: the results go to DIR" has "$work/plan" "results: $work
 (cd "$work" && "$root/scripts/gpu_check.sh" --out rel/dir --plan) > "$work/plan_rel" 2>&1
 check "--out DIR: a relative DIR is where the command was given" has "$work/plan_rel" "results: $work/rel/dir/summary.md"
 
-for s in "build        time limit 200 s" "bench        time limit 140 s" "llama        time limit 40 s" \
-         "test_gpu     time limit 100 s" "--model llama3" \
-         "flash        time limit 40 s" "--attention 'fused cublas auto'" "./test/gpu_trainer/flash_attention"; do
+for s in "stage set default: budget 300 s" "build        time limit 130 s" "bench        time limit 90 s" \
+         "test_gpu     time limit 55 s" "flash        time limit 15 s" "--attention 'fused cublas auto'" \
+         "./test/gpu_trainer/flash_attention" \
+         "stage set first-run (--stage first-run): budget 300 s" "prepare      time limit 90 s" \
+         "epilogues    time limit 60 s" "--epilogues fused" "--epilogues separate" "CUBLASLT_LOG_LEVEL=2" \
+         "sanitizer    time limit 75 s" "--tool racecheck" "--tool synccheck" "--tool memcheck" \
+         "ncu          time limit 35 s" "llama        time limit 30 s" "--model llama3"; do
     check "--plan lists: $s" has "$work/plan" "$s"
 done
+# each short set fits the budget it is sized for: its stages' caps and the reserve add up to at most 300 s
+for set in default first-run; do
+    total=$(awk -v set="$set" '$0 ~ "^gpu_check plan, stage set " set "[ :]" { on = 1; next } /^gpu_check plan/ { on = 0 }
+                               on && / time limit [0-9]+ s$/ { t += $(NF - 1) } END { print t + 0 }' "$work/plan")
+    check "--plan: the $set set's limits and the 10 s reserve are at most 300 s ($total + 10)" [ "$total" -gt 0 -a $((total + 10)) -le 300 ]
+done
+check "--plan: the build is for the GPU's own architecture" has "$work/plan" "CUDA_ARCH: the GPU's own"
+PATH="$work/gpu:$PATH" scripts/gpu_check.sh --plan > "$work/plan_gpu" 2>&1
+check "--plan with a GPU: make is given its architecture" has "$work/plan_gpu" "CUDA_ARCH=90 "
+scripts/gpu_check.sh --plan --stage first-run > "$work/plan_first" 2>&1
+check "--plan --stage first-run: that set only" has "$work/plan_first" "stage set first-run" && lacks "$work/plan_first" "stage set default"
 check "--plan keeps --full's stages out" lacks "$work/plan" "workbenches  time limit"
 scripts/gpu_check.sh --plan --full --budget 1000 > "$work/plan_full" 2>&1
 check "--plan --full: a stage the budget cannot fit is skipped, saying so" \
     has "$work/plan_full" "workbenches  skipped: 0 s of the budget left, it needs 60 s"
-check "--plan --full: the last stage that fits gets what is left" has "$work/plan_full" "fp32         time limit 230 s"
+check "--plan --full: the last stage that fits gets what is left" has "$work/plan_full" "fp32         time limit 430 s"
 check "--plan without --out: the results go to out/gpu_check/" has "$work/plan_full" "results: out/gpu_check/summary.md and out/gpu_check/logs.tar.gz"
 
 scripts/gpu_check.sh --frobnicate > "$work/bad.out" 2> "$work/bad.err"
@@ -65,6 +83,9 @@ check "a bad option exits 2" [ $? -eq 2 ]
 check "a bad option: one line on stderr, nothing on stdout" [ "$(wc -l < "$work/bad.err")" -eq 1 ] && [ ! -s "$work/bad.out" ]
 scripts/gpu_check.sh --budget soon > /dev/null 2>&1
 check "a bad --budget exits 2" [ $? -eq 2 ]
+scripts/gpu_check.sh --stage later > "$work/bad.out" 2> "$work/bad.err"
+check "a bad --stage exits 2" [ $? -eq 2 ]
+check "a bad --stage: one line naming the sets" bash -c "[ \$(wc -l < '$work/bad.err') -eq 1 ] && grep -q 'default first-run full' '$work/bad.err'"
 for bad in "--out" "--out --plan" "--out scripts/gpu_check.sh --plan"; do
     scripts/gpu_check.sh $bad > "$work/bad.out" 2> "$work/bad.err"
     rc=$?
@@ -148,7 +169,7 @@ printf 'build\tok\t131\t210\nbench\tok\t88\t150\nllama\tok\t30\t40\ntest_gpu\tfa
     > "$work/case/logs/stages.tsv"
 (
     source scripts/gpu_check.sh
-    parse_args
+    parse_args --full
     LOGS=$work/case/logs INFO_GPU="NVIDIA H200, 143771 MiB, compute capability 9.0" INFO_DRIVER=580.159.03
     INFO_NVCC="release 13.0, V13.0.88" INFO_COMMIT=abc1234 LLMC_BUILD=$work/llmc
     write_summary
@@ -163,7 +184,8 @@ check "summary: the Llama step's row" has "$s" "| llama | 40 s | ok | 30 s | 210
 check "summary: test counts" has "$s" "| test_gpu | 120 s | failed (exit status 1) | 64 s | 33 passed, 1 failed, 0 skipped |"
 check "summary: a timed-out stage, counts in the old layout with colours" has "$s" \
     "| flash | 45 s | timed out after 45 s | 45 s | 4 passed, 0 failed, 0 skipped |"
-check "summary: --full's stages" has "$s" "| fp32 | | not run (--full only) | | |"
+check "summary: a stage of the set not reached" has "$s" "| fp32 | | not reached | | |"
+check "summary: the other sets" has "$s" "Other stage sets (--stage): default: build bench test_gpu flash; first-run: prepare epilogues"
 check "summary: fused" has "$s" "| ours, --attention fused | 210.4 | 311482 | 24.1% | 29012 MiB | 0.76 | |"
 check "summary: cublas" has "$s" "| ours, --attention cublas | 250.0 | 262144 | 20.2% | 29012 MiB | 0.64 | |"
 check "summary: auto and its pick" has "$s" "| ours, --attention auto (picked fused) | 210.4 | 311482 |"
@@ -224,5 +246,94 @@ check "runner: the logs in one archive" bash -c "tar -tzf '$work/out/logs.tar.gz
 check "runner: a stage the budget cannot fit is skipped (exit 0)" [ $? -eq 0 ]
 check "runner: ... saying so" has_re "$work/run2.out" "^==== flash: skipped: 1[0-5] s of the budget left, it needs 20 s$"
 check "runner: ... and in the table" has_re "$work/out2/summary.md" "^\| flash \| 1[0-5] s \| skipped: 1[0-5] s of the budget left, it needs 20 s \|"
+
+# ---- the first-run stages' readers, on logs in the formats their programs print
+mkdir -p "$work/fr"
+step_log() {  # step_log FILE LOSS...: trainer step lines in host/run.h's format
+    local f=$1 i=1 l; shift; : > "$f"
+    for l in "$@"; do printf 'step %5s/%s | loss %s | lr 6.00e-04 | norm 1.204 | 160.1 ms | 51,200 tok/s | 238 TFLOP/s | eta 0:00\n' "$i" "$#" "$l" >> "$f"; i=$((i + 1)); done
+}
+step_log "$work/fr/fused.log" 10.9912 10.4021 9.9017 9.5003 9.2111 8.9876
+step_log "$work/fr/separate.log" 10.9912 10.4025 9.9031 9.5012 9.2102 8.9901
+step_log "$work/fr/wrong.log" 10.9912 10.4025 9.9031 9.9012 9.8102 9.7901
+step_log "$work/fr/nan.log" 10.9912 10.4025 9.9031 nan 9.2102 8.9901
+step_log "$work/fr/short.log" 10.9912 10.4025 9.9031
+( source scripts/gpu_check.sh
+  for other in separate wrong nan short; do
+      compare_losses "$work/fr/fused.log" "$work/fr/$other.log" 6 > "$work/fr/cmp_$other.txt"; echo "rc=$?" >> "$work/fr/cmp_$other.txt"
+  done )
+check "epilogues: losses within 0.05 agree" has "$work/fr/cmp_separate.txt" \
+    "losses: 6 of 6 steps compared, largest difference 0.0025 (tolerance 0.05): agree" && has "$work/fr/cmp_separate.txt" "rc=0"
+check "epilogues: losses 0.8 apart differ" has "$work/fr/cmp_wrong.txt" "largest difference 0.8025 (tolerance 0.05): DIFFER" &&
+    has "$work/fr/cmp_wrong.txt" "rc=1"
+check "epilogues: a NaN loss fails" has "$work/fr/cmp_nan.txt" "(a loss is not a number)" && has "$work/fr/cmp_nan.txt" "rc=1"
+check "epilogues: a run that stopped early fails" has "$work/fr/cmp_short.txt" "3 of 6 steps compared" &&
+    has "$work/fr/cmp_short.txt" "rc=1"
+# Nsight Compute's default report layout: the kernel's line, then each section's metric table
+cat > "$work/fr/ncu.log" <<'EOF'
+==PROF== Connected to process 4242 (dev/cuda/attention_fused)
+==PROF== Profiling "forward": 0%....50%....100% - 9 passes
+  void gpu::flash_mma::forward<64, false>(const __nv_bfloat16 *, __nv_bfloat16 *, float *, int, int, int) (16, 96, 1)x(128, 1, 1), Context 1, Stream 7, Device 0, CC 9.0
+    Section: GPU Speed Of Light Throughput
+    ----------------------- ----------- ------------
+    Metric Name             Metric Unit Metric Value
+    ----------------------- ----------- ------------
+    DRAM Frequency                  Ghz         2.62
+    Memory Throughput                 %        43.21
+    Duration                         us        81.28
+    Compute (SM) Throughput           %        71.35
+    ----------------------- ----------- ------------
+  gpu::flash_mma::dkdv<64, false>(const __nv_bfloat16 *) (16, 96, 1)x(128, 1, 1), Context 1, Stream 7, Device 0, CC 9.0
+    Section: GPU Speed Of Light Throughput
+    Memory Throughput                 %        12.50
+    Compute (SM) Throughput           %        80.02
+EOF
+( source scripts/gpu_check.sh; ncu_kernels "$work/fr/ncu.log" ) > "$work/fr/ncu.txt"
+check "ncu: one row per kernel, its name without the template" has "$work/fr/ncu.txt" "gpu::flash_mma::forward: SM 71.35%, memory 43.21%"
+check "ncu: ... the second kernel too" has "$work/fr/ncu.txt" "gpu::flash_mma::dkdv: SM 80.02%, memory 12.50%"
+check "ncu: two rows" [ "$(wc -l < "$work/fr/ncu.txt")" -eq 2 ]
+
+# the first-run set through the runner, with stand-in stages whose output the summary reads
+(
+    source scripts/gpu_check.sh
+    stage_prepare() { echo "built: train_gpt"; echo "built: dev/cuda/attention_fused"; }
+    stage_epilogues() { echo "--epilogues fused: cuBLASLt errors: 0"; echo "--epilogues separate: cuBLASLt errors: 0"
+                        compare_losses "$work/fr/fused.log" "$work/fr/separate.log" 6; }
+    stage_sanitizer() { echo "memcheck: ok (ERROR SUMMARY: 0 errors)"; echo "racecheck: FAILED (exit status 1): RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; return 1; }
+    stage_ncu() { cp "$work/fr/ncu.log" "$LOGS/ncu.log"; ncu_kernels "$LOGS/ncu.log"; }
+    stage_llama() { echo "skipped: ./train_gpt was not built"; return 77; }
+    cd "$root" && PATH="$work/gpu:$PATH" GIT_COMMIT=c0ffee main --stage first-run --out "$work/out3"
+) > "$work/run3.out" 2>&1
+rc=$?
+m=$work/out3/summary.md
+check "first-run: a failed sanitizer makes exit status 1" [ $rc -eq 1 ]
+check "first-run: the set and its budget" has "$m" "- stage set first-run, budget 300 s"
+check "first-run: prepare's row" has_re "$m" "^\| prepare \| 90 s \| ok \| [0-9]+ s \| train_gpt, dev/cuda/attention_fused built \|$"
+check "first-run: the epilogues' row" has "$m" \
+    "| --epilogues fused: cuBLASLt errors: 0; --epilogues separate: cuBLASLt errors: 0; losses: 6 of 6 steps compared, largest difference 0.0025 (tolerance 0.05): agree |"
+check "first-run: the sanitizer's row" has "$m" "| failed (exit status 1) |" &&
+    has "$m" "memcheck: ok (ERROR SUMMARY: 0 errors); racecheck: FAILED (exit status 1): RACECHECK SUMMARY: 1 hazard"
+check "first-run: ncu's row and table" has "$m" "| 2 kernels profiled (the table below) |" &&
+    has "$m" "| gpu::flash_mma::forward | 71.35% | 43.21% |"
+check "first-run: a skipped stage and why" has_re "$m" "^\| llama \| [0-9]+ s \| skipped: ./train_gpt was not built \|"
+check "first-run: no step benchmark table" lacks "$m" "## The step"
+
+# --bundle: llm.c's sources and doctest's header into the bundle folder
+mkdir -p "$work/peer/src" "$work/inc/doctest"
+echo "echo built" > "$work/peer/build.sh"; echo "// llm.c" > "$work/peer/src/train_gpt2.cu"; echo "// doctest" > "$work/inc/doctest/doctest.h"
+( source scripts/gpu_check.sh; BUNDLE=$work/bundle; cd "$root" && LLMC_PEER=$work/peer DOCTEST_INC=$work/inc bundle ) > "$work/bundle.out" 2>&1
+check "--bundle: exit 0 when both are found" [ $? -eq 0 ]
+check "--bundle: llm.c's sources copied" [ -f "$work/bundle/llmc-gpu/src/train_gpt2.cu" ] && has "$work/bundle.out" "-> $work/bundle/llmc-gpu"
+check "--bundle: doctest copied" [ -f "$work/bundle/include/doctest/doctest.h" ]
+check "--bundle: says how large it is" has_re "$work/bundle.out" "^bundle: .* holds [0-9.]+[KMG]?; copy the checkout with it"
+( source scripts/gpu_check.sh; BUNDLE=$work/bundle2; cd "$root" && LLMC_PEER=$work/nowhere bundle ) > "$work/bundle2.out" 2>&1
+rc=$?
+if [ -d shared/peers/llmc-gpu ]; then skip "--bundle without llm.c's sources (this checkout has shared/peers/llmc-gpu)"
+else
+    check "--bundle: llm.c's sources missing: exit 1" [ $rc -eq 1 ]
+    check "--bundle: ... naming LLMC_PEER" has "$work/bundle2.out" "llm.c's sources not found (LLMC_PEER"
+fi
+( source scripts/gpu_check.sh; BUNDLE=$work/bundle; find_tools; echo "llmc=$LLMC_SRC doctest=$DOCTEST" ) > "$work/found.out" 2>&1
+check "the check finds the bundle's llm.c" has "$work/found.out" "llmc=$work/bundle/llmc-gpu"
 
 finish
