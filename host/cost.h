@@ -98,6 +98,7 @@ struct DevicePreset {
 // the sources.
 inline const DevicePreset DEVICE_PRESETS[] = {
     {"h100-sxm", 989, 3600, 3350, 67},     // NVLink 4: 450 GB/s each way; HBM3 3.35 TB/s
+    {"h200", 989, 3600, 4800, 67},         // H100's compute and NVLink; 141 GB of HBM3e at 4.8 TB/s
     {"h100-pcie", 756, 512, 2000, 51},     // PCIe 5 x16: 64 GB/s each way; HBM2e 2 TB/s
     {"a100-sxm", 312, 2400, 2039, 19.5},   // NVLink 3: 300 GB/s each way; A100 80GB: 2,039 GB/s
 };
@@ -455,12 +456,6 @@ inline StepPrediction predict_step(const ModelConfig& c, const BatchPlan& p, con
     return s;
 }
 
-// llm.c's published speed at GPT-2 124M, T=1024, on H100s, for comparison: the llm.c GPT-2
-// (124M) replication trained on 10B tokens in 45 minutes on one 8xH100 node, as
-// modded-nanogpt's README states it (github.com/KellerJordan/modded-nanogpt, the speedrun's
-// baseline): 10e9 / 2700 s / 8 GPUs = 463,000 tokens/s per GPU.
-constexpr double LLMC_H100_TOKENS_PER_S = 10e9 / 2700 / 8;
-
 // The dry run's table: the step kernel by kernel on d, one row per layer group and kernel
 // (its launches per micro-batch, FLOPs and bytes of them all, what bounds it, its time),
 // then the sums.
@@ -499,14 +494,10 @@ inline std::vector<std::string> kernel_table(const ModelConfig& c, const BatchPl
                         other.fused_classifier ? "fused" : "three-pass (reference)",
                         format_seconds(t.without_attention()).c_str(),
                         1e3 * (t.without_attention() - s.without_attention())));
-    bool gpt2_124m = !c.llama() && c.L == 12 && c.C == 768 && c.NH == 12 && c.Vp == 50304 && p.T == 1024;
-    if (gpt2_124m && d.name.rfind("h100", 0) == 0)
-        rows.push_back(strf("  llm.c, published: %s tokens/s per H100 at this shape (10B tokens in 45 min on 8 "
-                            "H100s), %s per %s-token micro-batch; predicted here: %s tokens/s, %.2fx llm.c",
-                            with_commas((long long)LLMC_H100_TOKENS_PER_S).c_str(),
-                            format_seconds(p.B * p.T / LLMC_H100_TOKENS_PER_S).c_str(),
-                            with_commas((long long)p.B * p.T).c_str(),
-                            with_commas((long long)(tokens / s.step())).c_str(),
-                            tokens / s.step() / LLMC_H100_TOKENS_PER_S));
+    // No ratio to llm.c: the fractions above are assumptions, and the same model applied to
+    // llm.c's kernels does not reproduce its published step (docs/planning.md); a ratio is
+    // printed only from a measurement of both (scripts/bench_gpu.sh, scripts/gpu_check.sh)
+    rows.push_back("  an estimate from assumed fractions of the data sheet, not calibrated on a GPU; "
+                   "scripts/gpu_check.sh measures the step, and llm.c's beside it");
     return rows;
 }

@@ -38,6 +38,7 @@ inline const NamedDeviceLimits NAMED_DEVICE_LIMITS[] = {
     {"h100", "H100", 9, 0, 227},
     {"h100-sxm", "H100 SXM", 9, 0, 227},
     {"h100-pcie", "H100 PCIe", 9, 0, 227},
+    {"h200", "H200", 9, 0, 227},
 };
 // clang-format on
 
