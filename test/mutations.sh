@@ -113,6 +113,7 @@ mutations=(
 # ---- issue 44: the planner knows the family (Llama's FLOPs, kernels, presets, recipe)
 "planner: Llama's K and V products counted as wide as q (3C), not KVH·hs|host/cost.h|s#c.L \* C \* ((double)c.qkv_channels() + C#c.L * C * (3.0 * C + C#|auto|./test/cpu_trainer/plan -tc=FLOPs*"
 "planner: Llama's kernel table has the qkv product 3C wide|host/cost.h|s#linear_forward(blocks, \"qkv\", C, QKV, L);#linear_forward(blocks, \"qkv\", C, 3 * C, L);#|auto|./test/cpu_trainer/plan -tc=*kernels*Llama*"
+"planner: the h200 preset given the H100's memory bandwidth|host/cost.h|s#{\"h200\", 989, 3600, 4800, 67}#{\"h200\", 989, 3600, 3350, 67}#|auto|./test/cpu_trainer/plan -tc=device*figures*"
 "--preset llama3.2-1b: F 8320, not the published 8192|host/cli.h|s#--channels 2048 --ffn-hidden 8192#--channels 2048 --ffn-hidden 8320#|auto|./test/cpu_trainer/plan -tc=*preset*published*"
 "scripts/llama3_1b.sh: the 8-GPU plan (and run) without --zero 1|scripts/llama3_1b.sh|s#\"\${ARGS\[@\]}\" --zero 1 #\"\${ARGS[@]}\" #|none|bash test/cpu_trainer/llama_recipe.sh"
 "scripts/llama3_1b.sh: GPT-2's uint16 shards taken for a Llama-3 run|scripts/llama3_1b.sh|s#^            20240520) echo .*#            20240520) ;;#|none|bash test/cpu_trainer/llama_recipe.sh"
