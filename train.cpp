@@ -519,6 +519,8 @@ struct Model {  // the model, of either family (cfg.family)
     std::vector<float> rope;           // Llama: RoPE's (maxT, hs/2, 2) cos and sin (host/model.h)
     std::vector<int> inputs, targets;  // (B, T) of the current micro-batch
     std::vector<float> kv_cache;       // generation: (L, maxT, 2·KVH·hs) each position's keys, then values
+    std::vector<GradRange> norm_units;  // the noise scale's units of the gradient buffer (host/gradsync.h)
+    std::vector<double> unit_sq;        // |g|² of each unit, of the step's first micro-batch
 };
 
 // The activation layout, written once: each field and its size in floats.
@@ -564,6 +566,7 @@ void model_build(Model& m, const ModelConfig& cfg, int B, int T, Shard shard = {
     allocate(m.adam_v, m.shard.size, "AdamW's second moment");
     m.p = param_views(m.params.data(), cfg);
     m.g = param_views(m.grads.data(), cfg);
+    m.norm_units = norm_units(cfg), m.unit_sq.assign(m.norm_units.size(), 0.0);
     carve(m.act_buffer, activation_layout(m.a, cfg, B, T), "the activations");
     carve(m.dact_buffer, activation_grad_layout(m.da, cfg, B, T), "the activation gradients");
     if (cfg.llama()) m.rope = rope_table(cfg);
@@ -767,10 +770,23 @@ void share_updated_weights(Model& m, const Comm& comm) {
     if (m.shard.size != m.params.size()) comm.allgather(m.params.data(), m.params.size());
 }
 
-// |G_small|² for the noise scale (host/noise.h), called when the gradient buffer holds the
-// first micro-batch's gradient alone.
+// The noise scale's norm of the first micro-batch (host/noise.h), while the gradient buffer
+// holds its gradient alone: |g|² of each of the given units (host/gradsync.h), all of them after
+// the backward, or a bucket's just before its sum starts (A = 1 with --grad-sync overlap).
+void measure_unit(Model& m, size_t u) {
+    m.unit_sq[u] = global_norm_squared(m.grads.data() + m.norm_units[u].begin, m.norm_units[u].count);
+}
+void measure_units(Model& m, const std::vector<int>& units) {
+    for (int u : units) measure_unit(m, u);
+}
+void measure_all_units(Model& m) {
+    for (size_t u = 0; u < m.norm_units.size(); u++) measure_unit(m, u);
+}
+// |G_small|² from the units, added in buffer order: the same bits however they were measured.
 double first_micro_batch_norm_squared(const Model& m, const BatchPlan& plan) {
-    return small_batch_norm_squared(global_norm_squared(m.grads.data(), m.grads.size()), plan);
+    double sq = 0;
+    for (double u : m.unit_sq) sq += u;
+    return small_batch_norm_squared(sq, plan);
 }
 
 // ----------------------------------------------------------------------------
@@ -787,21 +803,24 @@ StepResult train_step(Model& m, DataLoader& loader, const BatchPlan& plan, const
 
     // 2. accumulation loop: A micro-batches of this replica's share of the global batch
     loader.next_chunk();
-    double loss_sum = 0, small_sq = 0;  // small_sq: |G_small|², one micro-batch's gradient (host/noise.h)
+    double loss_sum = 0;
+    const MeasureUnits measure = [&](const std::vector<int>& units) { measure_units(m, units); };
     for (int a = 0; a < plan.A; a++) {
         loader.micro_batch(a, m.inputs.data(), m.targets.data());
         model_forward(m, m.inputs.data(), B, T);
         loss_sum += model_loss(m, m.targets.data(), B, T);
+        const bool first = a == 0 && measure_noise;  // the noise scale's micro-batch (host/noise.h)
+        GradSync* overlap = sync.hook(a, plan.A, m.grads.data(), comm, first ? &measure : nullptr);
         model_backward(m, m.inputs.data(), m.targets.data(), B, T, 1.0f / (float)plan.global_tokens(),
-                      sync.hook(a, plan.A, measure_noise, m.grads.data(), comm));  // overlap: the last one
-        if (a == 0 && measure_noise) small_sq = first_micro_batch_norm_squared(m, plan);
+                       overlap);  // overlap: the last one starts the buckets' sums
+        if (first && !overlap) measure_all_units(m);  // else each bucket's, as its sum starts
     }
 
     // 3. gradient sync, once per step: sum over replicas = mean over the global batch (with
     //    --zero 1 a reduce-scatter: each replica receives its shard); the loss and |G_small|²
     //    averaged over replicas in one scalar all-reduce
     sync_gradients(m, sync, comm);
-    double means[2] = {loss_sum / plan.A, small_sq};  // the loss and |G_small|²
+    double means[2] = {loss_sum / plan.A, measure_noise ? first_micro_batch_norm_squared(m, plan) : 0};
     comm.step_means(means);                            // (and whether to stop after this step)
     float loss = (float)means[0];
 

@@ -31,6 +31,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,20 @@ inline size_t activation_bytes(const ModelConfig& c, int B, int T, bool recomput
 inline size_t token_ints(int B, int T) { return 5 * (size_t)B * T + 1; }
 // The step's sums on the device: [0] loss sum, [1] ‖g‖², [2] |G_small|² (host/noise.h), [3..] partials
 constexpr size_t SUMS = 3 + MAX_NORM_BLOCKS;
+// The noise scale's units of the gradient buffer (host/gradsync.h, gpu/adamw.cuh): their
+// places, the lists measured together (all n, then each bucket's), partial sums and |g|².
+struct NormUnits : NormUnitsDevice {
+    int* lists = nullptr;        // (2n): 0..n-1, then the buckets' units, bucket after bucket
+    std::map<int, int> list_at;  // on the host: a bucket's first unit → its list's offset in lists
+};
+inline Layout norm_units_layout(NormUnits& u, size_t n) {
+    return {tensor(u.begin, n), tensor(u.count, n), tensor(u.lists, 2 * n), tensor(u.partials, n * UNIT_BLOCKS),
+            tensor(u.unit_sq, n)};
+}
+inline size_t norm_units_bytes(const ModelConfig& c) {
+    NormUnits u;
+    return layout_bytes(norm_units_layout(u, norm_units(c).size()));
+}
 
 // The kernel paths a model computes with: each changes the rounding, so a resumed run takes
 // the same (gpu/plan.cuh, run_time_choices).
@@ -176,6 +191,8 @@ struct Model {
     DeviceBuffer<char> acts_buf, dacts_buf, scratch_buf;
     DeviceBuffer<int> tokens_buf;      // the current micro-batch's tokens (token_ints)
     DeviceBuffer<double> sums_buf;     // (SUMS)
+    NormUnits units;                   // the noise scale's norm by units (host/gradsync.h)
+    DeviceBuffer<char> units_buf;
     floatX* weights = nullptr;         // weights_buf, or params_buf in fp32
     ParamViews<floatX> p;              // views into the weights as the kernels read them
     ParamTensors g;                    // views into the float32 gradients
@@ -225,6 +242,27 @@ void model_build(Model& m, const ModelConfig& cfg, int B, int T, int slots, cons
     m.inputs = t, m.targets = t + BT;
     m.groups = {t + 2 * BT, t + 3 * BT + 1, t + 4 * BT + 1, 0};
     m.sums_buf.alloc(SUMS, "the loss and norm sums");
+    const std::vector<GradRange> units = norm_units(cfg);
+    carve(m.units_buf, norm_units_layout(m.units, units.size()), "the noise scale's norm units");
+    m.units.n = (int)units.size();
+    std::vector<size_t> begin, count;
+    std::vector<int> all(units.size());
+    for (size_t u = 0; u < units.size(); u++) begin.push_back(units[u].begin), count.push_back(units[u].count), all[u] = (int)u;
+    CUDA_CHECK(cudaMemcpy(m.units.begin, begin.data(), begin.size() * sizeof(size_t), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(m.units.count, count.data(), count.size() * sizeof(size_t), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(m.units.lists, all.data(), all.size() * sizeof(int), cudaMemcpyHostToDevice));
+}
+// The gradient sync's buckets' lists of units, after the identity list: each bucket measures
+// its own before its sum starts (host/gradsync.h). The buckets hold every unit once.
+void norm_units_of_buckets(Model& m, const std::vector<GradBucket>& buckets) {
+    std::vector<int> lists;
+    for (const GradBucket& b : buckets) {
+        if (b.units.empty()) continue;
+        m.units.list_at[b.units.front()] = m.units.n + (int)lists.size();
+        lists.insert(lists.end(), b.units.begin(), b.units.end());
+    }
+    if ((int)lists.size() != m.units.n) throw Error(strf("the gradient buckets hold %zu norm units of %d", lists.size(), m.units.n));
+    CUDA_CHECK(cudaMemcpy(m.units.lists + m.units.n, lists.data(), lists.size() * sizeof(int), cudaMemcpyHostToDevice));
 }
 
 // A micro-batch (targets may be absent) to the device, with its positions grouped by token,
@@ -452,11 +490,19 @@ void adamw_update(Model& m, const AdamWConfig& opt, float lr, int t, float grad_
 void share_updated_weights(Model& m, const Comm& comm) {
     if (m.sharded()) comm.allgather(m.weights, m.shard.padded);
 }
-// The first micro-batch's ‖gradient‖², left in sums_buf[2] for the step's one wait
-// (host/noise.h); rescaled to |G_small|² on the host. One more pass over the gradient buffer.
-void first_micro_batch_norm_squared(Model& m) {
-    global_norm_squared(m.grads_buf.ptr, m.cfg.num_params(), m.sums_buf.ptr + 3, m.sums_buf.ptr + 2);
+// The noise scale's norm of the first micro-batch (host/noise.h), while the gradient buffer
+// holds its gradient alone: |g|² of a bucket's units just before its sum starts (A = 1 with
+// --grad-sync overlap), or of every unit after the backward. One more pass over the gradients.
+void measure_units(Model& m, const std::vector<int>& units) {
+    auto at = m.units.list_at.find(units.empty() ? -1 : units.front());
+    if (at == m.units.list_at.end()) throw Error("the noise scale's norm: a list of units that is no bucket's");
+    unit_norms_squared(m.grads_buf.ptr, m.units, m.units.lists + at->second, (int)units.size());
 }
+void measure_all_units(Model& m) { unit_norms_squared(m.grads_buf.ptr, m.units, m.units.lists, m.units.n); }
+// The first micro-batch's ‖gradient‖², the units added in buffer order (the same bits however
+// they were measured), left in sums_buf[2] for the step's one wait; rescaled to |G_small|² on
+// the host.
+void first_micro_batch_norm_squared(Model& m) { units_sum(m.sums_buf.ptr + 2, m.units); }
 
 // ----------------------------------------------------------------------------
 // One optimizer step: train.cpp's train_step(), on the GPU. The host waits for the GPU once,
@@ -473,18 +519,22 @@ StepResult train_step(Model& m, DataLoader& loader, const BatchPlan& plan, const
 
     // 2. accumulation loop: A micro-batches of this replica's share of the global batch
     loader.next_chunk();
+    const MeasureUnits measure = [&](const std::vector<int>& units) { measure_units(m, units); };
     for (int a = 0; a < plan.A; a++) {
         loader.micro_batch(a, m.host_inputs.data(), m.host_targets.data());
         upload_tokens(m, m.host_inputs.data(), m.host_targets.data(), B, T, a);
         model_forward(m, B, T);
         model_loss(m, B, T, true, 1.0f / (float)plan.global_tokens());
-        model_backward(m, B, T, sync.hook(a, plan.A, measure_noise, m.grads_buf.ptr, comm));  // overlap: the last one
-        if (a == 0 && measure_noise) first_micro_batch_norm_squared(m);
+        const bool first = a == 0 && measure_noise;  // the noise scale's micro-batch (host/noise.h)
+        GradSync* overlap = sync.hook(a, plan.A, m.grads_buf.ptr, comm, first ? &measure : nullptr);
+        model_backward(m, B, T, overlap);  // overlap: the last one starts the buckets' sums
+        if (first && !overlap) measure_all_units(m);  // else each bucket's, as its sum starts
     }
 
     // 3. gradient sync, once per step: sum over replicas = mean over the global batch (with
     //    --zero 1 a reduce-scatter: each replica receives the sum of its shard)
     sync_gradients(m, sync, comm);
+    if (measure_noise) first_micro_batch_norm_squared(m);
 
     // 4. clip: scale the synced gradient down to norm grad_clip (the same on every replica);
     //    a NaN or an infinity stops the run here, before it reaches the weights. With ZeRO
@@ -548,6 +598,7 @@ struct GpuTrainer {
         const size_t n = mc.num_params();
         host_params.assign(n, 0.0f), host_m.assign(n, 0.0f), host_v.assign(n, 0.0f);
         gpu::model_build(model, mc, plan.B, plan.T, plan.A, k, shard);
+        gpu::norm_units_of_buckets(model, grad_sync.buckets());
         if (kv_cache_used(config, comm.rank)) {
             if (mc.hs() > gpu::CACHED_MAX_HS)
                 throw Error(strf("samples with --kv-cache 1 support head sizes up to %d; the model's is %d: sample with "
@@ -574,7 +625,8 @@ struct GpuTrainer {
     static MemoryUse memory_use(const ModelConfig& mc, int B, int T, int R, const Config& config) {
         double activations = (double)gpu::activation_bytes(mc, B, T, config.recompute,
                                                            gpu::uses_fused_attention(config, mc));
-        double tokens_and_sums = (double)(gpu::token_ints(B, T) * sizeof(int) + gpu::SUMS * sizeof(double));
+        double tokens_and_sums = (double)(gpu::token_ints(B, T) * sizeof(int) + gpu::SUMS * sizeof(double)) +
+                                 (double)gpu::norm_units_bytes(mc);  // (the noise scale's norm units)
         MemoryUse use = gpu::memory_use(mc, R, config, activations, tokens_and_sums);
         if (kv_cache_used(config, 0))
             use.parts.push_back({"key/value cache (samples)", (double)kv_cache_elements(mc, T) * sizeof(floatX)});

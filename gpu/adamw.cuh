@@ -70,6 +70,58 @@ __global__ void sum_doubles_kernel(double* out, const double* in, int n) {
     s = block_sum(s);
     if (threadIdx.x == 0) *out = s;
 }
+// The noise scale's norm of the first micro-batch, by the units of the gradient buffer
+// (host/gradsync.h: norm_units): each unit's |g|² by UNIT_BLOCKS blocks, each a fixed strided
+// share of its squares in double (unit_squares_kernel, one grid row per unit of a list), then
+// its partials added in order (unit_sums_kernel); at the end the units' sum in buffer order
+// (sum_in_order_kernel). The grids depend on nothing but the units, so the bits are the same on
+// every GPU and however the units were grouped into launches: all at once, or bucket by bucket.
+// Cost: reads each gradient once (4 bytes a parameter), 2 FLOPs a parameter.
+constexpr int UNIT_BLOCKS = 16;
+__global__ void unit_squares_kernel(double* partials, const float* g, const size_t* begin, const size_t* count,
+                                    const int* units) {
+    const int u = units[blockIdx.y];
+    const float* x = g + begin[u];
+    double s = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count[u]; i += (size_t)gridDim.x * blockDim.x)
+        s += (double)x[i] * x[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) partials[(size_t)u * UNIT_BLOCKS + blockIdx.x] = s;
+}
+__global__ void unit_sums_kernel(double* unit_sq, const double* partials, const int* units, int n) {
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+        const int u = units[k];
+        double s = 0;
+        for (int b = 0; b < UNIT_BLOCKS; b++) s += partials[(size_t)u * UNIT_BLOCKS + b];
+        unit_sq[u] = s;
+    }
+}
+__global__ void sum_in_order_kernel(double* out, const double* in, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += in[i];
+    *out = s;
+}
+// The units on the device: where each lies, the lists of units measured together, and each
+// unit's partial sums and |g|².
+struct NormUnitsDevice {
+    size_t *begin = nullptr, *count = nullptr;       // (n)
+    double *partials = nullptr, *unit_sq = nullptr;  // (n, UNIT_BLOCKS), (n)
+    int n = 0;
+};
+// |g|² of the n units listed at `units` (on the device), into unit_sq; not waited for.
+inline void unit_norms_squared(const float* g, const NormUnitsDevice& d, const int* units, int n) {
+    if (n == 0) return;
+    unit_squares_kernel<<<dim3(UNIT_BLOCKS, n), THREADS, 0, ctx.stream>>>(d.partials, g, d.begin, d.count, units);
+    KERNEL_CHECK();
+    unit_sums_kernel<<<1, THREADS, 0, ctx.stream>>>(d.unit_sq, d.partials, units, n);
+    KERNEL_CHECK();
+}
+// Σ unit_sq in buffer order into *out, on the device.
+inline void units_sum(double* out, const NormUnitsDevice& d) {
+    sum_in_order_kernel<<<1, 1, 0, ctx.stream>>>(out, d.unit_sq, d.n);
+    KERNEL_CHECK();
+}
+
 // Leaves ‖g‖² in *total on the device, without waiting for it. partials: MAX_NORM_BLOCKS doubles.
 void global_norm_squared(const float* g, size_t n, double* partials, double* total) {
     int blocks = std::min(MAX_NORM_BLOCKS, 8 * ctx.sms);

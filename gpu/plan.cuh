@@ -215,8 +215,7 @@ inline std::vector<std::string> kernel_plan(const ModelConfig& mc, const BatchPl
                                             const DeviceSpeed& device) {
     StepOptions o;
     o.x = sizeof(floatX), o.recompute = config.recompute, o.epilogues_fused = config.epilogues == "fused";
-    o.grad_sync_overlap = sync_overlaps(config.grad_sync == "overlap", plan.R, plan.A,
-                                        noise_scale_measured(config.noise_ema, plan));
+    o.grad_sync_overlap = sync_overlaps(config.grad_sync == "overlap", plan.R);
     o.sync_grad_bytes = config.grad_sync_dtype == "bf16" ? 2 : 4;
     std::vector<std::string> rows = kernel_table(mc, plan, device, o);
     if (!rows.empty() && config.attention == "cublas")

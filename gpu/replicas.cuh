@@ -288,37 +288,51 @@ struct NcclCollectives : Collectives {
         CUDA_CHECK(cudaStreamWaitEvent(side, bucket_ready, 0));
         const bool sharded = shard.size != shard.padded;
         side_op = sharded ? "reduce-scatter" : "all-reduce";
+        const ncclDataType_t type = bf16 ? ncclBfloat16 : ncclFloat;
+        const size_t elem = bf16 ? sizeof(__nv_bfloat16) : sizeof(float);
+        // bf16: every range packed first (the kernels must run before the group's collectives)
         size_t packed = 0;  // where each range lies in side_staging
         for (const GradRange& r : ranges) {
-            void* buf = data + r.begin;
-            if (bf16) {
-                buf = side_staging.ptr + packed;
-                float_to_bf16_kernel<<<blocks_for(r.count), THREADS, 0, side>>>(side_staging.ptr + packed,
-                                                                                data + r.begin, r.count);
-                KERNEL_CHECK();
-            }
-            const ncclDataType_t type = bf16 ? ncclBfloat16 : ncclFloat;
-            const size_t elem = bf16 ? sizeof(__nv_bfloat16) : sizeof(float);
-            for (size_t off = 0; off < r.count;) {  // the pieces: the whole range, or (ZeRO) each owner's part
-                size_t end = r.count;
-                int owner = -1;
-                if (sharded) {
-                    owner = (int)((r.begin + off) / shard.size);
-                    end = std::min(end, (size_t)(owner + 1) * shard.size - r.begin);
+            if (bf16) float_to_bf16_kernel<<<blocks_for(r.count), THREADS, 0, side>>>(side_staging.ptr + packed,
+                                                                                      data + r.begin, r.count);
+            if (bf16) KERNEL_CHECK();
+            packed += r.count;
+        }
+        // the bucket's collectives as one NCCL group: one launch for all of them, not one per
+        // range. Without ZeRO a packed bf16 bucket is one all-reduce over the packed buffer.
+        enqueued(ncclGroupStart(), "group start", 0);
+        if (bf16 && !sharded) {
+            enqueued(ncclAllReduce(side_staging.ptr, side_staging.ptr, packed, type, ncclSum, nccl->comm, side), side_op,
+                     packed * elem);
+            side_bytes += packed * elem;
+        } else {
+            packed = 0;
+            for (const GradRange& r : ranges) {
+                char* buf = bf16 ? (char*)(side_staging.ptr + packed) : (char*)(data + r.begin);
+                for (size_t off = 0; off < r.count;) {  // the pieces: the whole range, or (ZeRO) each owner's part
+                    size_t end = r.count;
+                    int owner = -1;
+                    if (sharded) {
+                        owner = (int)((r.begin + off) / shard.size);
+                        end = std::min(end, (size_t)(owner + 1) * shard.size - r.begin);
+                    }
+                    char* piece = buf + off * elem;
+                    if (owner < 0) enqueued(ncclAllReduce(piece, piece, end - off, type, ncclSum, nccl->comm, side),
+                                            side_op, (end - off) * elem);
+                    else enqueued(ncclReduce(piece, piece, end - off, type, ncclSum, owner, nccl->comm, side), side_op,
+                                  (end - off) * elem);
+                    side_bytes += (end - off) * elem;
+                    off = end;
                 }
-                char* piece = (char*)buf + off * elem;
-                if (owner < 0) enqueued(ncclAllReduce(piece, piece, end - off, type, ncclSum, nccl->comm, side),
-                                        side_op, (end - off) * elem);
-                else enqueued(ncclReduce(piece, piece, end - off, type, ncclSum, owner, nccl->comm, side), side_op,
-                              (end - off) * elem);
-                side_bytes += (end - off) * elem;
-                off = end;
+                packed += r.count;
             }
-            if (bf16) {
-                bf16_to_float_kernel<<<blocks_for(r.count), THREADS, 0, side>>>(data + r.begin,
-                                                                                side_staging.ptr + packed, r.count);
-                KERNEL_CHECK();
-            }
+        }
+        enqueued(ncclGroupEnd(), side_op, side_bytes);
+        packed = 0;
+        for (const GradRange& r : ranges) {  // bf16: back into the float32 gradients
+            if (bf16) bf16_to_float_kernel<<<blocks_for(r.count), THREADS, 0, side>>>(data + r.begin,
+                                                                                      side_staging.ptr + packed, r.count);
+            if (bf16) KERNEL_CHECK();
             packed += r.count;
         }
     }

@@ -1732,7 +1732,41 @@ TEST_CASE("gradient buckets cover every parameter once, each started only once i
         }
         CHECK(buckets.back().after_block == -1);
         CHECK(std::count(times.begin(), times.end(), 1) == (long)n);  // each exactly once
+        // the noise scale's norm units: every unit in exactly one bucket, and inside its ranges
+        const std::vector<GradRange> units = norm_units(c);
+        std::vector<int> in_buckets(units.size(), 0);
+        for (const GradBucket& b : buckets)
+            for (int u : b.units) {
+                REQUIRE(u >= 0);
+                REQUIRE(u < (int)units.size());
+                in_buckets[u]++;
+                bool inside = false;
+                for (const GradRange& r : b.ranges)
+                    inside = inside || (units[u].begin >= r.begin && units[u].begin + units[u].count <= r.begin + r.count);
+                CHECK_MESSAGE(inside, "unit " << u << " is not inside its bucket's ranges");
+            }
+        CHECK(std::count(in_buckets.begin(), in_buckets.end(), 1) == (long)units.size());
     }
+}
+
+// The units cover the buffer in order without a gap: the embeddings, each per-block tensor
+// block by block, then lnf (and a Llama's head); 12·L + 2 of them for GPT-2.
+TEST_CASE("the noise scale's norm units tile the gradient buffer in order") {
+    ModelConfig c = tiny_config();
+    c.L = 3;
+    const std::vector<GradRange> units = norm_units(c);
+    CHECK(units.size() == 12 * 3 + 2);
+    size_t next = 0;
+    for (const GradRange& u : units) {
+        CHECK(u.begin == next);
+        CHECK(u.count > 0);
+        next = u.begin + u.count;
+    }
+    CHECK(next == c.num_params());
+    const std::vector<size_t> sizes = c.param_sizes();
+    CHECK(units[0].count == sizes[0] + sizes[1]);          // wte and wpe
+    CHECK(units[1].count == sizes[2] / 3);                 // ln1w of block 0
+    CHECK(units.back().count == sizes[14] + sizes[15] + sizes[16]);  // lnfw, lnfb (and wout: none for GPT-2)
 }
 
 // ----------------------------------------------------------------------------

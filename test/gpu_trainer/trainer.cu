@@ -1404,7 +1404,8 @@ static std::vector<size_t> device_allocations(const GpuTrainer& trainer) {
     add_allocation(sizes, m.params_buf), add_allocation(sizes, m.grads_buf), add_allocation(sizes, m.m_buf);
     add_allocation(sizes, m.v_buf), add_allocation(sizes, m.weights_buf), add_allocation(sizes, m.acts_buf);
     add_allocation(sizes, m.dacts_buf), add_allocation(sizes, m.scratch_buf), add_allocation(sizes, m.tokens_buf);
-    add_allocation(sizes, m.sums_buf), add_allocation(sizes, m.kv_cache);  // (the cache: when samples are on)
+    add_allocation(sizes, m.sums_buf), add_allocation(sizes, m.units_buf);
+    add_allocation(sizes, m.kv_cache);  // (the cache: when samples are on)
     return sizes;
 }
 

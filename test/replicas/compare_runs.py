@@ -12,6 +12,8 @@ With --states, AdamW's moments m and v in the state files at STEP too, each with
 relative by the same norm (the ZeRO tests: the sharded optimizer state gathered into the file
 must be the unsharded one, up to the rounding of the sums).
 --tol X replaces 1e-5 in every bound above.
+With --noise, also the noise scale's grad_norm_small (√|G_small|², host/noise.h) of every step:
+present and positive in both runs, and within the same bound.
 """
 import json
 import math
@@ -24,7 +26,7 @@ def losses(d, first):
     for line in open(f"{d}/log.jsonl"):
         r = json.loads(line)
         if r["type"] == "train" and r["step"] >= first:
-            out[r["step"]] = (r["loss"], r["grad_norm"])
+            out[r["step"]] = (r["loss"], r["grad_norm"], r.get("grad_norm_small", float("nan")))
         if r["type"] == "val" and r["step"] >= first:
             val[r["step"]] = r["val_loss"]
     return out, val
@@ -52,7 +54,8 @@ def relative(wa, wb):
 def main():
     args = sys.argv[1:]
     states = "--states" in args
-    args = [x for x in args if x != "--states"]
+    noise = "--noise" in args
+    args = [x for x in args if x not in ("--states", "--noise")]
     tol = 1e-5
     if "--tol" in args:  # a looser bound, for splits the bf16 build cannot hold to 1e-5 (replicas/gpu_zero.sh)
         i = args.index("--tol")
@@ -74,6 +77,11 @@ def main():
     worst_w = math.sqrt(num / den)
     line = f"   max relative difference: loss {worst_loss:.2e}, grad norm {worst_norm:.2e}, weights {worst_w:.2e}"
     ok = worst_loss <= tol and worst_norm <= tol and worst_w <= tol  # NaN compares false: fails
+    if noise:  # a missing or zero |G_small| (NaN here) fails
+        diffs = [abs(la[s][2] - lb[s][2]) / la[s][2] if la[s][2] > 0 else math.inf for s in la]
+        worst_small = math.inf if any(not math.isfinite(d) for d in diffs) else max(diffs)
+        line += f", grad norm small {worst_small:.2e}"
+        ok = ok and worst_small <= tol
     if states:
         (ma, va_), (mb, vb_) = moments(a, step), moments(b, step)
         dm, dv = relative(ma, mb), relative(va_, vb_)

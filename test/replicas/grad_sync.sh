@@ -5,8 +5,11 @@
 # without ZeRO (--zero 1: each bucket reduced to the shards' owners).
 #
 # Each replica runs A = 2 micro-batches (B = 4/R): the first only adds, the last's backward
-# starts the buckets (with A = 1 and the noise scale on, as by default, the sync waits for the
-# end: the noise scale needs that micro-batch's gradient before the sum).
+# starts the buckets. Then A = 1 (B = 8/R) with the noise scale on, as by default: that one
+# micro-batch's own gradient norm is taken bucket by bucket before each bucket's sum starts
+# (host/gradsync.h), so the overlap stays on, and |G_small| must have the same bits as with
+# --grad-sync end (its units are added in one order however they were measured), as must the
+# losses, norms and weights (the same bounds as below).
 # --grad-bucket 0 gives the tiny model (2 blocks) three buckets: block 1 and lnf, started
 # after block 1's backward; block 0, after block 0's; the embeddings, by the step's sync. The
 # sum of each element over the replicas must not depend on which bucket carried it:
@@ -29,27 +32,40 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source test/suite_lib.sh  # pass, fail, skip, check, finish
 
+PER=4  # tokens' sequences per micro-batch summed over the replicas: B = PER/R, A = 8/PER
 run() {  # DIR R PROGRAM [options]
     local dir=$1 R=$2
     shift 2
-    timeout 300 $MPIRUN -np "$R" "$@" $MODEL -b $((4 / R)) -o "$dir" >"$dir.out" 2>&1 || { tail -5 "$dir.out"; return 1; }
+    timeout 300 $MPIRUN -np "$R" "$@" $MODEL -b $((PER / R)) -o "$dir" >"$dir.out" 2>&1 || { tail -5 "$dir.out"; return 1; }
 }
-# overlap vs end: PROGRAM R ZERO TOL NAME
+# overlap vs end: PROGRAM R ZERO TOL (A = 8/PER micro-batches; with A = 1, |G_small| compared too)
 check_overlap() {
-    local program=$1 R=$2 zero=$3 tol=$4 tag="$work/$(basename "$1")$2$3" states=""
+    local program=$1 R=$2 zero=$3 tol=$4 A=$((8 / PER)) tag="$work/$(basename "$1")$2$3a$((8 / PER))" states="" noise=""
     [ "$zero" = 1 ] && states=--states
-    local name="$(basename "$program") R=$R --zero $zero: --grad-sync overlap (a bucket per block) = end within $tol"
+    [ "$A" = 1 ] && noise=--noise
+    local name="$(basename "$program") R=$R A=$A --zero $zero: --grad-sync overlap (a bucket per block) = end within $tol"
+    [ "$A" = 1 ] && name+=", the noise scale's |G_small| too"
     if run "$tag.end" "$R" "$program" --zero "$zero" --grad-sync end &&
        run "$tag.overlap" "$R" "$program" --zero "$zero" --grad-sync overlap --grad-bucket 0 &&
-       python3 test/replicas/compare_runs.py $states --tol "$tol" "$tag.end" "$tag.overlap" $STEPS; then pass "$name"
+       { [ "$A" != 1 ] || grep -q '"grad_norm_small"' "$tag.overlap/log.jsonl" || { echo "  no grad_norm_small logged"; false; }; } &&
+       python3 test/replicas/compare_runs.py $states $noise --tol "$tol" "$tag.end" "$tag.overlap" $STEPS; then pass "$name"
     else fail "$name"; fi
 }
+
+# the GPU trainer's plan at A = 1 with the noise scale on (the default): the sync overlapped
+if [ -x ./train_gpt_cpu ]; then
+    ./train_gpt_cpu $MODEL -b 8 --replicas 2 --device h100-sxm --dry-run 1 > "$work/plan.out" 2>&1
+    check "train_gpt_cpu's plan at A = 1 with the noise scale on: the sync overlapped with the last backward" \
+        grep -q "per step: 1 x .*gradient sync .*(overlapped with the last backward)" "$work/plan.out"
+fi
 
 if mpi_ok ./train; then
     check_overlap ./train 2 0 0
     check_overlap ./train 4 0 1e-6
     check_overlap ./train 2 1 0
     check_overlap ./train 4 1 1e-6
+    PER=8 check_overlap ./train 2 0 0
+    PER=8 check_overlap ./train 4 0 1e-6
 else
     skip "the CPU trainer's overlap" "./train without MPI, or no mpirun"
 fi
@@ -63,6 +79,9 @@ else
     check_overlap ./train_gpt_cpu 4 0 0
     check_overlap ./train_gpt_cpu 2 1 0
     check_overlap ./train_gpt_cpu 4 1 0
+    PER=8 check_overlap ./train_gpt_cpu 2 0 0
+    PER=8 check_overlap ./train_gpt_cpu 4 0 0
+    PER=8 check_overlap ./train_gpt_cpu 2 1 0
     # bf16 changes the arithmetic, so the state file records it (int32 [24] bytes of text at
     # [32]), and a resume with another type says so; the bf16 run differs from fp32 (a sync
     # that silently stayed fp32 would not)
@@ -71,7 +90,7 @@ else
 print(b[128:128 + n].decode())" "$1"; }
     if run "$work/bf16" 2 ./train_gpt_cpu --grad-sync-dtype bf16 --ckpt-every 5 &&
        [[ "$(recorded "$work/bf16/state_00000005.bin")" == *"grad-sync-dtype=bf16"* ]] &&
-       ! python3 test/replicas/compare_runs.py --tol 0 "$work/train_gpt_cpu20.end" "$work/bf16" $STEPS &&
+       ! python3 test/replicas/compare_runs.py --tol 0 "$work/train_gpt_cpu20a2.end" "$work/bf16" $STEPS &&
        mkdir -p "$work/resumed" && cp "$work/bf16/model_00000005.bin" "$work/bf16/state_00000005.bin" "$work/resumed/" &&
        run "$work/resumed" 2 ./train_gpt_cpu --resume 1 &&
        grep -q "computed with --grad-sync-dtype bf16 until step 5; --grad-sync-dtype fp32 changes the arithmetic" \
