@@ -7,28 +7,37 @@
 //
 // The tiling, and why. The narrow forward's warp owns 16 query rows, so each B fragment that
 // one ldmatrix .x4 brings from shared memory (512 bytes) feeds 2 mma: with the cp.async copies
-// that fill the tiles, its loop moves 326 bytes of shared memory per HMMA, and an SM's shared
-// memory (128 bytes per clock) could feed its tensor cores (one HMMA.16816 per clock on sm_90)
-// at most 128/326 = 39% of the time. Here:
+// that fill the tiles, its loop moves 326 bytes of shared memory per HMMA (hs = 64), and an
+// SM's shared memory (128 bytes per clock) could feed its tensor cores (one HMMA.16816 per
+// clock on sm_90) at most 128/326 = 39% of the time. Here:
 //   * a warp owns 32 query rows, two m16 tiles, and each B fragment feeds 4 mma; a block of
 //     4 warps owns Br = 128 queries, so each key tile copied into shared memory serves twice
-//     the rows. Per HMMA: 128 bytes of ldmatrix, 32 of cp.async (hs = 64, q in registers);
-//   * key tiles of Bc = 128 at hs = 64, 64 at hs = 128, double-buffered with cp.async: the
+//     the rows. Per HMMA at hs = 64: 128 bytes of ldmatrix, 32 of cp.async;
+//   * key tiles of Bc = 64 keys at hs = 64, 32 at hs = 128, double-buffered with cp.async: the
 //     next tile is copied while this one is multiplied. Each thread's source address walks
-//     qkv by a stride per row pass (KeyStream), nothing recomputed per tile;
+//     qkv by a stride per row pass (KeyStream), nothing recomputed per tile. (The bytes per
+//     HMMA do not depend on Bc: a key tile is copied once per block and multiplied by all
+//     its rows. Bc sets the registers of S and the barriers per key.)
 //   * at hs = 64 the block's q is copied into the second key buffer and read into registers
 //     (2 × 4 A fragments per warp) before that buffer is first filled, so shared memory holds
 //     the two key/value buffers alone. At hs = 128 q's fragments would take 64 registers beside
 //     the 128 of the output accumulators: q stays in shared memory, its A fragments loaded per
-//     k-step (2 ldmatrix .x4 per 16 of the head, shared by the key tile's mma);
+//     k-step (2 ldmatrix .x4 per 16 of the head, shared by the tile's mma);
 //   * the epilogue multiplies each row by 1/l once instead of dividing each element.
 // The steps are those of the narrow forward (S = q·kᵀ, the causal mask where the diagonal
 // crosses, online_softmax, o += P·v, in registers), on both of the warp's row tiles.
 //
-// Compiled (python3 dev/sass_report.py --arch 90, bf16; ptxas of nvcc 13.0), per block of 128
-// threads:
-//   hs = 64:  <figures: see docs/attention.md>
-//   hs = 128: <figures: see docs/attention.md>
+// Compiled (python3 dev/sass_report.py --arch 90 --head-size 0; nvcc 13.0, sm_90, bf16; both
+// instantiations <HS, false> and <HS, true> alike), per block of 128 threads:
+//   hs = 64, Bc = 64, q in registers: 254 registers, 0 spills, 36 KiB of shared memory, 2 blocks
+//     (8 warps) per SM, bound by registers; main loop 163 shared bytes per HMMA (bound 0.785).
+//   hs = 128, Bc = 32, q in shared memory: 247 registers, 0 spills, 68 KiB, 2 blocks per SM;
+//     227 bytes per HMMA (0.564).
+// Larger key tiles, tried and set aside (same command, ptxas's figures): at hs = 64, Bc = 128
+// with S of 128 keys in registers spills (255 registers, 212/192 bytes of spill stores/loads),
+// as 128 keys in two unrolled passes of 64 (255, 28/108) and 128 keys with q in shared memory
+// (255, 20/20) do; two passes of 64 in a rolled loop fit (251, 0) but only halve the barriers
+// per key. At hs = 128, Bc = 64 spills (255, 88/180).
 //
 // Cost (causal, per (b, h), about T²/2 query-key pairs): 2 products of 2·hs FLOP per pair, as
 // the narrow forward (host/kernel_cost.h). Bytes: q, k, v and y once, plus each key tile once
@@ -114,8 +123,8 @@ __device__ __forceinline__ void mask_causal(float (&s)[M][N8][4], int offset) {
 // One key tile (BC keys at k_tile, v_tile) for this warp's 32 query rows: S = q·kᵀ (q from
 // registers, or from q_tile's rows warp_row..), the mask where the diagonal crosses (MASK,
 // offset as in mask_causal), the online softmax of each row tile, then o += P·v.
-// 2·(8·K16·BC/16) mma (256 at hs = 64, BC = 128); hs = 64: K16·BC/16 + BC/16·N8/2 ldmatrix .x4
-// (64), hs = 128: 2·K16 more for q (16 more).
+// 2·(K16·BC/8 + BC/16·N8) mma (128 at hs = 64, Bc = 64, and at hs = 128, Bc = 32);
+// K16·BC/16 + BC/16·N8/2 ldmatrix .x4 (32 at both), and at hs = 128 2·K16 more for q (16).
 template <int HS, int BC, bool MASK>
 __device__ __forceinline__ void forward_keys(float (&o)[2][Head<HS>::N8][4], float (&m)[2][2], float (&l)[2][2],
                                              const uint32_t (&q)[2][Head<HS>::K16][4], const bf16* q_tile,
