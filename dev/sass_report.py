@@ -18,11 +18,21 @@ times it runs. FLOP/instr is FLOP per warp-instruction:
 
   (Σ HMMA × 2·m·n·k  +  FFMA × 64  +  (FADD + FMUL) × 32) / instructions
 
-an HMMA.16816 (m16n8k16) being 4096 FLOP per warp, an FFMA 32 lanes × 2 FLOP.
+an HMMA.16816 (m16n8k16) being 4096 FLOP per warp, an FFMA 32 lanes × 2 FLOP. Beside it,
+the loop's shared-memory traffic per HMMA and the bound that traffic puts on the tensor cores:
+
+  smem B/HMMA = (Σ bytes each instruction moves through shared memory) / HMMA count:
+                ldmatrix (LDSM) .x1/.x2/.x4 128/256/512 bytes per warp-instruction, LDS/STS
+                their width × 32 lanes, LDGSTS (cp.async) the bytes it writes, 4/8/16 × 32
+  smem bound  = min(1, SMEM_BYTES_PER_CLOCK / (bytes per HMMA-FLOP × MMA_FLOP_PER_CLOCK)):
+                the fraction of the dense bf16 peak that shared memory could feed, with every
+                HMMA.16816 at 1 per clock per SM on sm_90 (0.5 on sm_80) and 128 bytes of
+                shared memory per clock per SM
 
   python3 dev/sass_report.py [--arch "80 90"] [--precision bf16|fp32|both]
         [--kernel SUBSTRING]... [--json FILE] [--check --min-flop-per-instr NAME=X
-        --max-spills [NAME=]N --min-blocks-per-sm NAME=N --min-gqa-ratio R]
+        --max-spills [NAME=]N --min-blocks-per-sm NAME=N --min-gqa-ratio R
+        --max-smem-bytes-per-hmma NAME=X]
 
 Exit status: 0; 1 when a threshold given falls short; 2 when nvcc, cuobjdump or
 nvdisasm is missing (one line says which and how to get it).
@@ -59,6 +69,16 @@ SM_LIMITS = {
     90: dict(smem_per_sm=228 << 10, smem_per_block=227 << 10, threads_per_sm=2048, blocks_per_sm=32),
 }
 REGS_PER_SM = 65536
+# Shared memory's bandwidth: 32 banks of 32 bits per clock (CUDA C++ Programming Guide,
+# "Shared Memory" of compute capabilities 5.x and later), 128 bytes per clock per SM.
+SMEM_BYTES_PER_CLOCK = 128
+# Dense bf16 tensor-core FLOP per clock per SM, float32 sums: sm_80 (A100 SXM): 312 TFLOP/s =
+# 108 SMs × 2048 × 1.41 GHz (NVIDIA A100 Tensor Core GPU Architecture whitepaper); sm_90 (H100
+# SXM5): 989.4 TFLOP/s = 132 SMs × 4096 × 1.83 GHz (NVIDIA H100 Tensor Core GPU Architecture
+# whitepaper: 4 tensor cores per SM, 512 bf16 FMA per clock each). An HMMA.16816 is 4096 FLOP
+# per warp: 1 per clock per SM on sm_90, 0.5 on sm_80. (sm_90's peak is wgmma's; mma.sync is
+# not known to reach it, so the bound is against the most the SM could do.)
+MMA_FLOP_PER_CLOCK = {80: 2048, 90: 4096}
 REG_ALLOC_UNIT = 256  # registers per warp are allocated in units of this many
 RESERVED_SMEM_PER_BLOCK = 1024
 
@@ -86,6 +106,7 @@ THREADS_TABLE = [
 # attention), take the same. Kernels not listed use none; --dynamic-smem NAME=BYTES overrides or adds.
 DYNAMIC_SMEM_TABLE = [
     ("flash_attention_forward_mma_kernel<64,", {"bf16": 46080}),        # 5 tiles of 64 × 72 bf16
+    ("flash_attention_forward_wide_kernel<64,", {"bf16": 36864}),       # 4 tiles of 64 × 72 bf16 (q in one pair)
     ("flash_attention_backward_dkdv_mma_kernel<64,", {"bf16": 56320}),  # 6 such tiles, 256 floats
     ("flash_attention_backward_dq_mma_kernel<64,", {"bf16": 55296}),    # 6 such tiles
     ("flash_attention_forward_kernel", {"bf16": 30080, "fp32": 44416}),
@@ -103,6 +124,35 @@ MIX_COLUMNS = [
     ("SHFL", {"SHFL"}), ("BAR", {"BAR"}), ("MUFU", {"MUFU"}), ("FFMA", {"FFMA"}), ("FMUL", {"FMUL"}),
     ("FADD", {"FADD"}),
 ]
+# Bytes one warp-instruction moves through shared memory: ldmatrix/stmatrix by their count of
+# 8×8 matrices (.x1 128, .2 256, .4 512), LDS/STS/LDGSTS by their width (4 bytes without a
+# width modifier) × 32 lanes.
+SMEM_MATRIX_OPS = {"LDSM", "STSM"}
+SMEM_LANE_OPS = {"LDS", "STS", "LDGSTS"}
+SMEM_WIDTHS = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "32": 4, "64": 8, "128": 16}
+
+
+def smem_bytes(ins):
+    """Bytes of shared memory one warp-instruction reads or writes (0 for the others)."""
+    parts = ins.opcode.split(".")
+    if ins.base in SMEM_MATRIX_OPS:
+        return 128 * (int(parts[-1]) if parts[-1] in ("2", "4") else 1)
+    if ins.base in SMEM_LANE_OPS:
+        width = next((SMEM_WIDTHS[p] for p in parts[1:] if p in SMEM_WIDTHS), 4)
+        return width * WARP
+    return 0
+
+
+def smem_bound(arch, smem, mma_flop):
+    """The fraction of the dense bf16 peak that shared memory can feed a loop that moves smem
+    bytes per mma_flop tensor-core FLOP: min(1, bytes per clock / (bytes per FLOP × FLOP per
+    clock)); None without HMMA or for an architecture not in MMA_FLOP_PER_CLOCK."""
+    peak = MMA_FLOP_PER_CLOCK.get(arch)
+    if not mma_flop or peak is None:
+        return None
+    return 1.0 if smem == 0 else round(min(1.0, SMEM_BYTES_PER_CLOCK * mma_flop / (smem * peak)), 3)
+
+
 # m, n, k of the HMMA shapes in the mnemonic (HMMA.16816.F32.BF16 is m16n8k16)
 HMMA_SHAPES = {"16816": (16, 8, 16), "1688": (16, 8, 8), "1684": (16, 8, 4), "884": (8, 8, 4)}
 WARP = 32
@@ -258,14 +308,16 @@ def own_instructions(loop, loops):
 
 def hottest_loop(instrs, loops):
     """The loop whose own body (inner loops left out) holds the most HMMA: where the tensor
-    cores' work sits in the nest. Among equals the larger own body. Without HMMA in any loop,
-    the largest innermost loop. None when there is no loop."""
+    cores' work sits in the nest. Among equals the smaller own body: the steady state rather
+    than a copy of it with more work beside the same products (the wide attention forward's
+    loop over the diagonal's masked tiles after its loop over the others). Without HMMA in any
+    loop, the largest innermost loop. None when there is no loop."""
     if not loops:
         return None
 
     def own_hmma(lp):
         own = own_instructions(lp, loops)
-        return (sum(1 for i in own if instrs[i].base == "HMMA"), len(own), -lp[0])
+        return (sum(1 for i in own if instrs[i].base == "HMMA"), -len(own), -lp[0])
     best = max(loops, key=own_hmma)
     if own_hmma(best)[0]:
         return best
@@ -309,8 +361,9 @@ def instruction_mix(instrs, division_starts=None):
     """Counts of the MIX_COLUMNS, integer-division sequences (IDIV), FLOP per
     warp-instruction (all, and the tensor cores' alone) over a list of instructions."""
     mix = {name: 0 for name, _ in MIX_COLUMNS}
-    mma_flop = simt_flop = 0
+    mma_flop = simt_flop = smem = 0
     for ins in instrs:
+        smem += smem_bytes(ins)
         for name, bases in MIX_COLUMNS:
             if ins.base in bases:
                 mix[name] += 1
@@ -328,6 +381,8 @@ def instruction_mix(instrs, division_starts=None):
     mix["flop"] = mma_flop + simt_flop
     mix["flop_per_instr"] = round((mma_flop + simt_flop) / n, 1) if n else 0.0
     mix["mma_flop_per_instr"] = round(mma_flop / n, 1) if n else 0.0
+    mix["mma_flop"], mix["smem_bytes"] = mma_flop, smem
+    mix["smem_bytes_per_hmma"] = round(smem / mix["HMMA"], 1) if mix["HMMA"] else None
     return mix
 
 
@@ -598,6 +653,10 @@ def report_build(arch, precision, ptxas_text, elf_text, sass_text, selected, opt
         k["warps_per_sm"] = None if blocks is None else blocks * -(-threads // WARP)
         if any(s in name for s in selected) and mangled in functions:
             k["mix"] = analyse_loops(functions[mangled])
+            for scope in ("loop", "outer_loop", "function"):
+                if scope in k["mix"]:
+                    m = k["mix"][scope]
+                    m["smem_bound"] = smem_bound(arch, m["smem_bytes"], m["mma_flop"])
         kernels.append(k)
     kernels.sort(key=lambda k: k["name"])
     return dict(arch=arch, precision=precision, kernels=kernels)
@@ -606,6 +665,9 @@ def report_build(arch, precision, ptxas_text, elf_text, sass_text, selected, opt
 # ---- output ----------------------------------------------------------------------------------------
 FLOP_DEFINITION = ("FLOP/instr = FLOP per warp-instruction = (HMMA x 2mnk [4096 for HMMA.16816] + FFMA x 64"
                    " + (FADD+FMUL) x 32) / instructions; MMA FLOP/instr counts the HMMA alone.\n"
+                   "smem B/HMMA: bytes through shared memory (LDSM .x1/.x2/.x4 128/256/512, LDS/STS/LDGSTS"
+                   " width x 32) / HMMA; smem bound: min(1, 128 B/clock / (bytes per HMMA-FLOP x dense bf16"
+                   " FLOP/clock/SM: 4096 sm_90, 2048 sm_80)), the fraction of peak shared memory can feed.\n"
                    "Counts are static (each instruction once, however often it runs). LD/ST: generic-address"
                    " loads/stores; LOCAL: LDL+STL; IDIV: integer / or % sequences (I2F.RP, MUFU.RCP, F2I.TRUNC).")
 
@@ -651,12 +713,16 @@ def format_mix(build):
             if mix["depth"] > 1:
                 title += "; outermost loop around it 0x%x-0x%x (%s)" % (outer["start"], outer["end"], outer["source"])
         lines.append(title)
-        lines.append("%-12s" % "" + "".join("%7s" % c for c in MIX_HEAD) + "  FLOP/instr  MMA FLOP/instr")
+        lines.append("%-12s" % "" + "".join("%7s" % c for c in MIX_HEAD)
+                     + "  FLOP/instr  MMA FLOP/instr  smem B/HMMA  smem bound")
         for scope, label in (("loop", "hot loop"), ("outer_loop", "outer loop"), ("function", "function")):
             if scope in mix and not (scope == "outer_loop" and mix["depth"] == 1):
                 m = mix[scope]
+                per_hmma, bound = m.get("smem_bytes_per_hmma"), m.get("smem_bound")
                 lines.append("%-12s" % label + "".join("%7d" % m[c] for c in MIX_HEAD)
-                             + "%12.1f%16.1f" % (m["flop_per_instr"], m["mma_flop_per_instr"]))
+                             + "%12.1f%16.1f" % (m["flop_per_instr"], m["mma_flop_per_instr"])
+                             + "%13s%12s" % ("-" if per_hmma is None else "%.1f" % per_hmma,
+                                              "-" if bound is None else "%.3f" % bound))
         lines.append("")
     return "\n".join(lines)
 
@@ -719,6 +785,12 @@ def check_thresholds(builds, opts):
         return mix[scope]["flop_per_instr"] if mix and scope in mix else None
     each(opts.min_flop_per_instr, "min-flop-per-instr", flop, lambda v, b: v >= b,
          lambda v: "no loop" if v is None else "%.1f FLOP/instr (%s)" % (v, opts.flop_scope))
+
+    def smem_per_hmma(k):
+        mix = k.get("mix")
+        return mix[scope].get("smem_bytes_per_hmma") if mix and scope in mix else None
+    each(opts.max_smem_bytes_per_hmma, "max-smem-bytes-per-hmma", smem_per_hmma, lambda v, b: v <= b,
+         lambda v: "no loop with HMMA" if v is None else "%.1f shared bytes per HMMA (%s)" % (v, opts.flop_scope))
     each(opts.max_spills, "max-spills", lambda k: k["spill_stores"] + k["spill_loads"], lambda v, b: v <= b,
          lambda v: "%d spill bytes" % v)
     each(opts.min_blocks_per_sm, "min-blocks-per-sm", lambda k: k["blocks_per_sm"], lambda v, b: v >= b,
@@ -764,6 +836,8 @@ def parse_args(argv):
     p.add_argument("--max-spills", action="append", metavar="[NAME=]N",
                    help="spill bytes (stores + loads) of kernels matching NAME (all without NAME) at most N")
     p.add_argument("--min-blocks-per-sm", action="append", metavar="NAME=N", help="blocks per SM at least N")
+    p.add_argument("--max-smem-bytes-per-hmma", action="append", metavar="NAME=X",
+                   help="shared-memory bytes per HMMA of kernels matching NAME (the loop of --flop-scope) at most X")
     p.add_argument("--min-gqa-ratio", type=float, metavar="R",
                    help="FLOP/instr (see --flop-scope) of each grouped-query instantiation name<HS, true> at least R"
                         " times its multi-head sibling name<HS, false>'s")
@@ -771,7 +845,8 @@ def parse_args(argv):
     p.add_argument("--include", action="append", default=[], metavar="DIR", help="extra -I for nvcc (e.g. NCCL's)")
     p.add_argument("--nvcc-flags", default="", help="extra nvcc flags, one string: --nvcc-flags=\"-DX -lineinfo\"")
     opts = p.parse_args(argv)
-    for attr in ("threads", "dynamic_smem", "min_flop_per_instr", "max_spills", "min_blocks_per_sm"):
+    for attr in ("threads", "dynamic_smem", "min_flop_per_instr", "max_spills", "min_blocks_per_sm",
+                 "max_smem_bytes_per_hmma"):
         setattr(opts, attr, overrides(getattr(opts, attr), "--" + attr.replace("_", "-")))
     try:
         opts.arch = [int(a.replace("sm_", "").replace("compute_", "")) for a in re.split(r"[\s,]+", opts.arch.strip())]
@@ -803,6 +878,7 @@ def main(argv=None):
     includes = opts.include or default_includes()
     precisions = ["bf16", "fp32"] if opts.precision == "both" else [opts.precision]
     selected = ([] if opts.only else ["attention"]) + opts.kernel + [name for name, _ in opts.min_flop_per_instr]
+    selected += [name for name, _ in opts.max_smem_bytes_per_hmma]
     jobs = [(arch, prec) for prec in precisions for arch in opts.arch]
     if not opts.check:
         print("compiling %s for %s (%s) with %s -cubin -Xptxas -v ..." % (
@@ -839,7 +915,7 @@ def main(argv=None):
         print(line)
     if opts.check and not verdicts:
         print("sass_report: --check without thresholds (--min-flop-per-instr, --max-spills, --min-blocks-per-sm,"
-              " --min-gqa-ratio)")
+              " --min-gqa-ratio, --max-smem-bytes-per-hmma)")
     return 0 if all(ok for ok, _ in verdicts) else 1
 
 

@@ -61,6 +61,9 @@ inline std::vector<SharedNeed> fused_attention_smem(int hs, int sm) {
                      {"flash_attention_backward_dkdv_mma_kernel", flash_mma::dkdv_shared_bytes<HS>()},
                      {"flash_attention_backward_dq_mma_kernel", flash_mma::dq_shared_bytes<HS>()}};
         });
+        if (flash_wide_supports(hs))  // the forward is the wide one there
+            needs[0] = {"flash_attention_forward_wide_kernel", hs == 64 ? flash_wide::forward_wide_shared_bytes<64>()
+                                                                        : flash_wide::forward_wide_shared_bytes<128>()};
         return needs;
     }
     size_t forward, dq, dkdv;

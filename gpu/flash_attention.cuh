@@ -29,7 +29,9 @@
 // Two implementations of that algorithm, one contract:
 //   * the tensor-core kernels (gpu/flash_attention_mma.cuh), the bf16 build's, instantiated
 //     for every supported head size (flash_mma_supports()): every product an mma.sync, P and
-//     dS kept in registers;
+//     dS kept in registers; at head sizes 64 and 128 the forward is the wide one
+//     (gpu/flash_attention_wide.cuh: 32 query rows per warp, 128 per block), the narrow one of
+//     flash_attention_mma.cuh (16 per warp) its reference (MmaForward::narrow);
 //   * the scalar kernels below, the fp32 build's (the exact tier, checked against train.cpp
 //     to 1e-5): tiles of 32 rows in shared memory, every product float32 FMAs in a fixed
 //     order. In bf16 they are the reference that the tensor-core kernels are tested against
@@ -43,6 +45,7 @@
 
 #include "common.cuh"
 #include "flash_attention_mma.cuh"
+#include "flash_attention_wide.cuh"
 
 namespace gpu {
 
@@ -355,6 +358,18 @@ void flash_mma_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv,
                                                                                                  KVH);
     KERNEL_CHECK();
 }
+// The wide forward (gpu/flash_attention_wide.cuh), at the head sizes it is instantiated for.
+inline bool flash_wide_supports(int hs) { return flash_mma_supports(hs) && (hs == 64 || hs == 128); }
+template <int HS, bool GQA>
+void flash_wide_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int NH, int KVH) {
+    using namespace flash_wide;
+    const size_t bytes = forward_wide_shared_bytes<HS>();
+    flash_allow_shared((const void*)flash_attention_forward_wide_kernel<HS, GQA>, bytes);
+    const dim3 grid((T + Wide<HS>::ROWS - 1) / Wide<HS>::ROWS, B * NH);
+    flash_attention_forward_wide_kernel<HS, GQA><<<grid, flash_mma::THREADS, bytes, ctx.stream>>>(out, lse, qkv, T, NH,
+                                                                                                  KVH);
+    KERNEL_CHECK();
+}
 template <int HS, bool GQA>
 void flash_mma_backward(__nv_bfloat16* dqkv, float* delta, const __nv_bfloat16* dout, const __nv_bfloat16* out,
                         const __nv_bfloat16* qkv, const float* lse, int B, int T, int NH, int KVH) {
@@ -425,10 +440,24 @@ inline void flash_check_heads(int NH, int KVH) {
     if (KVH < 1 || NH % KVH)
         throw Error(strf("flash attention: %d query heads do not split into %d K/V heads", NH, KVH));
 }
+// Which tensor-core forward: the wide one where it is instantiated (flash_wide_supports()),
+// else the narrow one; narrow: the narrow one always (the wide one's reference in the tests).
+enum class MmaForward { wide, narrow };
 template <class X>
-void flash_forward_dispatch(X* out, float* lse, const X* qkv, int B, int T, int C, int NH, int KVH, bool scalar) {
+void flash_forward_dispatch(X* out, float* lse, const X* qkv, int B, int T, int C, int NH, int KVH, bool scalar,
+                            MmaForward mma) {
     flash_check_heads(NH, KVH);
     if constexpr (std::is_same<X, __nv_bfloat16>::value) {
+        if (!scalar && mma == MmaForward::wide && flash_wide_supports(C / NH) && flash_aligned({out, qkv})) {
+            auto launch = [&](auto hs) {
+                constexpr int HS = decltype(hs)::value;
+                if (KVH == NH) flash_wide_forward<HS, false>(out, lse, qkv, B, T, NH, KVH);
+                else flash_wide_forward<HS, true>(out, lse, qkv, B, T, NH, KVH);
+            };
+            if (C / NH == 64) launch(std::integral_constant<int, 64>{});
+            else launch(std::integral_constant<int, 128>{});
+            return;
+        }
         if (!scalar && flash_mma_supports(C / NH) && flash_aligned({out, qkv})) {
             with_mma_head_size(C / NH, [&](auto hs) {
                 constexpr int HS = decltype(hs)::value;
@@ -459,10 +488,10 @@ void flash_backward_dispatch(X* dqkv, float* delta, const X* dout, const X* out,
 
 // y (B,T,C) and lse (B,NH,T) from qkv (B,T,QKV), QKV = C + 2·KVH·(C/NH) (GPT-2: KVH = NH, 3C).
 // scalar: the scalar kernels even where the tensor-core ones apply (tests and the workbench
-// compare the two).
+// compare the two); mma: which tensor-core forward (MmaForward::narrow: the wide one's reference).
 inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, int KVH,
-                                    bool scalar = false) {
-    flash_forward_dispatch(out, lse, qkv, B, T, C, NH, KVH, scalar);
+                                    bool scalar = false, MmaForward mma = MmaForward::wide) {
+    flash_forward_dispatch(out, lse, qkv, B, T, C, NH, KVH, scalar, mma);
 }
 // dqkv (B,T,QKV), overwritten, from dout (B,T,C); out and lse as the forward wrote them;
 // delta: (B,NH,T) scratch.

@@ -145,5 +145,67 @@ __device__ __forceinline__ void store_rows(bf16* dst, int width, const float (&a
     }
 }
 
+// ---- M row tiles per warp (a warp owning 16·M rows): each B fragment that one ldmatrix .x4
+// brings feeds 2·M mma instead of 2, so a product reads shared memory M times less per mma.
+// acc[i] holds rows 16i..16i+15 of the warp's; the sums over k run in ascending order, as above.
+
+// acc[i] (16 × 8·N8) += A[i] (16 × 16·K16, A fragments in registers) · Bᵀ, B stored n-major
+// (tile b[n][k]): the wide forward's S = q·kᵀ. K16·N8/2 ldmatrix, M·K16·N8 mma.
+template <int M, int K16, int N8, int LDB>
+__device__ __forceinline__ void product_rbt_rows(float (&acc)[M][N8][4], const uint32_t (&a)[M][K16][4],
+                                                 const bf16* b) {
+#pragma unroll
+    for (int k = 0; k < K16; k++)
+#pragma unroll
+        for (int n = 0; n < N8; n += 2) {
+            uint32_t fb[2][2];
+            load_b_nk<LDB>(fb, b, n * 8, k * 16);
+#pragma unroll
+            for (int i = 0; i < M; i++) {
+                mma_bf16_16816(acc[i][n], a[i][k], fb[0]);
+                mma_bf16_16816(acc[i][n + 1], a[i][k], fb[1]);
+            }
+        }
+}
+// The same with A in shared memory (tile a, the warp's rows from row0), each k-step's M A
+// fragments loaded before its B fragments: K16·(M + N8/2) ldmatrix, M·K16·N8 mma.
+template <int M, int K16, int N8, int LDA, int LDB>
+__device__ __forceinline__ void product_abt_rows(float (&acc)[M][N8][4], const bf16* a, int row0, const bf16* b) {
+#pragma unroll
+    for (int k = 0; k < K16; k++) {
+        uint32_t fa[M][4];
+#pragma unroll
+        for (int i = 0; i < M; i++) load_a<LDA>(fa[i], a, row0 + 16 * i, k * 16);
+#pragma unroll
+        for (int n = 0; n < N8; n += 2) {
+            uint32_t fb[2][2];
+            load_b_nk<LDB>(fb, b, n * 8, k * 16);
+#pragma unroll
+            for (int i = 0; i < M; i++) {
+                mma_bf16_16816(acc[i][n], fa[i], fb[0]);
+                mma_bf16_16816(acc[i][n + 1], fa[i], fb[1]);
+            }
+        }
+    }
+}
+// acc[i] (16 × 8·N8) += P[i] (16 × 16·K16, A fragments in registers) · B stored k-major
+// (tile b[k][n]): the wide forward's o += P·v. K16·N8/2 ldmatrix, M·K16·N8 mma.
+template <int M, int K16, int N8, int LDB>
+__device__ __forceinline__ void product_rb_rows(float (&acc)[M][N8][4], const uint32_t (&p)[M][K16][4],
+                                                const bf16* b) {
+#pragma unroll
+    for (int k = 0; k < K16; k++)
+#pragma unroll
+        for (int n = 0; n < N8; n += 2) {
+            uint32_t fb[2][2];
+            load_b_kn<LDB>(fb, b, k * 16, n * 8);
+#pragma unroll
+            for (int i = 0; i < M; i++) {
+                mma_bf16_16816(acc[i][n], p[i][k], fb[0]);
+                mma_bf16_16816(acc[i][n + 1], p[i][k], fb[1]);
+            }
+        }
+}
+
 }  // namespace frag
 }  // namespace gpu

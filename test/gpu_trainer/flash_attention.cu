@@ -12,6 +12,10 @@
 // (gpu/flash_attention_mma.cuh), checked here against train.cpp, float64 and the scalar
 // kernels of the same algorithm (flash_attention_*(..., scalar = true)).
 //
+// The bf16 build's forward at head sizes 64 and 128 is the wide one (gpu/flash_attention_wide.cuh,
+// 32 query rows per warp), so the cases above run it there; "the wide forward" cases check it
+// against the narrow one (MmaForward::narrow), the scalar kernels, train.cpp and float64.
+//
 // Tolerances (normalised, ‖ours − ref‖/‖ref‖), next to each check with their reason:
 //   fp32: both sides sum in float32 in different orders (online softmax rescaling, tiles):
 //         ~1e-7 relative, 1e-5;
@@ -357,6 +361,119 @@ TEST_CASE("grouped-query attention: the backward gives the same bits twice on ev
         CHECK(memcmp(a.y.data(), b.y.data(), n * sizeof(floatX)) == 0);
         CHECK(memcmp(a.dqkv.data(), b.dqkv.data(), nqkv * sizeof(floatX)) == 0);
     }
+}
+
+// ---- the wide tensor-core forward (gpu/flash_attention_wide.cuh): 32 query rows per warp, 128
+// per block, against the narrow one (16 per warp), the scalar kernels, train.cpp and float64
+
+struct Forward {
+    FloatXs y;
+    std::vector<float> lse;
+};
+// The forward alone on one set of kernels: the scalar ones, or the tensor-core forward `mma`.
+static Forward run_forward(const Floats& qkv, int B, int T, int C, int NH, int KVH, bool scalar,
+                           gpu::MmaForward mma) {
+    const size_t nqkv = (size_t)B * T * qkv_width(C, NH, KVH);
+    REQUIRE(qkv.size() == nqkv);
+    DevArray<floatX> d_qkv(to_x(qkv)), d_y((size_t)B * T * C);  // y and lse start as NaN bytes
+    DevArray<float> d_lse((size_t)B * NH * T);
+    gpu::flash_attention_forward(d_y.ptr(), d_lse.ptr(), d_qkv.ptr(), B, T, C, NH, KVH, scalar, mma);
+    return {d_y.host(), d_lse.host()};
+}
+// Elements of a and b further apart than one bf16 step of the larger (2^-7 of it: 8 significant
+// bits), or NaN on either side
+static int beyond_one_bf16_step(const FloatXs& a, const FloatXs& b) {
+    REQUIRE(a.size() == b.size());
+    int bad = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        const double x = (float)a[i], y = (float)b[i];
+        if (!(std::fabs(x - y) <= std::ldexp(std::max(std::fabs(x), std::fabs(y)), -7))) bad++;
+    }
+    return bad;
+}
+
+static void check_wide(int B, int T, int NH, int KVH, int hs) {
+    const int C = NH * hs;
+    CAPTURE(B);
+    CAPTURE(T);
+    CAPTURE(NH);
+    CAPTURE(KVH);
+    CAPTURE(hs);
+    const size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * qkv_width(C, NH, KVH);
+    Rng rng(9000 + 31 * T + hs + 7 * KVH);
+    Floats qkv = rounded(random_floats(nqkv, rng)), att((size_t)B * NH * T * T), y(n);
+    attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH, KVH);
+    const Forward wide = run_forward(qkv, B, T, C, NH, KVH, false, gpu::MmaForward::wide);
+    const Forward narrow = run_forward(qkv, B, T, C, NH, KVH, false, gpu::MmaForward::narrow);
+    const Forward scalar = run_forward(qkv, B, T, C, NH, KVH, true, gpu::MmaForward::wide);
+    // against train.cpp: P rounded to bf16 before P·v, y once (the file's header): 8e-3
+    CHECK(norm_error(wide.y, y) <= 8e-3);
+    // against the scalar kernels: both tiers' bounds against train.cpp, summed
+    CHECK(norm_error(wide.y, Floats(scalar.y.begin(), scalar.y.end())) <= 1.6e-2);
+    if (hs == 64) {
+        // the narrow forward walks the same 64-key tiles with the same arithmetic per row (mma
+        // order, online softmax), so the row statistics agree bit for bit, and y differs only
+        // by o·(1/l) against o/l: at most one bf16 step per element
+        CHECK(memcmp(wide.lse.data(), narrow.lse.data(), wide.lse.size() * sizeof(float)) == 0);
+        CHECK(beyond_one_bf16_step(wide.y, narrow.y) == 0);
+    } else {
+        // hs = 128: key tiles of 32 against 64, so the online softmax rescales at other points
+        // and P rounds from other maxima: both bounds against train.cpp, summed
+        CHECK(norm_error(wide.y, Floats(narrow.y.begin(), narrow.y.end())) <= 1.6e-2);
+    }
+    // log-sum-exp against float64: float32 scores and sums, 1e-5 of the value (1e-5 absolute
+    // near 0); NaN (an element never written) fails
+    const std::vector<double> lse = reference_lse(qkv, B, T, C, NH, KVH);
+    int bad = 0;
+    for (size_t i = 0; i < lse.size(); i++)
+        if (!(std::fabs(wide.lse[i] - lse[i]) <= 1e-5 * std::max(1.0, std::fabs(lse[i])))) bad++;
+    CHECK(bad == 0);
+}
+
+TEST_CASE("the wide forward against the narrow one, the scalar kernels, train.cpp and float64") {
+    if (!BF16) {
+        MESSAGE("the fp32 build has the scalar kernels only: no tensor-core forward to check");
+        return;
+    }
+    // T: less than a tile (1, 7), on and around the 128-row query tiles and the key tiles (64,
+    // 127, 128, 129, 256), inside one (100); GQA groups of 1, 2 and 4 out of NH = 4
+    for (int hs : {64, 128})
+        for (int T : {1, 7, 64, 100, 127, 128, 129, 256})
+            for (int KVH : {4, 2, 1}) check_wide(1, T, 4, KVH, hs);
+    check_wide(2, 129, 2, 1, 64);  // two batch rows, multi-query
+}
+
+TEST_CASE("the wide forward at T = 1024: 8 query tiles, the online softmax over 16 or 32 key tiles") {
+    if (!BF16) {
+        MESSAGE("the fp32 build has the scalar kernels only: no tensor-core forward to check");
+        return;
+    }
+    for (int hs : {64, 128}) check_wide(1, 1024, 1, 1, hs);
+}
+
+TEST_CASE("race: the wide forward gives the same bits twice (and under CPU_CUDA_RACECHECK=1, every schedule)") {
+    if (!BF16) {
+        MESSAGE("the fp32 build has the scalar kernels only: no tensor-core forward to check");
+        return;
+    }
+    // T = 200: 2 query tiles, 4 key tiles at hs = 64 (64 keys, the last partial, loaded while
+    // the one before is multiplied), 7 at hs = 128 (32 keys); GQA (2 per K/V head) and MHA
+    for (int hs : {64, 128})
+        for (int KVH : {2, 4}) {
+            CAPTURE(hs);
+            CAPTURE(KVH);
+            const int B = 1, T = 200, NH = 4, C = NH * hs;
+            Rng rng(21 + hs + KVH);
+            Floats qkv = rounded(random_floats((size_t)B * T * qkv_width(C, NH, KVH), rng));
+            const Forward a = run_forward(qkv, B, T, C, NH, KVH, false, gpu::MmaForward::wide);
+            const Forward b = run_forward(qkv, B, T, C, NH, KVH, false, gpu::MmaForward::wide);
+            CHECK(memcmp(a.y.data(), b.y.data(), a.y.size() * sizeof(floatX)) == 0);
+            CHECK(memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0);
+            // and the answer is right (a race that every schedule repeated would still show here)
+            Floats att((size_t)B * NH * T * T), y((size_t)B * T * C);
+            attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH, KVH);
+            CHECK(norm_error(a.y, y) <= 8e-3);  // as above
+        }
 }
 
 TEST_CASE("grouped-query attention: query heads that do not split into the K/V heads are refused") {

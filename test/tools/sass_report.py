@@ -199,6 +199,26 @@ def the_hot_loop_is_where_the_hmma_are_not_the_innermost():
 
 
 @check
+def among_loops_of_equal_hmma_the_smaller():
+    # two loops of one HMMA each: 0x00..0x10 (2 instructions) and 0x20..0x50 (4: a mask's
+    # compare and select beside the same product); the lean one is the hot loop
+    text = """
+		Function : _Z4twov
+        /*0000*/                   HMMA.16816.F32.BF16 R8, R12, R14, R8 ;
+        /*0010*/               @P0 BRA 0x0 ;
+        /*0020*/                   HMMA.16816.F32.BF16 R8, R12, R14, R8 ;
+        /*0030*/                   FSETP.GT.AND P1, PT, R8, R9, PT ;
+        /*0040*/                   FSEL R8, R8, -INF , !P1 ;
+        /*0050*/               @P0 BRA 0x20 ;
+        /*0060*/                   EXIT ;
+"""
+    code = instrs(text, "_Z4twov")
+    assert sr.find_loops(code) == [(0, 1), (2, 5)], sr.find_loops(code)
+    mix = sr.analyse_loops(code)
+    assert (mix["loop"]["start"], mix["loop"]["end"], mix["loop"]["instr"]) == (0x0, 0x10, 2), mix["loop"]
+
+
+@check
 def largest_innermost_loop_without_hmma():
     text = NESTED_SASS.replace("HMMA.16816.F32.BF16 R8, R12, R14, R8", "IADD3 R8, R8, 1, RZ")
     mix = sr.analyse_loops(instrs(text, "_Z5outerv"))
@@ -323,6 +343,90 @@ def grouped_query_against_multi_head():
     verdicts = sr.check_thresholds([lone], sr.parse_args(["--min-gqa-ratio", "0.9"]))
     assert [ok for ok, _ in verdicts] == [False] and "no <HS, true> kernel" in verdicts[0][1], verdicts
     assert sr.format_gqa(lone) == ""
+
+
+# Shared-memory traffic: one loop 0x10..0xe0 (14 instructions) with 4 HMMA.16816 and one of
+# each way of reaching shared memory, bytes per warp-instruction written beside each (by hand:
+# ldmatrix 128 per 8×8 matrix, the others their width × 32 lanes); 2624 bytes in all, 656 per
+# HMMA. A second function's loop has HMMA and no shared memory, a third's neither.
+SMEM_SASS = """
+	code for sm_90
+		Function : _Z7smem_kv
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   LDSM.16.M88.4 R8, [R6] ;
+        /*0020*/                   LDSM.16.MT88.2 R12, [R6+0x200] ;
+        /*0030*/                   LDSM.16.M88 R14, [R6+0x400] ;
+        /*0040*/                   LDS R16, [R7] ;
+        /*0050*/                   LDS.64 R18, [R7+0x80] ;
+        /*0060*/                   LDS.U16 R20, [R7+0x100] ;
+        /*0070*/                   STS.128 [R7+0x200], R20 ;
+        /*0080*/                   LDGSTS.E.BYPASS.LTC128B.128 [R9], desc[UR4][R10.64] ;
+        /*0090*/                   LDGSTS.E.64 [R9+0x10], desc[UR4][R10.64+0x10] ;
+        /*00a0*/                   HMMA.16816.F32.BF16 R24, R8, R12, R24 ;
+        /*00b0*/                   HMMA.16816.F32.BF16 R28, R8, R13, R28 ;
+        /*00c0*/                   HMMA.16816.F32.BF16 R32, R10, R12, R32 ;
+        /*00d0*/                   HMMA.16816.F32.BF16 R36, R10, R13, R36 ;
+        /*00e0*/               @P0 BRA 0x10 ;
+        /*00f0*/                   EXIT ;
+		Function : _Z8regs_onlyv
+        /*0000*/                   HMMA.16816.F32.BF16 R24, R8, R12, R24 ;
+        /*0010*/               @P0 BRA 0x0 ;
+        /*0020*/                   EXIT ;
+		Function : _Z6scalarv
+        /*0000*/                   FFMA R2, R3, R4, R2 ;
+        /*0010*/               @P0 BRA 0x0 ;
+        /*0020*/                   EXIT ;
+"""
+SMEM_LOOP_BYTES = 512 + 256 + 128 + 128 + 256 + 64 + 512 + 512 + 256  # the loop's lines, in order
+
+
+@check
+def shared_bytes_of_each_instruction():
+    code = instrs(SMEM_SASS, "_Z7smem_kv")
+    got = [sr.smem_bytes(ins) for ins in code[1:10]]
+    assert got == [512, 256, 128, 128, 256, 64, 512, 512, 256], got
+    assert sr.smem_bytes(code[10]) == 0 and sr.smem_bytes(code[0]) == 0  # HMMA, S2R
+
+
+@check
+def shared_bytes_per_hmma_and_the_bound():
+    mix = sr.analyse_loops(instrs(SMEM_SASS, "_Z7smem_kv"))
+    lp = mix["loop"]
+    assert (lp["start"], lp["end"], lp["instr"], lp["HMMA"]) == (0x10, 0xe0, 14, 4), lp
+    assert lp["smem_bytes"] == SMEM_LOOP_BYTES == 2624, lp["smem_bytes"]
+    assert lp["smem_bytes_per_hmma"] == 656.0, lp["smem_bytes_per_hmma"]  # 2624 / 4
+    # sm_90: 1 HMMA.16816 per clock: 128 / 656 = 0.195; sm_80: 0.5 per clock: 128 / 328 = 0.390
+    assert sr.smem_bound(90, lp["smem_bytes"], lp["mma_flop"]) == 0.195
+    assert sr.smem_bound(80, lp["smem_bytes"], lp["mma_flop"]) == 0.390
+    assert sr.smem_bound(86, lp["smem_bytes"], lp["mma_flop"]) is None  # no peak in the table
+    # 64 bytes per HMMA would feed two HMMA per clock: capped at 1
+    assert sr.smem_bound(90, 64 * 4, 4 * 4096) == 1.0
+    regs = sr.analyse_loops(instrs(SMEM_SASS, "_Z8regs_onlyv"))["loop"]
+    assert (regs["smem_bytes_per_hmma"], sr.smem_bound(90, 0, regs["mma_flop"])) == (0.0, 1.0), regs
+    scalar = sr.analyse_loops(instrs(SMEM_SASS, "_Z6scalarv"))["loop"]
+    assert scalar["smem_bytes_per_hmma"] is None and sr.smem_bound(90, 0, 0) is None, scalar
+
+
+@check
+def shared_bytes_in_the_table_and_the_threshold():
+    ptxas = ("ptxas info    : Compiling entry function '_Z7smem_kv' for 'sm_90'\n"
+             "ptxas info    : Used 40 registers\n"
+             "ptxas info    : Compiling entry function '_Z6scalarv' for 'sm_90'\n"
+             "ptxas info    : Used 8 registers\n")
+    opts = sr.parse_args(["--arch", "90", "--max-smem-bytes-per-hmma", "smem_kv=656",
+                          "--max-smem-bytes-per-hmma", "smem_kv=655.5", "--max-smem-bytes-per-hmma", "scalar=1"])
+    build = sr.report_build(90, "bf16", ptxas, "", SMEM_SASS, ["smem_kv", "scalar"], opts)
+    k = {k["name"]: k for k in build["kernels"]}
+    assert k["smem_kv"]["mix"]["loop"]["smem_bound"] == 0.195, k["smem_kv"]["mix"]["loop"]
+    table = sr.format_mix(build)
+    row = next(line for line in table.splitlines() if line.startswith("hot loop") and "656.0" in line)
+    assert row.split()[-2:] == ["656.0", "0.195"], row
+    assert "smem B/HMMA  smem bound" in table, table
+    verdicts = sr.check_thresholds([build], opts)
+    assert [ok for ok, _ in verdicts] == [True, False, False], verdicts
+    assert "PASS max-smem-bytes-per-hmma 656 sm_90 bf16 smem_kv: 656.0 shared bytes per HMMA" in verdicts[0][1]
+    assert "FAIL max-smem-bytes-per-hmma 655.5 sm_90 bf16 smem_kv: 656.0" in verdicts[1][1], verdicts[1]
+    assert "scalar: no loop with HMMA" in verdicts[2][1], verdicts[2]
 
 
 @check
