@@ -54,7 +54,7 @@ check_overlap() {
 
 # the GPU trainer's plan at A = 1 with the noise scale on (the default): the sync overlapped
 if [ -x ./train_gpt_cpu ]; then
-    ./train_gpt_cpu $MODEL -b 8 --replicas 2 --device h100-sxm --dry-run 1 > "$work/plan.out" 2>&1
+    ./train_gpt_cpu $MODEL -b 4 --replicas 2 --device h100-sxm --dry-run 1 > "$work/plan.out" 2>&1  # A = 1
     check "train_gpt_cpu's plan at A = 1 with the noise scale on: the sync overlapped with the last backward" \
         grep -q "per step: 1 x .*gradient sync .*(overlapped with the last backward)" "$work/plan.out"
 fi
