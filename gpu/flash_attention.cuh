@@ -29,7 +29,9 @@
 // Two implementations of that algorithm, one contract:
 //   * the tensor-core kernels (gpu/flash_attention_mma.cuh), the bf16 build's, instantiated
 //     for every supported head size (flash_mma_supports()): every product an mma.sync, P and
-//     dS kept in registers;
+//     dS kept in registers; at hs = 64 and 128 the backward is one kernel of five products
+//     per query-key pair instead (gpu/flash_attention_bwd5.cuh: dq's terms added in a fixed
+//     order through counters), the three-kernel one its reference (three_kernels);
 //   * the scalar kernels below, the fp32 build's (the exact tier, checked against train.cpp
 //     to 1e-5): tiles of 32 rows in shared memory, every product float32 FMAs in a fixed
 //     order. In bf16 they are the reference that the tensor-core kernels are tested against
