@@ -97,7 +97,8 @@ struct ActivationGrads {
 // Working memory of single layers.
 struct Scratch {
     AttentionScratch att;  // cuBLAS path, gpu/attention.cuh: (3,B,NH,T,hs) ×2, (B,NH,T,hs), (B,NH,T,T) ×2
-    float *att_delta;      // fused path, gpu/flash_attention.cuh: (B, NH, T) each row's dy·y
+    float *att_delta;      // fused path, gpu/flash_attention.cuh: (B, NH, T) each row's dy·y, then
+                           // (five-product backward) the float32 dq (B, T, C) and its counters
     floatX *proj;          // (B, T, C)  an output projection, before it joins the residual stream
     float *partials;       // (row_chunks(B·T), 4C) column sums per chunk of rows
     float *rope;           // Llama: (maxT, hs/2, 2) RoPE's cos and sin (host/model.h's rope_table)
@@ -130,7 +131,7 @@ inline Layout activation_grad_layout(ActivationGrads& d, const ModelConfig& c, i
 inline Layout scratch_layout(Scratch& s, const ModelConfig& c, int B, int T, bool fused) {
     size_t BT = (size_t)B * T, C = c.C, att = (size_t)B * c.NH * T * T, QKV = c.qkv_channels();
     s.att = {}, s.att_delta = nullptr;
-    Layout attention = fused ? Layout{tensor(s.att_delta, (size_t)B * c.NH * T)}
+    Layout attention = fused ? Layout{tensor(s.att_delta, flash_backward_scratch_floats(B, T, c.C, c.NH))}
                              : Layout{tensor(s.att.qkvr, BT * QKV), tensor(s.att.dqkvr, BT * QKV),
                                       tensor(s.att.yr, BT * C), tensor(s.att.att, att), tensor(s.att.datt, att)};
     attention.insert(attention.end(),

@@ -53,7 +53,7 @@ inline double time_attention_layer(bool fused, int B, int T, int C, int NH, int 
     floatX *qkv = (floatX*)get(nqkv * sizeof(floatX)), *out = (floatX*)get(n * sizeof(floatX));
     floatX *dout = (floatX*)get(n * sizeof(floatX)), *dqkv = (floatX*)get(nqkv * sizeof(floatX));
     float* stats = (float*)get(2 * rows * sizeof(float));
-    float* delta = fused ? (float*)get(rows * sizeof(float)) : nullptr;
+    float* delta = fused ? (float*)get(flash_backward_scratch_floats(B, T, C, NH) * sizeof(float)) : nullptr;
     AttentionScratch s{};
     if (!fused)
         s = {(floatX*)get(nqkv * sizeof(floatX)), (floatX*)get(nqkv * sizeof(floatX)), (floatX*)get(n * sizeof(floatX)),

@@ -60,6 +60,8 @@ inline std::vector<SharedNeed> fused_attention_smem(int hs, int sm) {
             needs = {{"flash_attention_forward_mma_kernel", flash_mma::forward_shared_bytes<HS>()},
                      {"flash_attention_backward_dkdv_mma_kernel", flash_mma::dkdv_shared_bytes<HS>()},
                      {"flash_attention_backward_dq_mma_kernel", flash_mma::dq_shared_bytes<HS>()}};
+            if constexpr (HS == 64 || HS == 128)  // the five-product backward (flash_backward_five)
+                needs.push_back({"flash_attention_backward_bwd5_mma_kernel", flash_mma::bwd5_shared_bytes<HS>()});
         });
         if (flash_wide_supports(hs))  // the forward is the wide one there
             needs[0] = {"flash_attention_forward_wide_kernel", hs == 64 ? flash_wide::forward_wide_shared_bytes<64>()

@@ -31,7 +31,10 @@
 //     for every supported head size (flash_mma_supports()): every product an mma.sync, P and
 //     dS kept in registers; at head sizes 64 and 128 the forward is the wide one
 //     (gpu/flash_attention_wide.cuh: 32 query rows per warp, 128 per block), the narrow one of
-//     flash_attention_mma.cuh (16 per warp) its reference (MmaForward::narrow);
+//     flash_attention_mma.cuh (16 per warp) its reference (MmaForward::narrow), and the
+//     backward is one kernel of five products per query-key pair (gpu/flash_attention_bwd5.cuh:
+//     dq's terms added in a fixed order through counters), the three-kernel one its reference
+//     (three_kernels);
 //   * the scalar kernels below, the fp32 build's (the exact tier, checked against train.cpp
 //     to 1e-5): tiles of 32 rows in shared memory, every product float32 FMAs in a fixed
 //     order. In bf16 they are the reference that the tensor-core kernels are tested against
@@ -44,6 +47,7 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "flash_attention_bwd5.cuh"
 #include "flash_attention_mma.cuh"
 #include "flash_attention_wide.cuh"
 
@@ -469,14 +473,25 @@ void flash_forward_dispatch(X* out, float* lse, const X* qkv, int B, int T, int 
     }
     flash_scalar_forward(out, lse, qkv, B, T, C, NH, KVH);
 }
+// The tensor-core backward in five products (gpu/flash_attention_bwd5.cuh) where it is
+// instantiated; elsewhere, or with three_kernels, the three-kernel one (its reference).
+inline bool flash_backward_five(int hs) { return flash_mma_supports(hs) && flash_mma::bwd5_supports(hs); }
+// The backward's scratch, in floats: D (B,NH,T) for every path, and for the five-product one
+// the float32 partial dq (B,T,C) and its order counters after it.
+inline size_t flash_backward_scratch_floats(int B, int T, int C, int NH) {
+    return flash_backward_five(C / NH) ? flash_mma::bwd5_scratch_floats(B, T, C, NH) : (size_t)B * NH * T;
+}
 template <class X>
 void flash_backward_dispatch(X* dqkv, float* delta, const X* dout, const X* out, const X* qkv, const float* lse, int B,
-                             int T, int C, int NH, int KVH, bool scalar) {
+                             int T, int C, int NH, int KVH, bool scalar, bool three_kernels = false) {
     flash_check_heads(NH, KVH);
     if constexpr (std::is_same<X, __nv_bfloat16>::value) {
         if (!scalar && flash_mma_supports(C / NH) && flash_aligned({dqkv, dout, out, qkv})) {
             with_mma_head_size(C / NH, [&](auto hs) {
                 constexpr int HS = decltype(hs)::value;
+                if constexpr (HS == 64 || HS == 128)  // flash_mma::bwd5_supports
+                    if (!three_kernels) return flash_mma::flash_mma_backward5<HS>(dqkv, delta, dout, out, qkv, lse, B,
+                                                                                  T, NH, KVH);
                 if (KVH == NH) flash_mma_backward<HS, false>(dqkv, delta, dout, out, qkv, lse, B, T, NH, KVH);
                 else flash_mma_backward<HS, true>(dqkv, delta, dout, out, qkv, lse, B, T, NH, KVH);
             });
@@ -494,11 +509,12 @@ inline void flash_attention_forward(floatX* out, float* lse, const floatX* qkv, 
     flash_forward_dispatch(out, lse, qkv, B, T, C, NH, KVH, scalar, mma);
 }
 // dqkv (B,T,QKV), overwritten, from dout (B,T,C); out and lse as the forward wrote them;
-// delta: (B,NH,T) scratch.
-inline void flash_attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
+// scratch: flash_backward_scratch_floats(B, T, C, NH) floats. three_kernels: the tensor-core
+// backward of three kernels even where the five-product one applies (its reference).
+inline void flash_attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* out,
                                      const floatX* qkv, const float* lse, int B, int T, int C, int NH, int KVH,
-                                     bool scalar = false) {
-    flash_backward_dispatch(dqkv, delta, dout, out, qkv, lse, B, T, C, NH, KVH, scalar);
+                                     bool scalar = false, bool three_kernels = false) {
+    flash_backward_dispatch(dqkv, scratch, dout, out, qkv, lse, B, T, C, NH, KVH, scalar, three_kernels);
 }
 // The calls of before KVH, (..., NH, scalar), would pass `scalar` as KVH: they do not compile.
 void flash_attention_forward(floatX*, float*, const floatX*, int, int, int, int, bool) = delete;

@@ -38,6 +38,9 @@
 
 #include <cstdint>
 #include <cstring>
+#ifdef CPU_CUDA
+#include <thread>
+#endif
 
 namespace gpu {
 
@@ -141,5 +144,35 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 #undef GPU_MMA_UNAVAILABLE
 #endif  // CPU_CUDA
+
+// ---- the order counters of the five-product backward (gpu/flash_attention_bwd5.cuh): a block
+// waits until an integer in global memory reaches a value, then reads what the blocks before it
+// wrote; after its own writes (and a __syncthreads), one thread moves the integer on. These are
+// the two halves of that hand-over (PTX ISA, "Memory consistency model": an acquire pattern and a
+// release pattern at gpu scope), and the pause a waiting loop takes between two reads.
+#ifdef CPU_CUDA
+__device__ __forceinline__ int load_acquire_gpu(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+__device__ __forceinline__ void add_release_gpu(int* p, int v) { __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }
+// the waited-for block runs on another OS thread: give it the core
+__device__ __forceinline__ void spin_pause() { std::this_thread::yield(); }
+#else
+// ld.acquire.gpu (sm_70 on): no later load or store of this thread moves before it.
+__device__ __forceinline__ int load_acquire_gpu(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+// red.release.gpu (sm_70 on): every earlier write of this thread, and (after a __syncthreads)
+// of its block, is visible to a thread that then reads the new value with load_acquire_gpu.
+__device__ __forceinline__ void add_release_gpu(int* p, int v) {
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+// NANOSLEEP (sm_70 on): this warp sleeps about 64 ns, its issue slots left to the others.
+__device__ __forceinline__ void spin_pause() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    __nanosleep(64);
+#endif
+}
+#endif
 
 }  // namespace gpu

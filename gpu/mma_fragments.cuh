@@ -207,5 +207,45 @@ __device__ __forceinline__ void product_rb_rows(float (&acc)[M][N8][4], const ui
         }
 }
 
+// ---- for the five-product backward (gpu/flash_attention_bwd5.cuh), whose dq = dS·k needs
+// dS, which its warps hold transposed (dSᵀ, keys as rows) and split by keys.
+
+// An A operand (16 rows × 16 k, the layout of load_a) into tile[row0..][k0..] (leading
+// dimension LD): 4 stores of 4 bytes per lane, the inverse of load_a.
+template <int LD>
+__device__ __forceinline__ void store_a(bf16* tile, int row0, int k0, const uint32_t (&a)[4]) {
+    const int lane = threadIdx.x % 32, r = row0 + lane / 4, c = k0 + (lane % 4) * 2;
+    *reinterpret_cast<uint32_t*>(tile + r * LD + c) = a[0];
+    *reinterpret_cast<uint32_t*>(tile + (r + 8) * LD + c) = a[1];
+    *reinterpret_cast<uint32_t*>(tile + r * LD + c + 8) = a[2];
+    *reinterpret_cast<uint32_t*>(tile + (r + 8) * LD + c + 8) = a[3];
+}
+// The A operand (16 rows × 16 k) of a matrix stored transposed, tile[k][row] (leading
+// dimension LD): rows row0.., k k0... One ldmatrix .x4 .trans: matrix j of a (rows 8·(j % 2)..,
+// k 8·(j / 2)..) is stored as the 8 rows k0 + 8·(j / 2).. at columns row0 + 8·(j % 2)...
+template <int LD>
+__device__ __forceinline__ void load_a_t(uint32_t (&a)[4], const bf16* tile, int row0, int k0) {
+    const int lane = threadIdx.x % 32;
+    ldmatrix_x4_trans(a, tile + (k0 + (lane / 16) * 8 + lane % 8) * LD + row0 + (lane / 8 % 2) * 8);
+}
+// acc (16 × 8·N8) += A (16 rows × 16·K16 k, stored transposed: tile a[k][row], rows row0..) ·
+// B (stored k-major, tile b[k][n], columns n0..): the backward's dq = dS·k from dSᵀ. Per
+// k-step one ldmatrix for A, N8 / 2 for B and N8 mma.
+template <int K16, int N8, int LDA, int LDB>
+__device__ __forceinline__ void product_tb(float (&acc)[N8][4], const bf16* a, int row0, const bf16* b, int n0) {
+#pragma unroll
+    for (int k = 0; k < K16; k++) {
+        uint32_t fa[4];
+        load_a_t<LDA>(fa, a, row0, k * 16);
+#pragma unroll
+        for (int n = 0; n < N8; n += 2) {
+            uint32_t fb[2][2];
+            load_b_kn<LDB>(fb, b, k * 16, n0 + n * 8);
+            mma_bf16_16816(acc[n], fa, fb[0]);
+            mma_bf16_16816(acc[n + 1], fa, fb[1]);
+        }
+    }
+}
+
 }  // namespace frag
 }  // namespace gpu

@@ -4,7 +4,9 @@
 //   1: cuBLAS path (gpu/attention.cuh): permutes, strided-batched products, softmax
 //      kernels over (B,NH,T,T) scores and probabilities
 //   2: fused path (gpu/flash_attention.cuh): online softmax, saved log-sum-exp; in bf16 the
-//      tensor-core kernels (gpu/flash_attention_mma.cuh: mma.sync, tiles in registers)
+//      tensor-core kernels (gpu/flash_attention_mma.cuh: mma.sync, tiles in registers),
+//      whose backward at hs = 64 and 128 is the five-product one (gpu/flash_attention_bwd5.cuh)
+//   2b: the same with the three-kernel tensor-core backward (7 products per pair)
 //   3: the fused path's scalar kernels (float32 FMAs over tiles in shared memory): the fp32
 //      build's path, and the reference the tensor-core kernels are checked against
 // Checked against a float64 reference on batch row 0 (all heads), computed here. The GB/s
@@ -64,7 +66,7 @@ int main(int argc, char** argv) {
         Reference ref = reference(qkv, dout, T, C, NH);  // batch row 0
 
         DevArray<floatX> d_qkv(to_x(qkv)), d_dout(to_x(dout)), d_y(n), d_dqkv(3 * n);
-        DevArray<float> d_stats(2 * rows), d_delta(rows);
+        DevArray<float> d_stats(2 * rows), d_delta(gpu::flash_backward_scratch_floats(B, T, C, NH));
         DevArray<floatX> qkvr(3 * n), dqkvr(3 * n), yr(n), d_att(att), d_datt(att);
         gpu::AttentionScratch scratch{qkvr.ptr(), dqkvr.ptr(), yr.ptr(), d_att.ptr(), d_datt.ptr()};
 
@@ -98,6 +100,11 @@ int main(int argc, char** argv) {
             gpu::flash_attention_forward(d_y.ptr(), d_stats.ptr(), d_qkv.ptr(), B, T, C, NH, NH);
             gpu::flash_attention_backward(d_dqkv.ptr(), d_delta.ptr(), d_dout.ptr(), d_y.ptr(), d_qkv.ptr(),
                                           d_stats.ptr(), B, T, C, NH, NH);
+        });
+        check("2b fused path, three-kernel backward", [&] {
+            gpu::flash_attention_forward(d_y.ptr(), d_stats.ptr(), d_qkv.ptr(), B, T, C, NH, NH);
+            gpu::flash_attention_backward(d_dqkv.ptr(), d_delta.ptr(), d_dout.ptr(), d_y.ptr(), d_qkv.ptr(),
+                                          d_stats.ptr(), B, T, C, NH, NH, false, true);
         });
         auto scalar = check("3 fused path, scalar kernels", [&] {
             gpu::flash_attention_forward(d_y.ptr(), d_stats.ptr(), d_qkv.ptr(), B, T, C, NH, NH, true);

@@ -38,7 +38,9 @@ int main(int argc, char** argv) {
                          dqkv_ = xs(N * 3 * C), fch_ = xs(N * 4 * C), fch_gelu_ = xs(N * 4 * C), logits_(N * Vp),
                          w_ = xs((size_t)4 * C * C), bias_ = xs(4 * C), lnw_ = xs(C), lnb_ = xs(C),
                          wte_ = xs((size_t)Vp * C), wpe_ = xs((size_t)T * C), weights_x_(P);
-        DevArray<float> mean_ = fs(N), rstd_(Floats(N, 1.0f)), stats_(2 * N * NH), dw_((size_t)4 * C * C),
+        // stats_: the lse (N·NH), then the attention backward's scratch
+        DevArray<float> mean_ = fs(N), rstd_(Floats(N, 1.0f)),
+                        stats_(N * NH + gpu::flash_backward_scratch_floats(B, T, C, NH)), dw_((size_t)4 * C * C),
                         dbias_(4 * C), dlnw_(C), dlnb_(C), dwte_((size_t)Vp * C), dwpe_((size_t)T * C),
                         scratch_((size_t)gpu::row_chunks(N) * 4 * C), losses_(N), params_ = fs(P), grads_ = fs(P),
                         m_ = fs(P, 0.01), v_(Floats(P, 1e-4f));

@@ -68,16 +68,17 @@ struct Fused {
     std::vector<float> lse;
 };
 static size_t qkv_width(int C, int NH, int KVH) { return (size_t)C + 2 * (size_t)KVH * (C / NH); }
-// scalar: the scalar kernels, which the bf16 build otherwise replaces by the tensor-core ones.
+// scalar: the scalar kernels, which the bf16 build otherwise replaces by the tensor-core ones;
+// three_kernels: the tensor-core backward of three kernels where the five-product one applies.
 static Fused run_fused(const Floats& qkv, const Floats& dout, int B, int T, int C, int NH, int KVH,
-                       bool scalar = false) {
+                       bool scalar = false, bool three_kernels = false) {
     const size_t n = (size_t)B * T * C, rows = (size_t)B * NH * T, nqkv = (size_t)B * T * qkv_width(C, NH, KVH);
     REQUIRE(qkv.size() == nqkv);
     DevArray<floatX> d_qkv(to_x(qkv)), d_dout(to_x(dout)), d_y(n), d_dqkv(nqkv);
-    DevArray<float> d_lse(rows), d_delta(rows);
+    DevArray<float> d_lse(rows), d_scratch(gpu::flash_backward_scratch_floats(B, T, C, NH));
     gpu::flash_attention_forward(d_y.ptr(), d_lse.ptr(), d_qkv.ptr(), B, T, C, NH, KVH, scalar);
-    gpu::flash_attention_backward(d_dqkv.ptr(), d_delta.ptr(), d_dout.ptr(), d_y.ptr(), d_qkv.ptr(), d_lse.ptr(), B, T,
-                                  C, NH, KVH, scalar);
+    gpu::flash_attention_backward(d_dqkv.ptr(), d_scratch.ptr(), d_dout.ptr(), d_y.ptr(), d_qkv.ptr(), d_lse.ptr(), B,
+                                  T, C, NH, KVH, scalar, three_kernels);
     return {d_y.host(), d_dqkv.host(), d_lse.host()};
 }
 // The cuBLAS path on the same input.
@@ -255,14 +256,15 @@ TEST_CASE("the causal boundary: query t sees key t and nothing after it, across 
 }
 
 // Two runs of one set of kernels give the same bits, and the right answer.
-static void check_reruns(bool scalar, int NH, int KVH) {
+static void check_reruns(bool scalar, int NH, int KVH, int hs = 16) {
     CAPTURE(scalar);
     CAPTURE(NH);
     CAPTURE(KVH);
+    CAPTURE(hs);
     // T = 100: two key tiles of the tensor-core kernels (64 rows: the second partial, loaded
     // while the first is multiplied), four of the scalar ones (32); with KVH < NH, the dk/dv
     // pass's steps cross from one query head of the group to the next
-    const int B = 1, T = 100, hs = 16, C = NH * hs;
+    const int B = 1, T = 100, C = NH * hs;
     const size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * qkv_width(C, NH, KVH);
     Rng rng(3);
     Floats qkv = rounded(random_floats(nqkv, rng)), dout = rounded(random_floats(n, rng));
@@ -281,6 +283,70 @@ TEST_CASE("race: the fused kernels give the same bits twice (and under CPU_CUDA_
     check_reruns(false, 2, 2);
     check_reruns(false, 4, 2);  // grouped-query attention, 2 query heads per K/V head
     if (BF16) check_reruns(true, 2, 2), check_reruns(true, 4, 2);
+    // the five-product backward (bf16, hs = 64 and 128): dq's terms wait for their turn on
+    // counters; under the race detector the blocks start one at a time, last index first
+    if (BF16) check_reruns(false, 2, 2, 64), check_reruns(false, 4, 1, 128);
+}
+
+// ---- the five-product backward (gpu/flash_attention_bwd5.cuh): the bf16 build's default at
+// hs = 64 and 128, one kernel for dk, dv and dq, dq's terms (one per key tile) added into a
+// float32 partial sum in key-tile order, which counters enforce. The fp32 build has no such
+// kernel (its fused path is the scalar one): these cases check nothing there.
+
+static Floats as_floats(const FloatXs& v) { return Floats(v.begin(), v.end()); }
+// with_scalar: also against the scalar kernels (left out at T = 1024, where they are slow)
+static void check_five_products(const Shape& sh, bool with_scalar = true) {
+    const int B = sh.B, T = sh.T, NH = sh.NH, KVH = sh.KVH ? sh.KVH : sh.NH, C = NH * sh.hs;
+    CAPTURE(B);
+    CAPTURE(T);
+    CAPTURE(NH);
+    CAPTURE(KVH);
+    CAPTURE(sh.hs);
+    REQUIRE(gpu::flash_backward_five(sh.hs));
+    const size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * qkv_width(C, NH, KVH);
+    Rng rng(7000 + 31 * T + sh.hs + 5 * KVH);
+    Floats qkv = rounded(random_floats(nqkv, rng)), dout = rounded(random_floats(n, rng));
+    Floats att((size_t)B * NH * T * T), y(n), dqkv(nqkv);
+    attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH, KVH);
+    attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, KVH);
+    Fused five = run_fused(qkv, dout, B, T, C, NH, KVH);
+    Fused three = run_fused(qkv, dout, B, T, C, NH, KVH, false, true);
+    // against train.cpp, each of dq, dk, dv: the tensor-core path's bound (P and dS rounded to
+    // bf16 into two products each, D from rounded y), as for the three-kernel backward
+    check_parts(five.dqkv, dqkv, B, T, C, NH, KVH, 1.5e-2);
+    // against the scalar kernels: their two bounds against train.cpp added
+    if (with_scalar)
+        check_parts(five.dqkv, as_floats(run_fused(qkv, dout, B, T, C, NH, KVH, true).dqkv), B, T, C, NH, KVH, 3e-2);
+    // against the three-kernel backward, the same algorithm with the same bf16 roundings of P
+    // and dS: dk and dv sum the same float32 terms in another order (query tiles last to
+    // first), dq the same terms grouped by key tile (and its dS from Sᵀ = k·qᵀ, not S = q·kᵀ:
+    // the same products, whose float32 sums may round apart). The float32 sums then differ
+    // by ~1e-6 relative, and an element differs after its one rounding to bf16 only where
+    // that straddles a rounding boundary: by one bf16 step, 2^-8 relative at most. So 2^-8
+    // (3.9e-3) bounds the norm even if every element differed; a lost or doubled term, or
+    // terms of the wrong key tile, move dq by far more
+    check_parts(five.dqkv, as_floats(three.dqkv), B, T, C, NH, KVH, 3.9e-3);
+    // the forward is the same kernels: its y and lse bit for bit
+    CHECK(memcmp(five.y.data(), three.y.data(), n * sizeof(floatX)) == 0);
+    // a rerun gives the same bits (the order of dq's terms is fixed, whatever the blocks' timing)
+    Fused again = run_fused(qkv, dout, B, T, C, NH, KVH);
+    CHECK(memcmp(again.dqkv.data(), five.dqkv.data(), nqkv * sizeof(floatX)) == 0);
+}
+
+TEST_CASE("five-product backward: against train.cpp, the three-kernel one and the scalar kernels, every gradient") {
+    if (!BF16) return;  // the fp32 build: no tensor-core kernels
+    // T = 1 and 7 (less than a tile), 64 and 128 (a multiple of the key tiles), 127 and 129 (one
+    // short of it, one past: a last query tile of 1 row), 100, 256 (4 key tiles of 64, 8 query
+    // tiles of 32 at hs = 128, so up to 4 terms in one dq tile's order); G = 1, 2, 4 (NH = 4)
+    for (int T : {1, 7, 64, 100, 127, 128, 129, 256})
+        for (int hs : {64, 128})
+            for (int KVH : {4, 2, 1}) check_five_products({1, T, 4, hs, KVH});
+    check_five_products({2, 100, 2, 64, 1});  // two batch rows, multi-query
+}
+TEST_CASE("five-product backward at T = 1024: 16 terms in the order of the last query tiles") {
+    if (!BF16) return;
+    check_five_products({1, 1024, 2, 64, 1}, false);
+    check_five_products({1, 1024, 1, 128, 1}, false);
 }
 
 // ---- grouped-query attention: KVH < NH K/V heads, query head h reading K/V head h / (NH/KVH)
