@@ -862,15 +862,15 @@ TEST_CASE("the fused classifier (online max and sum, gradient pass last chunk fi
 // it is seen to add (+=) and to add every chunk. The vocabularies: a small padded one, GPT-2's
 // and Llama-3's (unpadded), with a small C and N to keep it fast.
 //   chunked against whole: fp32 1e-5, bf16 4e-3. A row's logits and the gradients of its rows
-//   are the same kernels on fewer rows: on the CPU runtime the same bits; on a GPU cuBLAS may
+//   are the same kernels on fewer rows: on the CPU runtime the same bits (measured: losses and
+//   dlnf equal, dW 1.2e-7 in both builds, its float32 sum in another order); on a GPU cuBLAS may
 //   pick another kernel for another row count, whose float32 sums in another order can flip the
 //   bf16 rounding of an element (2^-8 of it), the bound of "matmul: products split into row
-//   chunks" (4e-3). dW sums the chunks' float32 products in another order: 1e-5 in both.
+//   chunks" (4e-3).
 //   against train.cpp: fp32 1e-5, the common bound. bf16: the kernels read lnf and W rounded as
-//   the CPU does, but the logits are rounded to bf16 before the softmax (2^-9 of an element,
-//   logits of |x| ≤ 4 here: up to 8e-3 in a row's loss of ~6-12, 1e-3 relative), and the
-//   logits' gradient is rounded once more before both backward products (3e-3): loss 2e-3,
-//   dlnf and dW 1e-2 (measured on the CPU runtime: see the values the CHECKs print on failure).
+//   the CPU does, but the logits are rounded to bf16 before the softmax (2^-9 of an element)
+//   and the logits' gradient once more before both backward products (3e-3). Measured on the
+//   CPU runtime: losses 8.7e-4, dlnf 4.8e-3, dW 3.7e-3; the bounds about 3× that.
 TEST_CASE("the classifier in row chunks: losses, dlnf and dW equal the whole classifier's and train.cpp's") {
     struct Shape {
         int N, C, V, Vp, rows;  // rows: the chunk, not dividing N
@@ -903,18 +903,18 @@ TEST_CASE("the classifier in row chunks: losses, dlnf and dW equal the whole cla
             return Result{d_losses.host(), to_float(d_dlnf.host()), d_dw.host()};
         };
         const Result whole = classify(s.N, true);
-        CHECK(norm_error(whole.losses, losses) <= tol(1e-5, 2e-3));
-        CHECK(norm_error(whole.dlnf, dlnf) <= tol(1e-5, 1e-2));
-        CHECK(norm_error(whole.dw, dw) <= tol(1e-5, 1e-2));
+        CHECK(norm_error(whole.losses, losses) <= tol(1e-5, 2.5e-3));
+        CHECK(norm_error(whole.dlnf, dlnf) <= tol(1e-5, 1.5e-2));
+        CHECK(norm_error(whole.dw, dw) <= tol(1e-5, 1.5e-2));
         for (int rows : {s.rows, 1}) {
             CAPTURE(rows);
             const Result chunked = classify(rows, true);
             CHECK(norm_error(chunked.losses, whole.losses) <= tol(1e-5, 4e-3));
             CHECK(norm_error(chunked.dlnf, whole.dlnf) <= tol(1e-5, 4e-3));
             CHECK(norm_error(chunked.dw, whole.dw) <= tol(1e-5, 4e-3));
-            CHECK(norm_error(chunked.losses, losses) <= tol(1e-5, 2e-3));
-            CHECK(norm_error(chunked.dlnf, dlnf) <= tol(1e-5, 1e-2));
-            CHECK(norm_error(chunked.dw, dw) <= tol(1e-5, 1e-2));
+            CHECK(norm_error(chunked.losses, losses) <= tol(1e-5, 2.5e-3));
+            CHECK(norm_error(chunked.dlnf, dlnf) <= tol(1e-5, 1.5e-2));
+            CHECK(norm_error(chunked.dw, dw) <= tol(1e-5, 1.5e-2));
             // a rerun gives the same bits
             const Result again = classify(rows, true);
             CHECK(again.losses == chunked.losses);
