@@ -38,6 +38,7 @@
 #include "gpu/adamw.cuh"
 #include "gpu/attention.cuh"
 #include "gpu/attention_cached.cuh"
+#include "gpu/classifier.cuh"
 #include "gpu/common.cuh"
 #include "gpu/crossentropy.cuh"
 #include "gpu/encoder.cuh"
@@ -64,7 +65,8 @@ namespace gpu {
 // Activations kept from forward for backward. Unlike train.cpp's: no attention
 // probabilities (the backward recomputes them from per-row statistics), no probabilities
 // after the classifier (the fused cross-entropy overwrites the logits with their gradient),
-// and the two projections that feed the residual stream are not kept.
+// no logits of the whole micro-batch (gpu/classifier.cuh: a chunk of rows at a time, R rows,
+// R = classifier_rows), and the two projections that feed the residual stream are not kept.
 struct Activations {
     floatX *encoded;                   // (B, T, C)
     floatX *ln1;                       // (L, B, T, C)
@@ -82,7 +84,8 @@ struct Activations {
     floatX *residual3;                 // (L, B, T, C)
     floatX *lnf;                       // (B, T, C)
     float *lnf_mean, *lnf_rstd;        // (B, T)
-    floatX *logits;                    // (B, T, Vp), overwritten by their gradient in backward
+    floatX *logits;                    // (R, Vp) a chunk of rows' logits, overwritten by their gradient in
+                                       // backward; --classifier whole: R = B·T
     float *losses;                     // (B, T)
 };
 // Gradients of activations: one block's worth, reused layer after layer (as train.cpp).
@@ -108,8 +111,14 @@ struct Scratch {
 // path's log-sum-exp.
 inline size_t att_stats_per_row(bool fused) { return fused ? 1 : 2; }
 
-inline Layout activation_layout(Activations& a, const ModelConfig& c, int B, int T, bool recompute, bool fused) {
+// --classifier: the rows of logits the buffer holds for micro-batches of up to B×T.
+inline int logits_rows(const ModelConfig& c, int B, int T, bool whole_classifier) {
+    return classifier_rows(B * T, c.Vp, whole_classifier);
+}
+inline Layout activation_layout(Activations& a, const ModelConfig& c, int B, int T, bool recompute, bool fused,
+                                bool whole_classifier) {
     size_t BT = (size_t)B * T, L = c.L, C = c.C, NH = c.NH, Vp = c.Vp;
+    size_t R = logits_rows(c, B, T, whole_classifier);
     size_t QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden(), mean = c.llama() ? 0 : BT;  // RMSNorm: no mean
     return {tensor(a.encoded, BT * C),
             tensor(a.ln1, L * BT * C), tensor(a.ln1_mean, L * mean), tensor(a.ln1_rstd, L * BT),
@@ -119,7 +128,7 @@ inline Layout activation_layout(Activations& a, const ModelConfig& c, int B, int
             tensor(a.fch, L * BT * FC), tensor(a.fch_gelu, (recompute ? 1 : L) * BT * H),
             tensor(a.residual3, L * BT * C),
             tensor(a.lnf, BT * C), tensor(a.lnf_mean, mean), tensor(a.lnf_rstd, BT),
-            tensor(a.logits, BT * Vp), tensor(a.losses, BT)};
+            tensor(a.logits, R * Vp), tensor(a.losses, BT)};
 }
 inline Layout activation_grad_layout(ActivationGrads& d, const ModelConfig& c, int B, int T) {
     size_t BT = (size_t)B * T, C = c.C;
@@ -141,11 +150,12 @@ inline Layout scratch_layout(Scratch& s, const ModelConfig& c, int B, int T, boo
 }
 // Bytes of activations, their gradients and scratch for a micro-batch of B×T: exactly
 // what model_build allocates for them (gpu/plan.cuh's memory_use counts them).
-inline size_t activation_bytes(const ModelConfig& c, int B, int T, bool recompute, bool fused) {
+inline size_t activation_bytes(const ModelConfig& c, int B, int T, bool recompute, bool fused,
+                               bool whole_classifier) {
     Activations a;
     ActivationGrads d;
     Scratch s;
-    return layout_bytes(activation_layout(a, c, B, T, recompute, fused)) +
+    return layout_bytes(activation_layout(a, c, B, T, recompute, fused, whole_classifier)) +
            layout_bytes(activation_grad_layout(d, c, B, T)) + layout_bytes(scratch_layout(s, c, B, T, fused));
 }
 
@@ -176,11 +186,13 @@ struct KernelPaths {
     bool fused_attention = true;   // --attention: gpu/flash_attention.cuh, else gpu/attention.cuh (cuBLAS)
     Epilogues epilogues = Epilogues::fused;  // --epilogues: the backward's GELU and bias gradients (gpu/matmul.cuh)
     int ln_cols = 0;               // LayerNorm backward's columns per block: C, or chunks that fit (gpu/fit.cuh)
+    bool whole_classifier = false;  // --classifier whole: the logits of every row at once (gpu/classifier.cuh)
 };
 
 struct Model {
     ModelConfig cfg;
     int maxB = 0, maxT = 0;  // activation capacity
+    int logits_rows = 0;     // rows of the logits buffer: a chunk's (--classifier chunked) or maxB·maxT (whole)
     KernelPaths k;
     // --zero 1: the parameters this replica updates; the buffers of every parameter are padded
     // to shard.padded, those of the shard hold shard.size (without ZeRO, both are num_params)
@@ -228,7 +240,9 @@ void model_build(Model& m, const ModelConfig& cfg, int B, int T, int slots, cons
     m.weights = weights_copy() ? m.weights_buf.ptr : (floatX*)m.params_buf.ptr;
     m.p = param_views(m.weights, cfg);
     m.g = param_views(m.grads_buf.ptr, cfg);
-    carve(m.acts_buf, activation_layout(m.a, cfg, B, T, k.recompute, k.fused_attention), "the activations");
+    m.logits_rows = logits_rows(cfg, B, T, k.whole_classifier);
+    carve(m.acts_buf, activation_layout(m.a, cfg, B, T, k.recompute, k.fused_attention, k.whole_classifier),
+          "the activations");
     carve(m.dacts_buf, activation_grad_layout(m.d, cfg, B, T), "the activation gradients");
     carve(m.scratch_buf, scratch_layout(m.s, cfg, B, T, k.fused_attention), "the layers' scratch");
     if (cfg.llama()) {  // RoPE's table, once: the same double-precision values train.cpp rotates with
@@ -332,13 +346,19 @@ void norm_backward(const ModelConfig& c, floatX* dresidual, float* dw, float* db
     else layernorm_backward_fused(dresidual, dw, db, work, dout, inp, w, mean, rstd, N, c.C, accumulate, ln_cols);
 }
 
-// Forward to the logits (B, T, Vp) for the inputs on the device; B ≤ maxB, T ≤ maxT. In
+// The head: GPT-2's is the token embedding wte (tied), Llama's its own wout; and its gradient.
+inline const floatX* head_weights(const Model& m) { return m.cfg.tied_head() ? m.p.wte : m.p.wout; }
+inline float* head_grads(Model& m) { return m.cfg.tied_head() ? m.g.wte : m.g.wout; }
+
+// Forward to lnf (B, T, C), the classifier's input, for the inputs on the device; B ≤ maxB,
+// T ≤ maxT. The classifier itself is model_loss's (training, evaluation) or model_logits'
+// (generation): done in chunks of rows, its logits are never whole in memory. In
 // generation with the key/value cache (P ≥ 0, B = 1) the cache holds the context's positions
 // 0..P-1: the inputs are positions P..P+T-1, their keys and values join the cache, and
 // attention reads it (gpu/attention_cached.cuh).
 void model_forward(Model& m, int B, int T, int P = NO_CACHE) {
     const ModelConfig& c = m.cfg;
-    const int C = c.C, NH = c.NH, KVH = c.kv_heads(), Vp = c.Vp;
+    const int C = c.C, NH = c.NH, KVH = c.kv_heads();
     const size_t BT = (size_t)B * T, QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden();
     const bool cached = P != NO_CACHE;
     const int P0 = cached ? P : 0;  // the first position
@@ -383,16 +403,28 @@ void model_forward(Model& m, int B, int T, int P = NO_CACHE) {
         else
             residual_norm_forward(c, residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, m.s.proj, p.lnfw, p.lnfb, BT);
     }
-    matmul_forward(a.logits, a.lnf, c.tied_head() ? p.wte : p.wout, nullptr, BT, C, Vp);  // GPT-2's head is wte
 }
 
-// Cross-entropy of the logits against the targets on the device: adds the mean loss to the
-// loss sum on the device, and with `backward` overwrites the logits with their gradient for
-// a per-position loss scale of loss_scale.
+// The classifier and the cross-entropy against the targets on the device, from lnf (after
+// model_forward), m.logits_rows rows at a time (gpu/classifier.cuh): the losses (B, T), their
+// mean added to the loss sum on the device; and with `backward`, for a per-position loss
+// scale of loss_scale, THE CLASSIFIER'S BACKWARD TOO: each chunk's logits are overwritten by
+// their gradient, which then gives that chunk's rows of dlnf (in d.dln, where model_backward
+// starts) and its share of the head's weight gradient (+=). With --classifier whole, one chunk
+// of all B·T rows.
 void model_loss(Model& m, int B, int T, bool backward, float loss_scale) {
+    const ModelConfig& c = m.cfg;
     const int N = B * T;
-    crossentropy_forward_backward(m.a.losses, m.a.logits, m.targets, loss_scale, N, m.cfg.V, m.cfg.Vp, backward);
+    classifier_loss(m.a.losses, m.d.dln, head_grads(m), m.a.logits, m.a.lnf, head_weights(m), m.targets, loss_scale,
+                    N, c.C, c.V, c.Vp, m.logits_rows, backward, m.k.epilogues);
     add_mean_loss(m.sums_buf.ptr, m.a.losses, N);
+}
+// Generation: the logits (n, Vp) of rows row..row+n-1 of the last forward, n ≤ m.logits_rows,
+// into the logits buffer (returned).
+const floatX* model_logits(Model& m, size_t row, int n) {
+    if (n > m.logits_rows) throw Error(strf("the logits buffer holds %d rows, not %d", m.logits_rows, n));
+    classifier_forward(m.a.logits, m.a.lnf + row * m.cfg.C, head_weights(m), n, m.cfg.C, m.cfg.Vp);
+    return m.a.logits;
 }
 // Zeroes the loss sum and |G_small|² (0 when not measured).
 void zero_loss_sum(Model& m) { CUDA_CHECK(cudaMemsetAsync(m.sums_buf.ptr, 0, 3 * sizeof(double), ctx.stream)); }
@@ -403,12 +435,13 @@ double loss_sum(Model& m) {
     return sum;
 }
 
-// Backward from the logits' gradient (written by model_loss) to the parameter gradients (+=).
+// Backward from lnf's gradient (in d.dln: model_loss's classifier backward wrote it, and
+// added the head's weight gradient) to the parameter gradients (+=).
 // With `sync` (the last micro-batch of a step with --grad-sync overlap) it is told when each
 // block's gradients are final.
 void model_backward(Model& m, int B, int T, GradSync* sync = nullptr) {
     const ModelConfig& c = m.cfg;
-    const int C = c.C, NH = c.NH, KVH = c.kv_heads(), Vp = c.Vp;
+    const int C = c.C, NH = c.NH, KVH = c.kv_heads();
     const size_t BT = (size_t)B * T, QKV = c.qkv_channels(), FC = c.fc_channels(), H = c.hidden();
     const ParamViews<floatX>& p = m.p;
     ParamTensors& g = m.g;
@@ -417,9 +450,7 @@ void model_backward(Model& m, int B, int T, GradSync* sync = nullptr) {
     const Epilogues epilogues = m.k.epilogues;
     const int ln_cols = m.k.ln_cols;
     float* work = m.s.partials;  // column-sum scratch of the bias and norm gradients
-    const floatX* dlogits = a.logits;
-    matmul_backward(d.dln, c.tied_head() ? g.wte : g.wout, nullptr, work, dlogits, a.lnf,
-                    c.tied_head() ? p.wte : p.wout, BT, C, Vp, nullptr, epilogues);
+    // (the classifier's backward, to d.dln = dlnf and the head's weight gradient, was model_loss's)
     const floatX* last = a.residual3 + (c.L - 1) * BT * C;  // the output of the last block
     norm_backward(c, d.dresidual, g.lnfw, g.lnfb, work, d.dln, last, p.lnfw, a.lnf_mean, a.lnf_rstd, BT,
                   false, ln_cols);
@@ -524,11 +555,12 @@ StepResult train_step(Model& m, DataLoader& loader, const BatchPlan& plan, const
     for (int a = 0; a < plan.A; a++) {
         loader.micro_batch(a, m.host_inputs.data(), m.host_targets.data());
         upload_tokens(m, m.host_inputs.data(), m.host_targets.data(), B, T, a);
-        model_forward(m, B, T);
+        model_forward(m, B, T);  // to lnf
+        // the classifier, the loss and the classifier's backward (dlnf, the head's gradient), in row chunks
         model_loss(m, B, T, true, 1.0f / (float)plan.global_tokens());
         const bool first = a == 0 && measure_noise;  // the noise scale's micro-batch (host/noise.h)
         GradSync* overlap = sync.hook(a, plan.A, m.grads_buf.ptr, comm, first ? &measure : nullptr);
-        model_backward(m, B, T, overlap);  // overlap: the last one starts the buckets' sums
+        model_backward(m, B, T, overlap);  // from dlnf; overlap: the last one starts the buckets' sums
         if (first && !overlap) measure_all_units(m);  // else each bucket's, as its sum starts
     }
 
@@ -586,6 +618,7 @@ struct GpuTrainer {
         k.fused_attention = gpu::uses_fused_attention(config, mc);
         k.epilogues = config.epilogues == "separate" ? gpu::Epilogues::separate : gpu::Epilogues::fused;
         k.ln_cols = gpu::layernorm_columns(mc);
+        k.whole_classifier = config.classifier == "whole";
         if (k.fused_attention && !gpu::flash_attention_supports(mc.C / mc.NH))
             throw Error(strf("--attention fused does not support the head size %d (C/NH)", mc.C / mc.NH));
         if (mc.C % gpu::pack_size<floatX>() != 0)
@@ -624,11 +657,20 @@ struct GpuTrainer {
     static constexpr int GATHERED_WEIGHT_BYTES = gpu::GATHERED_WEIGHT_BYTES;
     // What the constructor allocates on the GPU, to the byte (R replicas: --zero 1 shards over them).
     static MemoryUse memory_use(const ModelConfig& mc, int B, int T, int R, const Config& config) {
+        const bool whole = config.classifier == "whole";
         double activations = (double)gpu::activation_bytes(mc, B, T, config.recompute,
-                                                           gpu::uses_fused_attention(config, mc));
+                                                           gpu::uses_fused_attention(config, mc), whole);
+        const int rows = gpu::logits_rows(mc, B, T, whole);  // the logits, a part of the activations, shown apart
+        double logits = (double)gpu::aligned((size_t)rows * mc.Vp * sizeof(floatX));
         double tokens_and_sums = (double)(gpu::token_ints(B, T) * sizeof(int) + gpu::SUMS * sizeof(double)) +
                                  (double)gpu::norm_units_bytes(mc);  // (the noise scale's norm units)
-        MemoryUse use = gpu::memory_use(mc, R, config, activations, tokens_and_sums);
+        MemoryUse use = gpu::memory_use(mc, R, config, activations - logits, tokens_and_sums);
+        auto after = std::find_if(use.parts.begin(), use.parts.end(), [](auto& p) { return p.first == "activations"; });
+        use.parts.insert(after + 1,
+                         {rows == B * T ? strf("logits (%s rows)", with_commas(rows).c_str())
+                                        : strf("logits (%s of %s rows at a time)", with_commas(rows).c_str(),
+                                               with_commas((long long)B * T).c_str()),
+                          logits});
         if (kv_cache_used(config, 0))
             use.parts.push_back({"key/value cache (samples)", (double)kv_cache_elements(mc, T) * sizeof(floatX)});
         return use;
@@ -717,9 +759,12 @@ struct GpuTrainer {
     const float* logits_of(const int* tokens, int T, int P) {
         gpu::upload_tokens(model, tokens, nullptr, 1, T);
         gpu::model_forward(model, 1, T, P);
+        // the last row's logits alone; --classifier whole computes every row's, as it always did
+        const int first = model.k.whole_classifier ? 0 : T - 1;
+        const floatX* logits = gpu::model_logits(model, first, T - first);
         std::vector<floatX> row(model.cfg.Vp);
-        CUDA_CHECK(cudaMemcpyAsync(row.data(), model.a.logits + (size_t)(T - 1) * model.cfg.Vp, model.cfg.Vp * sizeof(floatX),
-                                   cudaMemcpyDeviceToHost, gpu::ctx.stream));
+        CUDA_CHECK(cudaMemcpyAsync(row.data(), logits + (size_t)(T - 1 - first) * model.cfg.Vp,
+                                   model.cfg.Vp * sizeof(floatX), cudaMemcpyDeviceToHost, gpu::ctx.stream));
         gpu::synchronize();
         logits_row.assign(row.begin(), row.end());
         return logits_row.data();

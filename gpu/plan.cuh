@@ -86,8 +86,11 @@ inline bool uses_fused_attention(const Config& config, const ModelConfig& mc) {
 // computes: written into every state file; a resumed run keeps what `auto` resolved to, and
 // says so when an option given anew changes the arithmetic (host/checkpoint.h,
 // adopt_recorded_choices). --epilogues changes the bits (gpu/matmul.cuh, matmul_backward);
-// so does --grad-sync-dtype bf16 (rounded sums), not fp32.
-inline std::vector<std::string> run_time_choices() { return {"attention", "epilogues", "grad-sync-dtype"}; }
+// so does --classifier (the head's weight gradient summed chunk by chunk, gpu/classifier.cuh),
+// and --grad-sync-dtype bf16 (rounded sums), not fp32.
+inline std::vector<std::string> run_time_choices() {
+    return {"attention", "epilogues", "classifier", "grad-sync-dtype"};
+}
 
 // The device the kernels are fitted to: in a dry run the GPU --device names (when it is one
 // of host/device_limits.h's), else the GPU in use; unknown in a dry run without either.

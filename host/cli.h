@@ -95,6 +95,7 @@ struct Config {
     int recompute = 0;           // recompute GELU's output in backward instead of keeping it per layer
     std::string attention = "auto";  // cublas, fused or auto: the GPU trainer resolves auto after planning (host/run.h)
     std::string epilogues = "fused";  // fused or separate: the backward's GELU and bias gradients (gpu/matmul.cuh)
+    std::string classifier = "chunked";  // chunked or whole: the logits in chunks of rows (gpu/classifier.cuh)
     std::string nccl_init_file;  // rendezvous file for jobs started without MPI (srun)
 };
 
@@ -188,6 +189,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"recompute", 0, "bool", &c.recompute, "GPU only: recompute GELU in backward (less memory)"},
         {"attention", 0, "str", &c.attention, "GPU only: cublas, fused or auto (times both, keeps the faster)"},
         {"epilogues", 0, "str", &c.epilogues, "GPU only: fused (cuBLASLt epilogues in backward) or separate"},
+        {"classifier", 0, "str", &c.classifier, "GPU only: chunked (logits and loss in chunks of rows) or whole"},
         {"nccl-init-file", 0, "str", &c.nccl_init_file, "GPU only, no MPI: shared file for the NCCL id"},
     };
 }
@@ -373,6 +375,8 @@ inline void validate_config(const Config& c) {
             "--attention must be 'cublas', 'fused' or 'auto', got '" + c.attention + "'");
     require(c.epilogues == "fused" || c.epilogues == "separate",
             "--epilogues must be 'fused' or 'separate', got '" + c.epilogues + "'");
+    require(c.classifier == "chunked" || c.classifier == "whole",
+            "--classifier must be 'chunked' or 'whole', got '" + c.classifier + "'");
     require(c.grad_sync == "overlap" || c.grad_sync == "end",
             "--grad-sync must be 'overlap' or 'end', got '" + c.grad_sync + "'");
     require(c.grad_sync_dtype == "fp32" || c.grad_sync_dtype == "bf16",

@@ -146,7 +146,7 @@ mutations=(
 "SwiGLU backward: dup without silu (dout*gate)|gpu/swiglu.cuh|s#du.v\[k\] = floatX(dk \* gk \* sg);#du.v[k] = floatX(dk * gk);#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=SwiGLU*"
 "SwiGLU backward (bf16): dgate without the derivative of sigma|gpu/swiglu.cuh|s# \* (1.0f + gk \* (1.0f - sg))##|test/gpu_trainer/trainer_cpu|./test/gpu_trainer/trainer_cpu -tc=SwiGLU*"
 # ---- issue 44: the GPU trainer's Llama (train_gpt.cu's five choices)
-"train_gpt: the untied head reads wte|train_gpt.cu|s#matmul_forward(a.logits, a.lnf, c.tied_head() ? p.wte : p.wout#matmul_forward(a.logits, a.lnf, p.wte#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=Llama:*10*"
+"train_gpt: the untied head reads wte|train_gpt.cu|s#return m.cfg.tied_head() ? m.p.wte : m.p.wout;#return m.p.wte;#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=Llama:*10*"
 "train_gpt: RoPE's backward skipped (the gradient left rotated)|train_gpt.cu|s#if (c.llama()) rope_backward(d.dqkv#if (false) rope_backward(d.dqkv#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=Llama:*golden*"
 "train_gpt: --recompute 1 redoes GELU, not SwiGLU, for a Llama|train_gpt.cu|s#if (m.k.recompute \&\& c.llama()) swiglu_forward#if (false) swiglu_forward#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=Llama:*10*"
 # ---- issue 44: grouped-query attention (KVH < NH K/V heads) on the three GPU attention paths
@@ -184,6 +184,9 @@ mutations=(
 # ---- issue 45: the Hugging Face converter (scripts/hf_convert.py, run as it is)
 "hf_convert.py: Llama's q and k rows left in Hugging Face's rotate_half order on import|scripts/hf_convert.py|/^def hf_to_meta/,/^def meta_to_hf/ s#return w.reshape(heads, 2, rows // heads // 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)#return w#|none|bash test/tools/hf_convert.sh"
 "hf_convert.py: GPT-2's Conv1D attn.c_proj not transposed on import (square: no shape error)|scripts/hf_convert.py|s#layer(\"attn.c_proj.weight\", (C, C), True)#layer(\"attn.c_proj.weight\", (C, C))#|none|bash test/tools/hf_convert.sh"
+# ---- issue 46: the classifier and the loss in row chunks (gpu/classifier.cuh)
+"classifier in row chunks: the last, partial chunk skipped|gpu/classifier.cuh|s#for (int n0 = 0; n0 < N; n0 += rows) {#for (int n0 = 0; n0 + rows <= N; n0 += rows) {#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=the*classifier*in*row*chunks*"
+"classifier in row chunks: the plan and the buffer hold every row (chunked taken for whole)|gpu/classifier.cuh|s#    if (whole) return N;#    return N;#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=memory:*GPT-2*124M*chunk*"
 )
 
 # The programs make test builds: what "auto" chooses from.

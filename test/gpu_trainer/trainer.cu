@@ -100,6 +100,14 @@ static double norm_error(const std::vector<T>& ours, const Floats& ref) {
 }
 static double rel_diff(double ours, double ref) { return std::fabs(ours - ref) / std::max(std::fabs(ref), 1e-30); }
 
+// --classifier chunked with chunks of `rows` rows of Vp logits (gpu::classifier_chunk_elements,
+// the test-only way to cut small shapes into chunks) for the trainers built while it lives.
+struct ClassifierChunks {
+    size_t saved = gpu::classifier_chunk_elements;
+    void rows(int rows, int Vp) { gpu::classifier_chunk_elements = (size_t)rows * Vp; }
+    ~ClassifierChunks() { gpu::classifier_chunk_elements = saved; }
+};
+
 // ----------------------------------------------------------------------------
 // Each kernel against its CPU layer
 
@@ -847,6 +855,79 @@ TEST_CASE("the fused classifier (online max and sum, gradient pass last chunk fi
     }
 }
 
+// The classifier and the loss in chunks of rows (gpu/classifier.cuh): in chunks whose edges do
+// not divide N (the last one partial), in chunks of 1 row, and whole (one chunk of N rows, the
+// reference), each against the others and against train.cpp's layers (matmul_forward,
+// crossentropy_forward and _backward, matmul_backward); dW starts from random values, so that
+// it is seen to add (+=) and to add every chunk. The vocabularies: a small padded one, GPT-2's
+// and Llama-3's (unpadded), with a small C and N to keep it fast.
+//   chunked against whole: fp32 1e-5, bf16 4e-3. A row's logits and the gradients of its rows
+//   are the same kernels on fewer rows: on the CPU runtime the same bits (measured: losses and
+//   dlnf equal, dW 1.2e-7 in both builds, its float32 sum in another order); on a GPU cuBLAS may
+//   pick another kernel for another row count, whose float32 sums in another order can flip the
+//   bf16 rounding of an element (2^-8 of it), the bound of "matmul: products split into row
+//   chunks" (4e-3).
+//   against train.cpp: fp32 1e-5, the common bound. bf16: the kernels read lnf and W rounded as
+//   the CPU does, but the logits are rounded to bf16 before the softmax (2^-9 of an element)
+//   and the logits' gradient once more before both backward products (3e-3). Measured on the
+//   CPU runtime: losses 8.7e-4, dlnf 4.8e-3, dW 3.7e-3; the bounds about 3× that.
+TEST_CASE("the classifier in row chunks: losses, dlnf and dW equal the whole classifier's and train.cpp's") {
+    struct Shape {
+        int N, C, V, Vp, rows;  // rows: the chunk, not dividing N
+    };
+    for (Shape s : {Shape{37, 16, 300, 320, 8}, Shape{11, 8, 50257, 50304, 4}, Shape{7, 8, 128256, 128256, 3}}) {
+        CAPTURE(s.V);
+        Rng rng(60 + s.V);
+        Floats lnf = rounded(random_floats((size_t)s.N * s.C, rng)), w = rounded(random_floats((size_t)s.Vp * s.C, rng));
+        Floats dw0 = random_floats(w.size(), rng, 0.01);
+        std::vector<int> targets = random_tokens(s.N, s.V, rng);
+        const float dloss = 1.0f / s.N;
+        // train.cpp's layers
+        Floats logits((size_t)s.N * s.Vp), probs(logits.size()), dlogits(logits.size()), losses(s.N);
+        Floats dlnf((size_t)s.N * s.C), dw = dw0;
+        matmul_forward(logits.data(), lnf.data(), w.data(), nullptr, s.N, s.C, s.Vp);
+        crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), s.N, s.V, s.Vp);
+        crossentropy_backward(dlogits.data(), probs.data(), targets.data(), dloss, s.N, s.Vp);
+        matmul_backward(dlnf.data(), dw.data(), nullptr, dlogits.data(), lnf.data(), w.data(), s.N, s.C, s.Vp);
+
+        DevArray<floatX> d_lnf = dev_x(lnf), d_w = dev_x(w);
+        DevArray<int> d_targets(targets);
+        struct Result {
+            Floats losses, dlnf, dw;
+        };
+        auto classify = [&](int rows, bool backward) {
+            DevArray<floatX> d_logits((size_t)rows * s.Vp), d_dlnf((size_t)s.N * s.C);
+            DevArray<float> d_losses(s.N), d_dw(dw0);  // (poisoned with NaN: what a chunk forgets shows)
+            gpu::classifier_loss(d_losses.ptr(), d_dlnf.ptr(), d_dw.ptr(), d_logits.ptr(), d_lnf.ptr(), d_w.ptr(),
+                                 d_targets.ptr(), dloss, s.N, s.C, s.V, s.Vp, rows, backward, gpu::Epilogues::fused);
+            return Result{d_losses.host(), to_float(d_dlnf.host()), d_dw.host()};
+        };
+        const Result whole = classify(s.N, true);
+        CHECK(norm_error(whole.losses, losses) <= tol(1e-5, 2.5e-3));
+        CHECK(norm_error(whole.dlnf, dlnf) <= tol(1e-5, 1.5e-2));
+        CHECK(norm_error(whole.dw, dw) <= tol(1e-5, 1.5e-2));
+        for (int rows : {s.rows, 1}) {
+            CAPTURE(rows);
+            const Result chunked = classify(rows, true);
+            CHECK(norm_error(chunked.losses, whole.losses) <= tol(1e-5, 4e-3));
+            CHECK(norm_error(chunked.dlnf, whole.dlnf) <= tol(1e-5, 4e-3));
+            CHECK(norm_error(chunked.dw, whole.dw) <= tol(1e-5, 4e-3));
+            CHECK(norm_error(chunked.losses, losses) <= tol(1e-5, 2.5e-3));
+            CHECK(norm_error(chunked.dlnf, dlnf) <= tol(1e-5, 1.5e-2));
+            CHECK(norm_error(chunked.dw, dw) <= tol(1e-5, 1.5e-2));
+            // a rerun gives the same bits
+            const Result again = classify(rows, true);
+            CHECK(again.losses == chunked.losses);
+            CHECK(again.dlnf == chunked.dlnf);
+            CHECK(again.dw == chunked.dw);
+            // evaluation: the losses alone, the gradients untouched
+            const Result eval = classify(rows, false);
+            CHECK(eval.losses == chunked.losses);
+            CHECK(eval.dw == dw0);
+        }
+    }
+}
+
 // The tiny model of cpu_trainer/trainer.cpp: V not a multiple of the padding.
 static ModelConfig tiny_config() {
     ModelConfig c;
@@ -1019,9 +1100,13 @@ static void check_golden(const std::string& model_file, const std::string& golde
 
     gpu::upload_tokens(m.model, gold.inputs.data(), gold.targets.data(), B, T);
     gpu::model_forward(m.model, B, T);
-    Floats all_logits = download(m.model.a.logits, (size_t)B * T * Vp), logits((size_t)B * T * V);
-    for (size_t r = 0; r < (size_t)B * T; r++)
-        std::copy(all_logits.begin() + r * Vp, all_logits.begin() + r * Vp + V, logits.begin() + r * V);
+    Floats logits((size_t)B * T * V);  // the classifier's product, a chunk of rows at a time
+    for (int r0 = 0; r0 < B * T; r0 += m.model.logits_rows) {
+        const int n = std::min(m.model.logits_rows, B * T - r0);
+        Floats chunk = download(gpu::model_logits(m.model, r0, n), (size_t)n * Vp);
+        for (size_t r = 0; r < (size_t)n; r++)
+            std::copy(chunk.begin() + r * Vp, chunk.begin() + r * Vp + V, logits.begin() + (r0 + r) * V);
+    }
     // fp32: 1e-5, the reference ran in float64, we in float32 (~1e-6), as in check_reference
     CHECK(norm_error(logits, gold.logits) <= tol(1e-5, bf16.logits));
     gpu::zero_loss_sum(m.model);
@@ -1070,8 +1155,13 @@ TEST_CASE("whole model: logits, loss, gradients and 10 AdamW steps match PyTorch
     SUBCASE("fused attention") { config.attention = "fused"; }
     SUBCASE("cuBLAS attention") { config.attention = "cublas"; }
     SUBCASE("separate epilogues") { config.epilogues = "separate"; }  // the backward's kernels, not cuBLASLt's
+    ClassifierChunks chunks;
+    SUBCASE("--classifier whole") { config.classifier = "whole"; }
+    SUBCASE("--classifier chunked, in chunks of 5 rows") { chunks.rows(5, read_model_header("test/golden/model_tiny.bin").Vp); }
     CAPTURE(config.attention);
     CAPTURE(config.epilogues);
+    CAPTURE(config.classifier);
+    CAPTURE(gpu::classifier_chunk_elements);
     check_golden("test/golden/model_tiny.bin", "test/golden/reference_tiny.bin", config, GOLDEN_BF16);
 }
 
@@ -1082,7 +1172,10 @@ TEST_CASE("Llama: logits, loss, gradients and 3 AdamW steps match Hugging Face's
     Config config;
     SUBCASE("fused attention") { config.attention = "fused"; }
     SUBCASE("cuBLAS attention") { config.attention = "cublas"; }
+    ClassifierChunks chunks;
+    SUBCASE("--classifier chunked, in chunks of 5 rows") { chunks.rows(5, read_model_header("test/golden/llama_tiny.bin").Vp); }
     CAPTURE(config.attention);
+    CAPTURE(gpu::classifier_chunk_elements);
     check_golden("test/golden/llama_tiny.bin", "test/golden/llama_reference_tiny.bin", config, LLAMA_GOLDEN_BF16);
 }
 
@@ -1321,6 +1414,81 @@ TEST_CASE("--recompute 1: the backward's recomputed GELU output is the forward's
     CHECK(memcmp(pre.data(), forward_gelu.data(), n * sizeof(floatX)) != 0);
 }
 
+// --classifier chunked against whole in the model: the loss, the per-position losses and every
+// parameter gradient of one forward and backward, the micro-batch's 24 rows in chunks of 5 (the
+// last one of 4), with GPT-2's tied head (wte's gradient gets the classifier's share and the
+// embedding's) and Llama's untied one (wout). Bounds: those of the classifier test above
+// (fp32 1e-5; bf16 4e-3, an element's bf16 rounding flipped where cuBLAS sums another row
+// count in another order). And a rerun gives the same bits.
+TEST_CASE("--classifier chunked (5-row chunks): the loss and every gradient equal whole's, and repeat bit for bit") {
+    for (bool llama : {false, true}) {
+        CAPTURE(llama);
+        const ModelConfig c = llama ? tiny_llama() : tiny_config();
+        const int B = 4, T = 6;
+        Rng rng(41);
+        std::vector<int> in = random_tokens((size_t)B * T, c.V, rng), tgt = random_tokens((size_t)B * T, c.V, rng);
+        struct Result {
+            double loss;
+            Floats losses, grads;
+        };
+        auto forward_backward = [&](const std::string& classifier) {
+            Config config;
+            config.classifier = classifier;
+            ClassifierChunks chunks;
+            chunks.rows(5, c.Vp);
+            Comm single;
+            GpuTrainer m(c, plan_batch(B, T, 1, 0), config, single);
+            REQUIRE(m.model.logits_rows == (classifier == "whole" ? B * T : 5));
+            randomize(m.params(), c, 43);
+            m.upload();
+            gpu::upload_tokens(m.model, in.data(), tgt.data(), B, T);
+            gpu::zero_loss_sum(m.model);
+            CUDA_CHECK(cudaMemset(m.model.grads_buf.ptr, 0, m.model.shard.padded * sizeof(float)));
+            gpu::model_forward(m.model, B, T);
+            gpu::model_loss(m.model, B, T, true, 1.0f / (B * T));
+            gpu::model_backward(m.model, B, T);
+            return Result{gpu::loss_sum(m.model), download(m.model.a.losses, (size_t)B * T),
+                          download(m.model.grads_buf.ptr, c.num_params())};
+        };
+        const Result whole = forward_backward("whole"), chunked = forward_backward("chunked");
+        CHECK(rel_diff(chunked.loss, whole.loss) <= tol(1e-5, 4e-3));
+        CHECK(norm_error(chunked.losses, whole.losses) <= tol(1e-5, 4e-3));
+        std::vector<size_t> sizes = c.param_sizes();
+        size_t off = 0;
+        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+            CAPTURE(std::string(PARAM_NAMES[t]));
+            if (sizes[t]) CHECK(norm_error(chunked.grads.data() + off, whole.grads.data() + off, sizes[t]) <= tol(1e-5, 4e-3));
+            off += sizes[t];
+        }
+        const Result again = forward_backward("chunked");
+        CHECK(again.loss == chunked.loss);
+        CHECK(again.losses == chunked.losses);
+        CHECK(memcmp(again.grads.data(), chunked.grads.data(), chunked.grads.size() * sizeof(float)) == 0);
+    }
+}
+
+// Whole runs in 5-row chunks against train.cpp: 10 steps (the step's micro-batch of 24 rows in
+// chunks of 5, 5, 5, 5, 4), the validation loss (evaluation's losses from chunks, no backward)
+// and the next token's logits (generation: the last row's alone). The bounds of the 10-step
+// tests above, for each family.
+TEST_CASE("--classifier chunked (5-row chunks): 10 steps, validation and sampling agree with the CPU trainer") {
+    for (bool llama : {false, true}) {
+        CAPTURE(llama);
+        const ModelConfig c = llama ? tiny_llama() : tiny_config();
+        ClassifierChunks chunks;
+        chunks.rows(5, c.Vp);
+        Outcome gpu = run_steps<GpuTrainer>(4, 2, 10, 0.5f, c), cpu = run_steps<CpuTrainer>(4, 2, 10, 0.5f, c);
+        const GoldenTolerances& b = llama ? LLAMA_GOLDEN_BF16 : GOLDEN_BF16;
+        CHECK(norm_error(gpu.losses, cpu.losses) <= tol(1e-5, b.loss));
+        CHECK(norm_error(gpu.norms, cpu.norms) <= tol(1e-5, b.grads));
+        CHECK(norm_error(compared_params(gpu.params.data(), c), compared_params(cpu.params.data(), c)) <=
+              tol(1e-4, b.params));
+        CHECK(norm_error(gpu.m, cpu.m) <= tol(1e-4, b.grads));
+        CHECK(rel_diff(gpu.val_loss, cpu.val_loss) <= tol(1e-5, b.loss));
+        CHECK(norm_error(gpu.next_logits, cpu.next_logits) <= tol(1e-4, b.logits));
+    }
+}
+
 // Clipping, as test/cpu_trainer/trainer.cpp checks train_step(): one step at several thresholds against the same
 // step unclipped (grad_clip 0 = off). Adam nearly cancels a constant factor on the gradient
 // (m/√v), so the weights alone cannot show a wrong scale; the optimizer state does: after
@@ -1424,15 +1592,20 @@ TEST_CASE("memory: the estimate is what the trainer allocates, to the byte, for 
     for (ModelConfig c : {tiny_config(), tiny_llama()})
     for (Shape shape : {Shape{4, 6}, Shape{3, 8}, Shape{1, 1}})
         for (int recompute : {0, 1})
-        for (std::string attention : {"cublas", "fused"}) {
+        for (std::string attention : {"cublas", "fused"})
+        for (std::string classifier : {"chunked", "whole"}) {
             CAPTURE(family_name(c.family));
             CAPTURE(shape.B);
             CAPTURE(shape.T);
             CAPTURE(recompute);
             CAPTURE(attention);
+            CAPTURE(classifier);
             Config config;
             config.recompute = recompute;
             config.attention = attention;
+            config.classifier = classifier;
+            ClassifierChunks chunks;
+            chunks.rows(5, c.Vp);  // chunked: 5 rows of logits (the whole micro-batch where B·T ≤ 5)
             BatchPlan plan = plan_batch(shape.B, shape.T, 1, 0);
             Comm single;
             size_t free0, free1, total;
@@ -1489,7 +1662,7 @@ TEST_CASE("memory: attention no longer grows with L×T², and --recompute keeps 
     const int B = 2;
     auto activations = [&](int L, int T, bool recompute, bool fused = false) {
         c.L = L;
-        return (double)gpu::activation_bytes(c, B, T, recompute, fused);
+        return (double)gpu::activation_bytes(c, B, T, recompute, fused, false);
     };
     const double slack = 20 * 256;  // each of the ~20 tensors starts on a 256-byte boundary
     // What one more layer costs: (B,T,·) tensors and per-row softmax statistics, linear in
@@ -1507,6 +1680,34 @@ TEST_CASE("memory: attention no longer grows with L×T², and --recompute keeps 
     CHECK(std::fabs(activations(8, 1024, false, true) - 4 * activations(8, 256, false, true)) <= 4 * slack);
     double t2_scratch = 2.0 * B * c.NH * 1024 * 1024 * sizeof(floatX);
     CHECK(activations(1, 1024, false) - activations(1, 1024, false, true) >= t2_scratch);
+}
+
+// The memory plan at GPT-2 124M, B=64, T=1024: with --classifier chunked the logits are a chunk
+// of rows, not (B·T, Vp). The chunk from gpu/classifier.cuh's rule, written out here: 2^28
+// logits, in whole rows of Vp, a multiple of 128 rows. Rows of Vp·sizeof(floatX) bytes are
+// whole 256-byte blocks (50,304 = 256·196.5: 100,608 bytes in bf16), so the two plans differ
+// by the rows' bytes exactly.
+TEST_CASE("memory: at GPT-2 124M, B=64, T=1024 the logits are a chunk of rows, (B·T - chunk)·Vp fewer") {
+    ModelConfig c;
+    c.L = 12, c.NH = 12, c.C = 768, c.maxT = 1024, c.V = 50257, c.Vp = 50304;
+    const int B = 64, T = 1024;
+    const double chunk = std::floor(std::floor(268435456.0 / c.Vp) / 128) * 128;  // 5,248 rows
+    Config chunked, whole;
+    whole.classifier = "whole";
+    const MemoryUse a = GpuTrainer::memory_use(c, B, T, 1, chunked), b = GpuTrainer::memory_use(c, B, T, 1, whole);
+    CHECK(b.total() - a.total() == ((double)B * T - chunk) * c.Vp * sizeof(floatX));
+    CHECK(a.describe().find(strf("logits (%s of 65,536 rows at a time) ", with_commas((long long)chunk).c_str())) !=
+          std::string::npos);
+    CHECK(b.describe().find("logits (65,536 rows) ") != std::string::npos);
+    // the dry run prints it, and -b auto plans with it
+    REQUIRE_MESSAGE(file_exists(TRAIN_GPT_BINARY), "build " << TRAIN_GPT_BINARY << " first");
+    std::string out;
+    const std::string args = " --dry-run 1 --layers 12 --heads 12 --channels 768 --max-seq-len 1024 --vocab 50257 "
+                             "--padded-vocab 50304 -t 1024 -d 524288 --device-memory 80GB -b auto";
+    REQUIRE(run_command(std::string(TRAIN_GPT_BINARY) + args, &out) == 0);
+    CHECK(out.find(strf("logits (%s of ", with_commas((long long)chunk).c_str())) != std::string::npos);
+    REQUIRE(run_command(std::string(TRAIN_GPT_BINARY) + args + " --classifier whole", &out) == 0);
+    CHECK(out.find(" rows at a time)") == std::string::npos);
 }
 
 // ----------------------------------------------------------------------------
@@ -1807,6 +2008,37 @@ TEST_CASE("train_gpt: --epilogues takes fused or separate; it is recorded, and a
     CHECK(out.find("computed with --epilogues separate until step 2; --epilogues fused changes the arithmetic") !=
           std::string::npos);
     CHECK(read_bytes(a + "/model_00000004.bin") != read_bytes(b + "/model_00000004.bin"));
+    run_command("rm -rf " + a + " " + b);
+}
+
+// --classifier: the two values, one clear line for another (exit 2), train (the CPU trainer,
+// one classifier) refuses --classifier whole the same way; the choice is recorded in the state
+// file, and a resume on the other says that its arithmetic changes.
+TEST_CASE("train_gpt: --classifier takes chunked or whole; it is recorded, and a resume on the other says so") {
+    std::string out;
+    CHECK(run_command(TRAIN_GPT + " " + TINY_ARGS + "-n 1 -o '' --classifier rows", &out) == 2);
+    CHECK(out.find("--classifier must be 'chunked' or 'whole', got 'rows'") != std::string::npos);
+    CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+    REQUIRE_MESSAGE(file_exists("./train"), "build ./train first");
+    CHECK(run_command("./train " + TINY_ARGS + "-n 1 -o '' --classifier whole", &out) == 2);
+    CHECK(out.find("--classifier is an option of the GPU trainer (train_gpt) only") != std::string::npos);
+    const std::string args = TINY_ARGS + "-n 4 --ckpt-every 2 --attention fused ";
+    std::string a = temp_dir(), b = temp_dir();
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "--classifier whole -o " + a, &out) == 0);
+    CHECK(out.find("logits (64 rows)") != std::string::npos);  // B·T = 4·16
+    std::vector<char> state = read_bytes(a + "/state_00000002.bin");
+    REQUIRE(state.size() > 4 * 160);
+    int length;
+    memcpy(&length, state.data() + 4 * 24, 4);
+    REQUIRE(length >= 0);
+    REQUIRE(length <= 512);
+    RunChoices choices;
+    REQUIRE(RunChoices::parse(std::string(state.data() + 4 * 32, length), choices));
+    CHECK(choices.get("classifier") == "whole");
+    REQUIRE(run_command("cp " + a + "/model_00000002.bin " + a + "/state_00000002.bin " + b) == 0);
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "--resume 1 -o " + b, &out) == 0);  // the default: chunked
+    CHECK(out.find("computed with --classifier whole until step 2; --classifier chunked changes the arithmetic") !=
+          std::string::npos);
     run_command("rm -rf " + a + " " + b);
 }
 
