@@ -81,12 +81,17 @@ inline KernelCost attention_forward_cost(double N, double T, double C, double NH
     if (QKV == 0) QKV = 3 * C;
     return {2 * C * (T + 1) * N, x * (N * QKV + N * C) + 4 * N * NH};
 }
-// Backward: 7 products of 2·hs per pair (S and dP twice: in the dk/dv kernel and in the dq
-// kernel; dv, dk, dq once): 7·C·(T + 1) per row. Reads qkv, out, dout, the log-sum-exp,
-// writes dqkv; the row-dot kernel reads out and dout once more and writes delta.
+// Backward: `products` of 2·hs per pair: 7 in the three-kernel backward (S and dP twice: in
+// the dk/dv kernel and in the dq kernel; dv, dk, dq once), 5 in the five-product one (bf16 at
+// hs 64 and 128, gpu/flash_attention_bwd5.cuh: S, dP, dv, dk, dq once each): products·C·(T + 1)/2
+// per row. Reads qkv, out, dout, the log-sum-exp, writes dqkv; the row-dot kernel reads out
+// and dout once more and writes delta. (The five-product kernel's float32 partial dq goes
+// through L2, as the three-kernel dq pass's K/V re-reads do; neither is counted.)
+inline bool five_product_backward(int x, double hs) { return x == 2 && (hs == 64 || hs == 128); }
 inline KernelCost attention_backward_cost(double N, double T, double C, double NH, int x, double QKV = 0) {
     if (QKV == 0) QKV = 3 * C;
-    return {7 * C * (T + 1) * N, x * (N * QKV + 2 * N * C + N * QKV + 2 * N * C) + 4 * N * NH * 3};
+    const double products = five_product_backward(x, C / NH) ? 5 : 7;
+    return {products * C * (T + 1) * N, x * (N * QKV + 2 * N * C + N * QKV + 2 * N * C) + 4 * N * NH * 3};
 }
 
 // ---- gpu/crossentropy.cuh: softmax + cross-entropy + its backward, in place, per row of Vp.

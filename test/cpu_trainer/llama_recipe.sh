@@ -50,8 +50,8 @@ else planner=""; fi
 
 # The memory lines the GPU trainer prints for B=16, T=2048 (bf16): without ZeRO, and with it
 # over 8 replicas (1/8 of the float32 master weights and of AdamW's state on each)
-mem1="  memory per replica: parameters 4.6 GiB, their bf16 copy 2.3 GiB, gradients 4.6 GiB, AdamW state 9.2 GiB, activations 39.6 GiB, logits (2,048 of 32,768 rows at a time) 501.0 MiB, tokens and sums 648.0 KiB, key/value cache (samples) 64.0 MiB: 60.8 GiB in all"
-mem8="  memory per replica: parameters (1/8 shard) 589.3 MiB, their bf16 copy 2.3 GiB, gradients 4.6 GiB, AdamW state (1/8 shard) 1.2 GiB, activations 39.6 GiB, logits (2,048 of 32,768 rows at a time) 501.0 MiB, tokens and sums 648.0 KiB, key/value cache (samples) 64.0 MiB: 48.7 GiB in all"
+mem1="  memory per replica: parameters 4.6 GiB, their bf16 copy 2.3 GiB, gradients 4.6 GiB, AdamW state 9.2 GiB, activations 39.8 GiB, logits (2,048 of 32,768 rows at a time) 501.0 MiB, tokens and sums 664.3 KiB, key/value cache (samples) 64.0 MiB: 61.1 GiB in all"
+mem8="  memory per replica: parameters (1/8 shard) 589.3 MiB, their bf16 copy 2.3 GiB, gradients 4.6 GiB, AdamW state (1/8 shard) 1.2 GiB, activations 39.8 GiB, logits (2,048 of 32,768 rows at a time) 501.0 MiB, tokens and sums 664.3 KiB, key/value cache (samples) 64.0 MiB: 49.0 GiB in all"
 
 if [ -z "$planner" ]; then
     not_run "the dry run's plans" "neither ./train_gpt nor ./train_gpt_cpu is built (make train_gpt_cpu, a few minutes; make test builds it where the CUDA toolkit's headers are)"

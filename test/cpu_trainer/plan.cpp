@@ -20,6 +20,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../../host/cost.h"
@@ -504,6 +505,19 @@ TEST_CASE("the step's kernels: products as the 6·P formula counts them, the cla
     CHECK(products == doctest::Approx(flops_per_token(c, T).params * N).epsilon(1e-12));
     // 2·C·(T+1) forward + 7·C·(T+1) backward per row per block: 3/2 of the useful causal count
     CHECK(attention == doctest::Approx(flops_per_token(c, T).attention * N * 9 / 6).epsilon(1e-12));
+    // bf16 at hs = 64 (and 128): the five-product backward, 2 + 5 = 7/6 of the useful count; fp32
+    // at hs = 64, and bf16 at hs = 32, the three-kernel one's 9/6
+    for (auto [C, NH, x, ratio] : std::vector<std::tuple<int, int, int, double>>{
+             {128, 2, 2, 7.0 / 6}, {256, 2, 2, 7.0 / 6}, {128, 2, 4, 9.0 / 6}, {128, 4, 2, 9.0 / 6}}) {
+        ModelConfig h = model(2, NH, C, 64, 300, 320);
+        StepOptions ox;
+        ox.x = x;
+        double att = 0;
+        for (const StepKernel& k : step_kernels(h, B, T, ox))
+            if (k.kind == KernelKind::attention) att += k.cost.flops * k.count;
+        INFO("C=" << C << " NH=" << NH << " x=" << x);
+        CHECK(att == doctest::Approx(flops_per_token(h, T).attention * N * ratio).epsilon(1e-12));
+    }
     CHECK(gelu_backward == 1);
     CHECK(bias == 4);  // qkv, attproj, fc, fcproj
     CHECK(classifier == 2 * N * c.Vp * 2 + 12 * N);
