@@ -175,6 +175,9 @@ mutations=(
 # ---- issue 45: the Hugging Face converter (scripts/hf_convert.py, run as it is)
 "hf_convert.py: Llama's q and k rows left in Hugging Face's rotate_half order on import|scripts/hf_convert.py|/^def hf_to_meta/,/^def meta_to_hf/ s#return w.reshape(heads, 2, rows // heads // 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)#return w#|none|bash test/tools/hf_convert.sh"
 "hf_convert.py: GPT-2's Conv1D attn.c_proj not transposed on import (square: no shape error)|scripts/hf_convert.py|s#layer(\"attn.c_proj.weight\", (C, C), True)#layer(\"attn.c_proj.weight\", (C, C))#|none|bash test/tools/hf_convert.sh"
+# ---- issue 46: cuBLASLt's algorithm chosen once per product (gpu/matmul.cuh)
+"cuBLASLt algorithms: a resume ignores the recorded ones and chooses again|gpu/matmul.cuh|s#if (plan.step \&\& all.next < all.recorded.size()) {#if (false) {#|train_gpt_cpu|./test/gpu_trainer/trainer_cpu -tc=train_gpt:*keeps*recorded*cuBLASLt*"
+"cuBLASLt algorithms: a fused epilogue without an algorithm does not take the separate path|gpu/matmul.cuh|s#lt_dinp = lt_dinp \&\& lt_offers(#lt_dinp = lt_dinp || lt_offers(#|train_gpt_cpu|./test/gpu_trainer/trainer_cpu -tc=train_gpt:*epilogue*no*algorithm*"
 )
 
 # The programs make test builds: what "auto" chooses from.
