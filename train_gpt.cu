@@ -610,6 +610,8 @@ struct GpuTrainer {
     std::vector<float> losses_host;  // token_losses' answer
     size_t peak_bytes = 0;           // most GPU memory in use after a step (device-wide)
     int steps_done = 0;
+    std::string resumed_state, recorded_gemm;  // a resumed run's state file and its "gemm" choices
+    bool products_chosen = false;              // choose_products() has run
 
     GpuTrainer(const ModelConfig& mc, const BatchPlan& plan, const Config& config, const Comm& comm)
         : measure_noise(noise_scale_measured(config.noise_ema, plan)), replicas(&comm) {
@@ -633,6 +635,8 @@ struct GpuTrainer {
         host_params.assign(n, 0.0f), host_m.assign(n, 0.0f), host_v.assign(n, 0.0f);
         gpu::model_build(model, mc, plan.B, plan.T, plan.A, k, shard);
         gpu::norm_units_of_buckets(model, grad_sync.buckets());
+        resumed_state = state_to_resume(config);
+        if (!resumed_state.empty()) recorded_gemm = read_state_header(resumed_state, n).choices.get("gemm");
         if (kv_cache_used(config, comm.rank)) {
             if (mc.hs() > gpu::CACHED_MAX_HS)
                 throw Error(strf("samples with --kv-cache 1 support head sizes up to %d; the model's is %d: sample with "
@@ -704,6 +708,41 @@ struct GpuTrainer {
                               gpu::master_count(shard) * sizeof(float), cudaMemcpyDeviceToDevice));
         if (gpu::weights_copy()) gpu::to_floatX(model.weights, model.grads_buf.ptr, shard.padded);  // then AdamW keeps it current
         upload_shard(model.m_buf.ptr, host_m), upload_shard(model.v_buf.ptr, host_v);
+        if (!products_chosen) choose_products();
+    }
+    // Once, with the weights in place and before any step or evaluation: each of the step's
+    // cuBLASLt products gets its algorithm (gpu/matmul.cuh: timed on a GPU, or as the resumed
+    // run's state file records), in one micro-batch's forward and backward whose results are
+    // thrown away (each step zeroes the gradients and sums first); then every replica takes
+    // rank 0's choices.
+    void choose_products() {
+        products_chosen = true;
+        const int B = model.maxB, T = model.maxT;
+        std::vector<int> zeros((size_t)B * T, 0);
+        std::vector<std::string> lines;
+        auto pass = [&](const std::string& record) {
+            lines.clear();
+            gpu::lt_choose_begin(record);
+            gpu::upload_tokens(model, zeros.data(), zeros.data(), B, T);
+            gpu::model_forward(model, B, T);
+            gpu::model_loss(model, B, T, true, 1.0f / (float)(B * T));
+            gpu::model_backward(model, B, T);
+            gpu::synchronize();
+            return gpu::lt_choose_end(record, resumed_state, &lines);
+        };
+        if (!pass(recorded_gemm)) {
+            std::vector<std::string> said = lines;
+            pass("");
+            lines.insert(lines.begin(), said.begin(), said.end());
+        }
+        const std::string agreed = replicas->allgather(gpu::lt_record())[0];
+        if (agreed != gpu::lt_record()) pass(agreed);  // this replica's timing chose otherwise
+        if (replicas->rank == 0)
+            for (const std::string& line : lines) printf("%s\n", line.c_str());
+    }
+    // The state files' record of those choices (host/trainer.h)
+    std::vector<std::pair<std::string, std::string>> recorded_choices() const {
+        return {{"gemm", gpu::lt_record_to_keep()}};
     }
     void upload_shard(float* device, const std::vector<float>& host) {
         auto [lo, hi] = model.shard.clip(0, host.size());

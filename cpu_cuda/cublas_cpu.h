@@ -19,12 +19,20 @@
 // element of D is one chain of multiply-adds (fused, where the CPU has FMA) over k = 0, 1,
 // ..., K-1, whatever the tiling or the number of threads, so results are bit-identical from
 // run to run and across CPU_CUDA_THREADS. Batches and tiles are shared out over the pool
-// (pool.h).
+// (pool.h). cuBLASLt's heuristic offers three algorithms, as a GPU's offers several: k in 1,
+// 2 or 3 slices, each slice one chain, the slices' sums added in order (split-K without a
+// workspace); they differ in rounding only, so a caller's choice among them shows in the bits.
 //
 // cuBLAS's own blocking and split-K orders are not reproduced, so results match a GPU to
 // float32 rounding, not bit for bit. Calls run at once on the calling thread's behalf, so
-// streams, workspaces and algorithm choices are accepted and have no effect on the result
-// (a cuBLASLt algorithm carries only the alignments it was chosen for).
+// streams and workspaces are accepted and have no effect; a cuBLAS (not Lt) algorithm is the
+// one engine, and a cuBLASLt algorithm carries its k slices and the alignments it was chosen for.
+//
+// CPU_CUDA_LT_REFUSE_EPILOGUE=NAME[,NAME...] (bias, gelu_aux_bias, dgelu, bgradb, ...: the
+// epilogue's name in cublasLt.h, lower case, without CUBLASLT_EPILOGUE_) makes the heuristic
+// offer no algorithm for those epilogues (CUBLAS_STATUS_NOT_SUPPORTED, none returned), and
+// cublasLtMatmul refuse them, as a GPU or cuBLASLt version without a kernel for them would:
+// the caller's fallback can be tested. Read at each call.
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -38,9 +46,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -173,6 +183,7 @@ struct Gemm {
     float alpha, beta;
     Rounding rounding;          // of float32 inputs
     Epilogue ep;
+    int slices = 1;             // cuBLASLt's algorithm: k in this many slices, added in order
 };
 
 // op(X)(r, c) for a matrix stored as X.
@@ -322,7 +333,7 @@ class Floats {
 };
 // Each OS thread packs into space of its own, kept between calls.
 struct Scratch {
-    Floats a, b, acc, column;
+    Floats a, b, acc, column, part;
 };
 inline Scratch& scratch() {
     static thread_local Scratch s;
@@ -463,20 +474,30 @@ class Runner {
     // acc = op(A)·op(B) over the tile, KC values of k at a time: for each step the tile's
     // block of op(B) is packed once, and op(A) MC rows at a time; the micro-kernel adds step
     // after step to the sums, so that each element's sum runs k = 0, 1, ... as one chain.
+    // With g.slices > 1 (a cuBLASLt algorithm) each slice of k is such a chain, summed apart
+    // and added to the slices before it, in order.
     void multiply(const Tile& t, float* acc, int64_t ldacc, Scratch& s) const {
         float* Ap = s.a.get((size_t)(MC * KC));
         float* Bp = s.b.get((size_t)(round_up(t.cols, NR) * KC));
-        for (int64_t pc = 0; pc < g_.k; pc += KC) {
-            int kc = (int)std::min<int64_t>(KC, g_.k - pc);
-            // op(B)(p, j) as X(j, p): stored by columns exactly when B is transposed
-            pack_b_(Bp, op_at(g_.B, g_.trans_b, t.b, pc, t.j0), g_.B.ld, g_.trans_b, t.cols, kc);
-            for (int64_t ic = 0; ic < t.rows; ic += MC) {
-                int64_t mc = std::min<int64_t>(MC, t.rows - ic);
-                pack_a_(Ap, op_at(g_.A, g_.trans_a, t.b, t.i0 + ic, pc), g_.A.ld, !g_.trans_a, mc, kc);
-                for (int64_t jr = 0; jr < t.cols; jr += NR)
-                    for (int64_t ir = 0; ir < mc; ir += MR)
-                        micro_kernel(kc, Ap + ir * kc, Bp + jr * kc, acc + jr * ldacc + ic + ir, ldacc, pc > 0);
+        const int64_t slice = std::max<int64_t>(1, ceil_div(g_.k, g_.slices)), tile = ldacc * round_up(t.cols, NR);
+        float* part = g_.slices > 1 ? s.part.get((size_t)tile) : nullptr;
+        for (int64_t k0 = 0; k0 < g_.k; k0 += slice) {
+            const int64_t k1 = std::min(g_.k, k0 + slice);
+            float* sums = k0 == 0 ? acc : part;
+            for (int64_t pc = k0; pc < k1; pc += KC) {
+                int kc = (int)std::min<int64_t>(KC, k1 - pc);
+                // op(B)(p, j) as X(j, p): stored by columns exactly when B is transposed
+                pack_b_(Bp, op_at(g_.B, g_.trans_b, t.b, pc, t.j0), g_.B.ld, g_.trans_b, t.cols, kc);
+                for (int64_t ic = 0; ic < t.rows; ic += MC) {
+                    int64_t mc = std::min<int64_t>(MC, t.rows - ic);
+                    pack_a_(Ap, op_at(g_.A, g_.trans_a, t.b, t.i0 + ic, pc), g_.A.ld, !g_.trans_a, mc, kc);
+                    for (int64_t jr = 0; jr < t.cols; jr += NR)
+                        for (int64_t ir = 0; ir < mc; ir += MR)
+                            micro_kernel(kc, Ap + ir * kc, Bp + jr * kc, sums + jr * ldacc + ic + ir, ldacc, pc > k0);
+                }
             }
+            if (k0 > 0)
+                for (int64_t i = 0; i < tile; i++) acc[i] += part[i];
         }
     }
 
@@ -1140,7 +1161,65 @@ inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPrefere
                                     "cublasLtMatmulPreferenceSetAttribute", attr);
 }
 
-// One algorithm, needing no workspace, for every configuration the emulation supports.
+namespace cpu_cuda {
+namespace blas {
+// The heuristic's algorithms: k in 1, 2 or 3 slices (data[5]), the plainest first.
+constexpr int LT_ALGORITHMS = 3;
+inline int slices_of(const cublasLtMatmulAlgo_t* algo) {
+    return algo && algo->data[0] == ALGO_TAG && algo->data[5] >= 1 ? (int)algo->data[5] : 1;
+}
+// cuBLASLt's epilogues by their names in cublasLt.h, lower case, without CUBLASLT_EPILOGUE_
+inline const char* epilogue_name(uint32_t e) {
+    switch (e) {
+        case CUBLASLT_EPILOGUE_DEFAULT: return "default";
+        case CUBLASLT_EPILOGUE_RELU: return "relu";
+        case CUBLASLT_EPILOGUE_RELU_BIAS: return "relu_bias";
+        case CUBLASLT_EPILOGUE_BIAS: return "bias";
+        case CUBLASLT_EPILOGUE_GELU: return "gelu";
+        case CUBLASLT_EPILOGUE_GELU_AUX: return "gelu_aux";
+        case CUBLASLT_EPILOGUE_GELU_BIAS: return "gelu_bias";
+        case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "gelu_aux_bias";
+        case CUBLASLT_EPILOGUE_DGELU: return "dgelu";
+        case CUBLASLT_EPILOGUE_DGELU_BGRAD: return "dgelu_bgrad";
+        case CUBLASLT_EPILOGUE_BGRADA: return "bgrada";
+        case CUBLASLT_EPILOGUE_BGRADB: return "bgradb";
+        default: return "";
+    }
+}
+// CPU_CUDA_LT_REFUSE_EPILOGUE names the epilogue (see the top of this file). A name the
+// emulation does not know stops the process with one line, as the runtime's other switches do.
+inline bool epilogue_refused(uint32_t epilogue) {
+    const char* v = getenv("CPU_CUDA_LT_REFUSE_EPILOGUE");
+    if (!v || !*v) return false;
+    bool refused = false;
+    std::string list = v;
+    for (size_t pos = 0; pos <= list.size();) {
+        size_t end = std::min(list.find(',', pos), list.size());
+        std::string name = list.substr(pos, end - pos);
+        bool known = false;
+        for (uint32_t e : {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_RELU, CUBLASLT_EPILOGUE_RELU_BIAS,
+                           CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_GELU, CUBLASLT_EPILOGUE_GELU_AUX,
+                           CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, CUBLASLT_EPILOGUE_DGELU,
+                           CUBLASLT_EPILOGUE_DGELU_BGRAD, CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB})
+            if (name == epilogue_name(e)) known = true, refused = refused || e == epilogue;
+        if (!known)
+            bad_setting("CPU_CUDA_LT_REFUSE_EPILOGUE", v,
+                        "epilogue names separated by commas: default, bias, gelu_aux, gelu_aux_bias, dgelu, "
+                        "bgradb, ... (cublasLt.h's, lower case, without CUBLASLT_EPILOGUE_)");
+        pos = end + 1;
+    }
+    return refused;
+}
+// Calls of cublasLtMatmulAlgoGetHeuristic in this process (the trainer's tests count them).
+inline long long& heuristic_queries() {
+    static long long n = 0;
+    return n;
+}
+}  // namespace blas
+}  // namespace cpu_cuda
+
+// LT_ALGORITHMS algorithms (or fewer, as requested), best first, needing no workspace, for
+// every configuration the emulation supports; none for a refused epilogue.
 inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                                                      cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
                                                      cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
@@ -1153,17 +1232,23 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cu
         !returnAlgoCount)
         return CUBLAS_STATUS_INVALID_VALUE;
     *returnAlgoCount = 0;
+    heuristic_queries()++;
     Gemm g{};
     cublasStatus_t status = plan_matmul(embedded<LtMatmulDesc>(desc), embedded<LtLayout>(Adesc),
                                         embedded<LtLayout>(Bdesc), embedded<LtLayout>(Cdesc),
                                         embedded<LtLayout>(Ddesc), &g);
     if (status != CUBLAS_STATUS_SUCCESS) return status;
-    results[0] = cublasLtMatmulHeuristicResult_t{};
-    store_alignments(&results[0].algo, embedded<LtPreference>(pref).min_alignment);
-    results[0].workspaceSize = 0;
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    results[0].wavesCount = 1.0f;
-    *returnAlgoCount = 1;
+    if (epilogue_refused(embedded<LtMatmulDesc>(desc).epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    const int count = std::min(requestedAlgoCount, LT_ALGORITHMS);
+    for (int i = 0; i < count; i++) {
+        results[i] = cublasLtMatmulHeuristicResult_t{};
+        store_alignments(&results[i].algo, embedded<LtPreference>(pref).min_alignment);
+        results[i].algo.data[5] = (uint64_t)(i + 1);  // k in i + 1 slices
+        results[i].workspaceSize = 0;
+        results[i].state = CUBLAS_STATUS_SUCCESS;
+        results[i].wavesCount = 1.0f;
+    }
+    *returnAlgoCount = count;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -1185,9 +1270,11 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
     cublasStatus_t status = plan_matmul(d, embedded<LtLayout>(Adesc), embedded<LtLayout>(Bdesc), cl, dl, &g);
     if (status != CUBLAS_STATUS_SUCCESS) return status;
     if (C == D && (cl.ld != dl.ld || cl.batch_stride != dl.batch_stride)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (epilogue_refused(d.epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
     const void* operands[4] = {A, B, C, D};
     status = check_alignment(algo, operands);
     if (status != CUBLAS_STATUS_SUCCESS) return status;
+    g.slices = slices_of(algo);
     Epilogue& e = g.ep;
     if (((e.bias || e.writes_bias()) && !d.bias) || ((e.aux_out || e.reads_aux()) && !d.aux))
         return CUBLAS_STATUS_INVALID_VALUE;

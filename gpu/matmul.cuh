@@ -12,8 +12,14 @@
 // product below is written as its transpose, Cᵀ = (A·B)ᵀ = Bᵀ·Aᵀ, and the comment above
 // each call gives the row-major product, then the column-major one that cuBLAS computes.
 #pragma once
+#include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "common.cuh"
 
@@ -66,28 +72,179 @@ struct LtProduct {
     const void* aux = nullptr;   // GELU_AUX: written (the GELU's input); DGELU: read
     int64_t aux_ld = 0;          // a multiple of 8, at least m (cublasLt.h)
 };
-inline void lt_matmul(const LtProduct& p) {
-    cublasLtMatmulDesc_t desc;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, ctx.compute, CUDA_R_32F));
+
+// ---- cuBLASLt's algorithm, chosen once per product
+//
+// Each distinct product (shape, layouts, types, epilogue, the pointers' alignments: LtShape)
+// gets its descriptors, layouts and algorithm once, in an LtPlan that every later call of it
+// reuses: no descriptor is created and no heuristic asked per call. The heuristic is asked
+// once per product for up to LT_CANDIDATES algorithms, best first. Which one runs:
+//   * the step's products (those of the start-up pass, lt_choose_begin/end: one micro-batch's
+//     forward and backward before step 1) are timed on a GPU, each candidate LT_TIMED_RUNS
+//     times after one, at the run's shapes and on its buffers (the pass's results are thrown
+//     away), and the fastest kept; on the CPU runtime the first, untimed, unless
+//     TRAIN_GPT_GEMM_PICK says otherwise (lt_pick_for_tests);
+//   * a resumed run takes the algorithm its state file records for each of them (lt_record),
+//     when this GPU and cuBLASLt still offer it, so that it computes the uninterrupted run's bits;
+//   * a product first met later (an evaluation's or a sample's other batch shape) takes the first.
+// A product cuBLASLt offers no algorithm for has none (chosen < 0): matmul_backward runs it on
+// --epilogues separate's path, and a forward one stops the run with one line.
+constexpr int LT_CANDIDATES = 8, LT_TIMED_RUNS = 3;
+
+using LtShape = std::array<int64_t, 18>;
+inline LtShape lt_shape(const LtProduct& p) {
+    return {p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.ldd, p.a_type, p.b_type, p.d_type, p.epilogue,
+            p.aux ? p.aux_ld : -1, p.bias != nullptr, ctx.compute, alignment_of(p.A), alignment_of(p.B),
+            alignment_of(p.D)};
+}
+
+enum class LtHow { first, timed, picked, recorded };
+struct LtPlan {
+    LtShape shape;
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    std::vector<cublasLtMatmulHeuristicResult_t> offered;  // the heuristic's candidates, best first
+    int chosen = -1;                                        // into offered; -1: none (the separate path)
+    LtHow how = LtHow::first;
+    double ms = -1;     // the chosen one's time (timed only)
+    bool step = false;  // one of the step's products, in lt_record()
+};
+
+// A short, stable name of an algorithm: FNV-1a over cublasLtMatmulAlgo_t's 64 bytes (its
+// id, tile, stages, split-K and the rest of its configuration), 24 bits in hex. 24 bits tell
+// apart the at most LT_CANDIDATES algorithms a product is offered with a chance of 2e-6 of
+// taking another for the recorded one; the record stays 9 bytes a product.
+inline std::string lt_algo_name(const cublasLtMatmulAlgo_t& algo) {
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char* bytes = (const unsigned char*)algo.data;
+    for (size_t i = 0; i < sizeof algo.data; i++) h = (h ^ bytes[i]) * 1099511628211ull;
+    return strf("%06x", (unsigned)((h ^ (h >> 32)) & 0xffffff));
+}
+
+struct LtPlans {
+    std::map<LtShape, std::unique_ptr<LtPlan>> by_shape;
+    std::vector<LtPlan*> order;        // in the order first met
+    long long queries = 0;             // heuristic queries made: one per plan
+    bool choosing = false;             // in the start-up pass: new products are the step's
+    bool time = false;                 // ... and are timed
+    int pick = -1;                     // TRAIN_GPT_GEMM_PICK's candidate (CPU runtime), -1: none
+    std::vector<std::string> recorded; // the record being adopted: an item per step product
+    size_t next = 0;                   // the item the next step product takes
+    int not_offered = 0;               // recorded algorithms this GPU and cuBLASLt do not offer
+
+    void clear() {
+        for (auto& [shape, plan] : by_shape) {
+            if (plan->desc) cublasLtMatmulDescDestroy(plan->desc);
+            for (cublasLtMatrixLayout_t l : {plan->a, plan->b, plan->d})
+                if (l) cublasLtMatrixLayoutDestroy(l);
+        }
+        by_shape.clear(), order.clear();
+    }
+    ~LtPlans() { clear(); }
+};
+inline LtPlans& lt_plans() {
+    static LtPlans plans;
+    return plans;
+}
+
+// TRAIN_GPT_GEMM_PICK=N, read on the CPU runtime only: its timings say nothing of a GPU's,
+// so the step's products take the first candidate there without timing, unless this asks
+// the start-up pass to time them as a GPU does and then keep candidate N (the last when
+// fewer are offered): the tests' way to make the choice differ from one process to the
+// next, as timing can on a GPU. -1 when unset, and always in a GPU build.
+inline int lt_pick_for_tests() {
+#ifdef CPU_CUDA
+    const char* v = getenv("TRAIN_GPT_GEMM_PICK");
+    if (!v) return -1;
+    char* end = nullptr;
+    long n = strtol(v, &end, 10);
+    if (end == v || *end || n < 0 || n >= LT_CANDIDATES)
+        throw UsageError(strf("TRAIN_GPT_GEMM_PICK='%s' is not valid: expected a candidate from 0 to %d", v,
+                              LT_CANDIDATES - 1));
+    return (int)n;
+#else
+    return -1;
+#endif
+}
+
+// Milliseconds per run of candidate i of a plan on p's buffers: the mean of LT_TIMED_RUNS
+// after one untimed. (Only in the start-up pass: D is written, and accumulated into when
+// beta = 1, reps + 1 times.)
+inline void lt_run(const LtPlan& plan, int i, const LtProduct& p);
+inline double lt_time(const LtPlan& plan, int i, const LtProduct& p) {
+    lt_run(plan, i, p);
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    CUDA_CHECK(cudaEventRecord(start, ctx.stream));
+    for (int r = 0; r < LT_TIMED_RUNS; r++) lt_run(plan, i, p);
+    CUDA_CHECK(cudaEventRecord(stop, ctx.stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float total = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&total, start, stop));
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    return total / LT_TIMED_RUNS;
+}
+
+// Which candidate a new plan runs (see above).
+inline void lt_choose(LtPlan& plan, const LtProduct& p) {
+    LtPlans& all = lt_plans();
+    plan.step = all.choosing;
+    if (plan.step && all.next < all.recorded.size()) {  // the resumed run's record
+        const std::string& item = all.recorded[all.next++];
+        if (item == "s") {  // recorded on the separate path: kept there, for the same bits
+            plan.chosen = -1, plan.how = LtHow::recorded;
+            return;
+        }
+        const std::string name = item.substr(item.find('.') + 1);
+        for (size_t i = 0; i < plan.offered.size(); i++)
+            if (lt_algo_name(plan.offered[i].algo) == name) {
+                plan.chosen = (int)i, plan.how = LtHow::recorded;
+                return;
+            }
+        all.not_offered++;  // chosen again, below
+    }
+    plan.chosen = plan.offered.empty() ? -1 : 0, plan.how = LtHow::first;
+    if (!plan.step || plan.offered.size() < 2 || !(all.time || all.pick >= 0)) return;
+    for (size_t i = 0; i < plan.offered.size(); i++) {
+        double ms = lt_time(plan, (int)i, p);
+        if (plan.how != LtHow::timed || ms < plan.ms) plan.chosen = (int)i, plan.ms = ms, plan.how = LtHow::timed;
+    }
+    if (all.pick >= 0) plan.chosen = std::min(all.pick, (int)plan.offered.size() - 1), plan.how = LtHow::picked;
+}
+
+// The plan of p's product: found, or made (descriptors, layouts, one heuristic query) and chosen.
+inline LtPlan& lt_plan(const LtProduct& p) {
+    LtPlans& all = lt_plans();
+    const LtShape shape = lt_shape(p);
+    auto found = all.by_shape.find(shape);
+    if (found != all.by_shape.end()) return *found->second;
+    auto owned = std::make_unique<LtPlan>();
+    LtPlan& plan = *owned;
+    plan.shape = shape;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, ctx.compute, CUDA_R_32F));
     cublasOperation_t trans_a = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, trans_b = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &p.epilogue, sizeof p.epilogue));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &p.epilogue, sizeof p.epilogue));
     if (p.bias) {  // the bias, or its gradient, in D's type (cuBLASLt's default, said explicitly)
         cudaDataType bias_type = p.d_type;
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof p.bias));
-        CUBLAS_CHECK(
-            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias,
+                                                    sizeof p.bias));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                    sizeof bias_type));
     }
     if (p.aux) {
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof p.aux));
-        CUBLAS_CHECK(
-            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &p.aux_ld, sizeof p.aux_ld));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux,
+                                                    sizeof p.aux));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &p.aux_ld,
+                                                    sizeof p.aux_ld));
     }
-    cublasLtMatrixLayout_t a, b, d;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, p.a_type, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, p.b_type, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n, p.ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d, p.d_type, p.m, p.n, p.ldd));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, p.a_type, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, p.b_type, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n, p.ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.d, p.d_type, p.m, p.n, p.ldd));
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     size_t workspace = BLASLT_WORKSPACE;
@@ -100,18 +257,166 @@ inline void lt_matmul(const LtProduct& p) {
         uint32_t alignment = alignment_of(ptr);
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &alignment, sizeof alignment));
     }
-    cublasLtMatmulHeuristicResult_t heuristic;
-    int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.blaslt, desc, a, b, d, d, pref, 1, &heuristic, &found));
-    if (found == 0)
+    cublasLtMatmulHeuristicResult_t results[LT_CANDIDATES];
+    int found_count = 0;
+    all.queries++;
+    // no algorithm: NOT_SUPPORTED, or success with none returned (cublasLt.h allows both)
+    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.blaslt, plan.desc, plan.a, plan.b, plan.d, plan.d,
+                                                           pref, LT_CANDIDATES, results, &found_count);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
+    if (status == CUBLAS_STATUS_SUCCESS)
+        for (int i = 0; i < found_count; i++)
+            if (results[i].state == CUBLAS_STATUS_SUCCESS) plan.offered.push_back(results[i]);
+    all.order.push_back(&plan);
+    all.by_shape.emplace(shape, std::move(owned));
+    lt_choose(plan, p);
+    return plan;
+}
+// Whether p's product runs on cuBLASLt (an algorithm is offered and chosen).
+inline bool lt_offers(const LtProduct& p) { return lt_plan(p).chosen >= 0; }
+
+// Candidate i of a plan, on p's pointers (the descriptor is the plan's; its pointers are this call's).
+inline void lt_run(const LtPlan& plan, int i, const LtProduct& p) {
+    if (p.bias)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias,
+                                                    sizeof p.bias));
+    if (p.aux)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux,
+                                                    sizeof p.aux));
+    const float one = 1.0f;
+    CUBLAS_CHECK(cublasLtMatmul(ctx.blaslt, plan.desc, &one, p.A, plan.a, p.B, plan.b, &p.beta, p.D, plan.d, p.D,
+                                plan.d, &plan.offered[i].algo, ctx.workspace, BLASLT_WORKSPACE, ctx.stream));
+}
+
+// The epilogues used here by name, as the log says them
+inline const char* lt_epilogue_name(int64_t e) {
+    switch (e) {
+        case CUBLASLT_EPILOGUE_DEFAULT: return "default";
+        case CUBLASLT_EPILOGUE_BIAS: return "bias";
+        case CUBLASLT_EPILOGUE_GELU_AUX: return "gelu";
+        case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "bias+gelu";
+        case CUBLASLT_EPILOGUE_DGELU: return "dgelu";
+        case CUBLASLT_EPILOGUE_BGRADB: return "bgradb";
+        default: return "other";
+    }
+}
+
+inline void lt_matmul(const LtProduct& p) {
+    const LtPlan& plan = lt_plan(p);
+    if (plan.chosen < 0)
         throw Error(strf("cuBLASLt has no algorithm for a %d×%d×%d product with epilogue %d", p.m, p.n, p.k,
                          (int)p.epilogue));
-    const float one = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx.blaslt, desc, &one, p.A, a, p.B, b, &p.beta, p.D, d, p.D, d, &heuristic.algo,
-                                ctx.workspace, BLASLT_WORKSPACE, ctx.stream));
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(a), cublasLtMatrixLayoutDestroy(b), cublasLtMatrixLayoutDestroy(d);
-    cublasLtMatmulDescDestroy(desc);
+    lt_run(plan, plan.chosen, p);
+}
+
+// ---- the start-up pass and the record
+//
+// The record, written into every state file as the run-time choice "gemm" (host/checkpoint.h,
+// RunChoices), names the algorithm of each of the step's products in the order the pass meets
+// them: "gemm=KEYS/ITEM,ITEM,...", KEYS a hash (8 hex digits) of the products' LtShapes, so
+// that a record made for other products (another -b, -t, model or --epilogues) is known and
+// not applied; each ITEM "I.NAME", candidate I of the heuristic's and lt_algo_name's 6 hex
+// digits (NAME decides on resume; I is for the reader), or "s" for a product on the separate
+// path. 9 bytes a product: GPT-2's step has 15.
+constexpr size_t LT_RECORD_MAX = 320;  // of the state header's 512 bytes of choices
+
+inline std::string lt_record() {
+    uint64_t h = 1469598103934665603ull;
+    std::string items;
+    for (const LtPlan* plan : lt_plans().order) {
+        if (!plan->step) continue;
+        for (int64_t v : plan->shape)
+            for (int byte = 0; byte < 8; byte++) h = (h ^ (uint8_t)(v >> (8 * byte))) * 1099511628211ull;
+        items += items.empty() ? "" : ",";
+        items += plan->chosen < 0 ? std::string("s")
+                                  : strf("%d.", plan->chosen) + lt_algo_name(plan->offered[plan->chosen].algo);
+    }
+    if (items.empty()) return "";
+    return strf("%08x/", (unsigned)((h ^ (h >> 32)) & 0xffffffffu)) + items;
+}
+
+// Starts the start-up pass: the plans made so far are dropped, and the step's products, met
+// next, follow `record` (a state file's "gemm", or "" to choose afresh).
+inline void lt_choose_begin(const std::string& record) {
+    LtPlans& all = lt_plans();
+    all.clear();
+    all.choosing = true;
+    all.pick = lt_pick_for_tests();
+    #ifdef CPU_CUDA
+    all.time = false;  // the CPU's timings say nothing of a GPU's (TRAIN_GPT_GEMM_PICK times)
+#else
+    all.time = ctx.device >= 0;
+#endif
+    all.recorded.clear(), all.next = 0, all.not_offered = 0;
+    const size_t slash = record.find('/');
+    for (size_t pos = slash + 1; slash != std::string::npos && pos <= record.size();) {
+        size_t end = std::min(record.find(',', pos), record.size());
+        all.recorded.push_back(record.substr(pos, end - pos));
+        pos = end + 1;
+    }
+}
+// Ends it: false when `record` was made for other products than the pass met (then the
+// caller runs the pass again with ""). The lines to print: what was chosen, how, and which
+// products take the separate path; `from` names the record's file.
+inline bool lt_choose_end(const std::string& record, const std::string& from, std::vector<std::string>* lines) {
+    LtPlans& all = lt_plans();
+    all.choosing = false;
+    const std::string made = lt_record();
+    if (!record.empty() && (made.substr(0, 9) != record.substr(0, 9) || all.next != all.recorded.size())) {
+        lines->push_back(strf("gemm: '%s' records the algorithms of other products (another -b, -t, model or "
+                              "--epilogues): they are chosen again",
+                              from.c_str()));
+        return false;
+    }
+    int step = 0, timed = 0, recorded = 0, picked = 0;
+    std::string chosen;
+    std::map<std::string, int> separate;  // epilogue -> products
+    for (const LtPlan* plan : all.order) {
+        if (!plan->step) continue;
+        step++;
+        timed += plan->how == LtHow::timed, recorded += plan->how == LtHow::recorded, picked += plan->how == LtHow::picked;
+        const LtShape& s = plan->shape;
+        chosen += strf("%s%lldx%lldx%lld%s%s ", chosen.empty() ? "" : ", ", (long long)s[2], (long long)s[3],
+                       (long long)s[4], s[11] == CUBLASLT_EPILOGUE_DEFAULT ? "" : "+", 
+                       s[11] == CUBLASLT_EPILOGUE_DEFAULT ? "" : lt_epilogue_name(s[11]));
+        if (plan->chosen < 0) {
+            chosen += "separate";
+            separate[lt_epilogue_name(s[11])]++;
+        } else {
+            chosen += strf("#%d/%zu %s", plan->chosen, plan->offered.size(),
+                           lt_algo_name(plan->offered[plan->chosen].algo).c_str());
+            if (plan->how == LtHow::timed) chosen += strf(" %.3f ms", plan->ms);
+        }
+    }
+    if (step == 0) return true;
+    const char* how = recorded == step ? "as recorded"
+                      : timed + picked > 0 ? "the fastest of each product's candidates, timed"
+                                           : "the heuristic's first";
+    lines->push_back(strf("gemm: the step's %d cuBLASLt products, algorithm (#candidate/offered, name) %s%s: %s",
+                          step, how,
+                          picked ? strf(" (TRAIN_GPT_GEMM_PICK=%d keeps that candidate)", all.pick).c_str() : "",
+                          chosen.c_str()));
+    if (all.not_offered > 0)
+        lines->push_back(strf("gemm: %d of the %zu algorithms recorded in '%s' are not offered by this GPU and "
+                              "cuBLASLt: those products chose again, so this run will not reproduce the recorded "
+                              "one bit for bit",
+                              all.not_offered, all.recorded.size(), from.c_str()));
+    for (const auto& [epilogue, count] : separate)
+        lines->push_back(strf("gemm: %d product%s with the %s epilogue on --epilogues separate's path (cublasGemmEx "
+                              "and the kernel)%s",
+                              count, count == 1 ? "" : "s", epilogue.c_str(),
+                              recorded == step ? ", as recorded" : ": cuBLASLt offers no algorithm for it"));
+    if (made.size() > LT_RECORD_MAX)
+        lines->push_back(strf("gemm: the record of %d products takes %zu bytes, more than the state file's %zu: "
+                              "not recorded, a resumed run chooses again",
+                              step, made.size(), LT_RECORD_MAX));
+    return true;
+}
+// The record for the state files ("" when none, or too long to keep).
+inline std::string lt_record_to_keep() {
+    std::string made = lt_record();
+    return made.size() > LT_RECORD_MAX ? "" : made;
 }
 
 // The forward on N rows (no more than product_rows allows): the layout of matmul_forward below.
@@ -210,7 +515,7 @@ void bias_backward(float* dbias, float* scratch, const floatX* dout, int N, int 
     sum_partials_add(dbias, scratch, chunks, OC);
 }
 
-// One chunk of n rows of the backward on cuBLASLt (matmul_backward's fused path).
+// The backward's two products of one chunk of n rows on cuBLASLt (matmul_backward's fused path).
 //   dinp: 2·n·IC·OC FLOPs; reads n·OC + OC·IC floatX, writes n·IC floatX. With gelu_in, the
 //   DGELU epilogue reads n·IC floatX more and multiplies as it writes: the separate path's
 //   gelu_backward reads dinp and gelu_in and writes dinp again (3·n·IC floatX), so the
@@ -221,30 +526,36 @@ void bias_backward(float* dbias, float* scratch, const floatX* dout, int N, int 
 //   scratch (OC floats, overwritten as documented), then one pass adds it to dbias: the
 //   separate path's bias_backward reads n·OC floatX again (GPT-2 124M: 906 MB a layer for
 //   the four biases in bf16) and its partial sums.
-inline void matmul_backward_rows_lt(floatX* dinp, float* dw, float* dbias, float* scratch, const floatX* dout,
-                                    const floatX* inp, const floatX* w, int n, int IC, int OC, const floatX* gelu_in) {
+inline LtProduct dinp_product(floatX* dinp, const floatX* dout, const floatX* w, int n, int IC, int OC,
+                              const floatX* gelu_in) {
     // row-major dinp (n×IC) = dout (n×OC) · w (OC×IC), ⊙ gelu'(gelu_in) with gelu_in
     // column-major dinpᵀ (IC×n) = w (IC×OC, ld IC) · doutᵀ (OC×n, ld OC); aux gelu_inᵀ (IC×n, ld IC)
     LtProduct di{false, false, IC, n, OC, w, IC, CUDA_FLOATX, dout, OC, CUDA_FLOATX, dinp, IC, CUDA_FLOATX};
     if (gelu_in) di.epilogue = CUBLASLT_EPILOGUE_DGELU, di.aux = gelu_in, di.aux_ld = IC;
-    lt_matmul(di);
+    return di;
+}
+inline LtProduct dw_product(float* dw, float* scratch, const floatX* dout, const floatX* inp, int n, int IC, int OC,
+                            bool bias) {
     // row-major dw (OC×IC) += doutᵀ (OC×n) · inp (n×IC), dbias (OC) = Σ_n dout[n,:]
     // column-major dwᵀ (IC×OC) += inpᵀ (IC×n, ld IC) · op_T(doutᵀ: OC×n, ld OC), into float32;
     // op(B) = dout (n×OC): BGRADB's sum over k = n gives a vector of OC, in D's type (float32)
     LtProduct dwp{false, true, IC, OC, n, inp, IC, CUDA_FLOATX, dout, OC, CUDA_FLOATX, dw, IC, CUDA_R_32F, 1.0f};
-    if (dbias) dwp.epilogue = CUBLASLT_EPILOGUE_BGRADB, dwp.bias = scratch;
-    lt_matmul(dwp);
-    if (dbias) sum_partials_add(dbias, scratch, 1, OC);  // the parameter gradients accumulate (+=)
+    if (bias) dwp.epilogue = CUBLASLT_EPILOGUE_BGRADB, dwp.bias = scratch;
+    return dwp;
 }
 
-// One chunk of n rows on cublasGemmEx (the separate path); gelu_in and dbias are the caller's.
-inline void matmul_backward_rows_gemm(floatX* dinp, float* dw, const floatX* dout, const floatX* inp, const floatX* w,
-                                      int n, int IC, int OC) {
+// The two products of one chunk of n rows on cublasGemmEx (the separate path); gelu_in and
+// dbias are the caller's. Each on its own: a product cuBLASLt offers no algorithm for takes
+// this path on --epilogues fused too.
+inline void dinp_gemm(floatX* dinp, const floatX* dout, const floatX* w, int n, int IC, int OC) {
     const float one = 1.0f, zero = 0.0f;
     // row-major dinp (n×IC) = dout (n×OC) · w (OC×IC)
     // column-major dinpᵀ (IC×n) = w (IC×OC, ld IC) · doutᵀ (OC×n, ld OC)
     CUBLAS_CHECK(cublasGemmEx(ctx.blas, CUBLAS_OP_N, CUBLAS_OP_N, IC, n, OC, &one, w, CUDA_FLOATX, IC, dout,
                               CUDA_FLOATX, OC, &zero, dinp, CUDA_FLOATX, IC, ctx.compute, CUBLAS_GEMM_DEFAULT));
+}
+inline void dw_gemm(float* dw, const floatX* dout, const floatX* inp, int n, int IC, int OC) {
+    const float one = 1.0f;
     // row-major dw (OC×IC) += doutᵀ (OC×n) · inp (n×IC)
     // column-major dwᵀ (IC×OC) += inpᵀ (IC×n, ld IC) · op_T(doutᵀ: OC×n, ld OC), into float32
     CUBLAS_CHECK(cublasGemmEx(ctx.blas, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, n, &one, inp, CUDA_FLOATX, IC, dout,
@@ -257,25 +568,38 @@ inline void matmul_backward_rows_gemm(floatX* dinp, float* dw, const floatX* dou
 // scratch: row_chunks(N) · OC floats (only with a bias)
 // The products run in chunks of rows (product_rows); dw (and dbias) add up the chunks.
 // The two paths differ by rounding only: fused multiplies by gelu' before dinp is rounded to
-// floatX (separate: after), and sums the bias in cuBLASLt's order.
+// floatX (separate: after), and sums the bias in cuBLASLt's order. On --epilogues fused,
+// each of the two products whose epilogue cuBLASLt offers no algorithm for (in any chunk)
+// runs as on the separate path, and computes its bits (gpu/matmul.cuh's plans say which).
 void matmul_backward(floatX* dinp, float* dw, float* dbias, float* scratch, const floatX* dout, const floatX* inp,
                      const floatX* w, int N, int IC, int OC, const floatX* gelu_in, Epilogues path) {
     if (gelu_in && path == Epilogues::fused && IC % 8 != 0)  // cublasLt.h: the aux's ld, a multiple of 8
         throw Error(strf("--epilogues fused needs the GELU's width (4C = %d) to be a multiple of 8", IC));
     const int rows = product_rows(N, IC, OC);
-    for (int n0 = 0; n0 < N; n0 += rows) {
-        const int n = std::min(rows, N - n0);
-        const floatX *dout_rows = dout + (size_t)n0 * OC, *inp_rows = inp + (size_t)n0 * IC;
-        floatX* dinp_rows = dinp + (size_t)n0 * IC;
-        if (path == Epilogues::fused)
-            matmul_backward_rows_lt(dinp_rows, dw, dbias, scratch, dout_rows, inp_rows, w, n, IC, OC,
-                                    gelu_in ? gelu_in + (size_t)n0 * IC : nullptr);
-        else
-            matmul_backward_rows_gemm(dinp_rows, dw, dout_rows, inp_rows, w, n, IC, OC);
-    }
-    if (path == Epilogues::fused) return;
-    if (gelu_in) gelu_backward(dinp, gelu_in, dinp, (size_t)N * IC);
-    if (dbias) bias_backward(dbias, scratch, dout, N, OC);
+    auto chunk = [&](int n0, auto&& run) {
+        run(std::min(rows, N - n0), dout + (size_t)n0 * OC, inp + (size_t)n0 * IC, dinp + (size_t)n0 * IC,
+            gelu_in ? gelu_in + (size_t)n0 * IC : nullptr);
+    };
+    bool lt_dinp = path == Epilogues::fused, lt_dw = lt_dinp;  // on cuBLASLt: its first and last chunk's shapes offered
+    for (int n0 : {0, (N - 1) / rows * rows})
+        if (lt_dinp || lt_dw)
+            chunk(n0, [&](int n, const floatX* dout_rows, const floatX* inp_rows, floatX* dinp_rows, const floatX* g) {
+                lt_dinp = lt_dinp && lt_offers(dinp_product(dinp_rows, dout_rows, w, n, IC, OC, g));
+                lt_dw = lt_dw && lt_offers(dw_product(dw, scratch, dout_rows, inp_rows, n, IC, OC, dbias));
+            });
+    for (int n0 = 0; n0 < N; n0 += rows)
+        chunk(n0, [&](int n, const floatX* dout_rows, const floatX* inp_rows, floatX* dinp_rows, const floatX* g) {
+            if (lt_dinp) lt_matmul(dinp_product(dinp_rows, dout_rows, w, n, IC, OC, g));
+            else dinp_gemm(dinp_rows, dout_rows, w, n, IC, OC);
+            if (lt_dw) {
+                lt_matmul(dw_product(dw, scratch, dout_rows, inp_rows, n, IC, OC, dbias));
+                if (dbias) sum_partials_add(dbias, scratch, 1, OC);  // the parameter gradients accumulate (+=)
+            } else {
+                dw_gemm(dw, dout_rows, inp_rows, n, IC, OC);
+            }
+        });
+    if (gelu_in && !lt_dinp) gelu_backward(dinp, gelu_in, dinp, (size_t)N * IC);
+    if (dbias && !lt_dw) bias_backward(dbias, scratch, dout, N, OC);
 }
 
 }  // namespace gpu

@@ -739,6 +739,15 @@ inline void check_checkpoint_to_resume(const Config& cfg) {
                          cfg.out_dir.c_str()));
 }
 
+// The state file a run continues from: --resume's latest checkpoint in --out-dir; "" for a
+// fresh run or a dry run. (A trainer reads its own recorded choices from it too: the GPU's
+// algorithm per product, gpu/matmul.cuh.)
+inline std::string state_to_resume(const Config& cfg) {
+    if (!cfg.resume || cfg.out_dir.empty() || cfg.dry_run) return "";
+    const int step = latest_checkpoint(cfg.out_dir);
+    return step < 0 ? "" : state_path(cfg.out_dir, step);
+}
+
 // Before memory is planned: a resumed run takes the run-time choices its checkpoint recorded
 // (RunChoices, above) for every option left at auto. Choosing again could pick
 // another kernel (timing differs from one process to the next), and the run would no longer
@@ -746,10 +755,8 @@ inline void check_checkpoint_to_resume(const Config& cfg) {
 // the run says that its arithmetic changes there. `say` prints a line (rank 0's).
 template <class Say>
 void adopt_recorded_choices(Config& cfg, const std::vector<std::string>& names, size_t num_params, Say&& say) {
-    if (!cfg.resume || cfg.out_dir.empty() || cfg.dry_run || names.empty()) return;
-    const int step = latest_checkpoint(cfg.out_dir);
-    if (step < 0) return;
-    const std::string file = state_path(cfg.out_dir, step);
+    const std::string file = state_to_resume(cfg);
+    if (file.empty() || names.empty()) return;
     TrainState st = read_state_header(file, num_params);
     for (const std::string& name : names) {
         std::string& value = choice_option(cfg, name);

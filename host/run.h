@@ -446,6 +446,7 @@ private:
                              step, with_commas((long long)bad_moments).c_str()));
         TrainState st{step, train_data->position(), sample_rng.state, plan.global_tokens(), train_data->identity(),
                       cfg.steps, noise.averages(), true, choices_made(cfg, Trainer::run_time_choices())};
+        add_recorded_choices(*m, st.choices);
         save_checkpoint_pair(cfg.out_dir, step, st, m->adam_m(), m->adam_v(), mc, m->params());
         std::string removed;
         for (int old : prune_checkpoints(cfg.out_dir, cfg.keep_checkpoints))

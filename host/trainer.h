@@ -41,6 +41,12 @@
 //   const float* next_token_logits_cached(const int* tokens, int T, int P)
 //       the same with the key/value cache, which holds positions 0..P-1 of the context (P = 0:
 //       a new context): tokens are positions P..P+T-1; their keys and values join the cache
+// Optional
+//   std::vector<std::pair<std::string, std::string>> recorded_choices()
+//       choices made at run time that are no option's (GPU: "gemm", the cuBLASLt algorithm of
+//       each product, gpu/matmul.cuh): name=value entries that every state file records with
+//       the options' (RunChoices); the trainer reads them back itself on resume
+//       (state_to_resume, host/checkpoint.h)
 #pragma once
 #include <cmath>
 #include <string>
@@ -123,6 +129,18 @@ TRAINER_MEMBER(next_token_logits_cached, const float*, obj<T>().next_token_logit
 template <class T>  // (a trainer need not be movable: is_constructible, not a conversion)
 using has_constructor = std::is_constructible<T, const ModelConfig&, const BatchPlan&, const Config&, const Comm&>;
 }  // namespace trainer_contract
+
+// The optional recorded_choices(), appended to a state file's choices where the trainer has it.
+template <class T, class = void>
+struct has_recorded_choices : std::false_type {};
+template <class T>
+struct has_recorded_choices<T, std::void_t<decltype(std::declval<T&>().recorded_choices())>> : std::true_type {};
+template <class T>
+void add_recorded_choices(T& trainer, RunChoices& choices) {
+    if constexpr (has_recorded_choices<T>::value)
+        for (const auto& entry : trainer.recorded_choices())
+            if (!entry.second.empty()) choices.entries.push_back(entry);
+}
 
 // Each missing member is one error naming it (with its signature); true when none is.
 // main_with_errors() runs the training only when this is true, so a missing member is

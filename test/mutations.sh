@@ -187,6 +187,9 @@ mutations=(
 # ---- issue 46: the classifier and the loss in row chunks (gpu/classifier.cuh)
 "classifier in row chunks: the last, partial chunk skipped|gpu/classifier.cuh|s#for (int n0 = 0; n0 < N; n0 += rows) {#for (int n0 = 0; n0 + rows <= N; n0 += rows) {#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=the*classifier*in*row*chunks*"
 "classifier in row chunks: the plan and the buffer hold every row (chunked taken for whole)|gpu/classifier.cuh|s#    if (whole) return N;#    return N;#|test/gpu_trainer/trainer_cpu_fp32|./test/gpu_trainer/trainer_cpu_fp32 -tc=memory:*GPT-2*124M*chunk*"
+# ---- issue 46: cuBLASLt's algorithm chosen once per product (gpu/matmul.cuh)
+"cuBLASLt algorithms: a resume ignores the recorded ones and chooses again|gpu/matmul.cuh|s#if (plan.step \&\& all.next < all.recorded.size()) {#if (false) {#|train_gpt_cpu|./test/gpu_trainer/trainer_cpu -tc=train_gpt:*keeps*recorded*cuBLASLt*"
+"cuBLASLt algorithms: a fused epilogue without an algorithm does not take the separate path|gpu/matmul.cuh|s#lt_dinp = lt_dinp \&\& lt_offers(#lt_dinp = lt_dinp; (void)lt_offers(#|train_gpt_cpu|./test/gpu_trainer/trainer_cpu -tc=train_gpt:*epilogue*no*algorithm*"
 )
 
 # The programs make test builds: what "auto" chooses from.

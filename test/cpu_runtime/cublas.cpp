@@ -692,6 +692,62 @@ TEST_CASE("cublasLtMatmul: bf16 in and out with a bf16 bias; in place; batched; 
     }
 }
 
+// The heuristic offers three algorithms, as a GPU's offers several: k in 1, 2 or 3 slices,
+// each one chain, added in order. Each is within float32's bound of float64; the first
+// gives the bits of a call without an algorithm (the one chain); the others other bits (the
+// trainer's choice among them must show). CPU_CUDA_LT_REFUSE_EPILOGUE names epilogues the
+// heuristic offers nothing for and cublasLtMatmul refuses; others are offered as before.
+TEST_CASE("cublasLtMatmul: the heuristic's three algorithms (k in 1, 2, 3 slices); refused epilogues") {
+    const int64_t m = 40, n = 24, k = 333;
+    std::vector<float> A = random_floats((size_t)(m * k)), B = random_floats((size_t)(k * n));
+    Dev<float> dA(A), dB(B), dD((size_t)(m * n));
+    const float one = 1.0f, zero = 0.0f;
+    LtMatmul mm(N, N, CUDA_R_32F, CUDA_R_32F, m, n, k, m, k, m, m);
+    cublasLtMatmulPreference_t pref = nullptr;
+    REQUIRE(cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS);
+    cublasLtMatmulHeuristicResult_t results[8];
+    int count = 0;
+    const long long queries = cpu_cuda::blas::heuristic_queries();
+    REQUIRE(cublasLtMatmulAlgoGetHeuristic(mm.lt, mm.op, mm.a, mm.b, mm.c, mm.d, pref, 8, results, &count) ==
+            CUBLAS_STATUS_SUCCESS);
+    CHECK(cpu_cuda::blas::heuristic_queries() == queries + 1);
+    REQUIRE(count == 3);
+    REQUIRE(mm.run(&one, dA.p, dB.p, &zero, nullptr, dD.p) == CUBLAS_STATUS_SUCCESS);  // no algorithm: one chain
+    const std::vector<float> plain = dD.host();
+    const Ref ref = reference(false, false, m, n, k, 1.0, A, m, B, k, 0.0, {}, m);
+    std::vector<std::vector<float>> got;
+    for (int i = 0; i < count; i++) {
+        CAPTURE(i);
+        CHECK(results[i].state == CUBLAS_STATUS_SUCCESS);
+        REQUIRE(cublasLtMatmul(mm.lt, mm.op, &one, dA.p, mm.a, dB.p, mm.b, &zero, dD.p, mm.c, dD.p, mm.d,
+                               &results[i].algo, nullptr, 0, nullptr) == CUBLAS_STATUS_SUCCESS);
+        got.push_back(dD.host());
+        CHECK(worst_error(got.back(), m, ref) <= float32_bound(k));
+    }
+    CHECK(got[0] == plain);
+    CHECK(got[1] != got[0]);
+    CHECK(got[2] != got[0]);
+    CHECK(got[2] != got[1]);
+    count = 1;  // fewer asked for: fewer given
+    REQUIRE(cublasLtMatmulAlgoGetHeuristic(mm.lt, mm.op, mm.a, mm.b, mm.c, mm.d, pref, 1, results, &count) ==
+            CUBLAS_STATUS_SUCCESS);
+    CHECK(count == 1);
+
+    setenv("CPU_CUDA_LT_REFUSE_EPILOGUE", "bgradb,default", 1);
+    count = -1;
+    CHECK(cublasLtMatmulAlgoGetHeuristic(mm.lt, mm.op, mm.a, mm.b, mm.c, mm.d, pref, 8, results, &count) ==
+          CUBLAS_STATUS_NOT_SUPPORTED);
+    CHECK(count == 0);
+    CHECK(cublasLtMatmul(mm.lt, mm.op, &one, dA.p, mm.a, dB.p, mm.b, &zero, dD.p, mm.c, dD.p, mm.d, &results[0].algo,
+                         nullptr, 0, nullptr) == CUBLAS_STATUS_NOT_SUPPORTED);
+    setenv("CPU_CUDA_LT_REFUSE_EPILOGUE", "bgradb", 1);  // DEFAULT is offered again
+    CHECK(cublasLtMatmulAlgoGetHeuristic(mm.lt, mm.op, mm.a, mm.b, mm.c, mm.d, pref, 8, results, &count) ==
+          CUBLAS_STATUS_SUCCESS);
+    CHECK(count == 3);
+    unsetenv("CPU_CUDA_LT_REFUSE_EPILOGUE");
+    cublasLtMatmulPreferenceDestroy(pref);
+}
+
 // cuBLASLt's rule (cublasLt.h): the heuristic's answer "doesn't fully guarantee algo will run
 // (will fail if e.g. buffers are not correctly aligned)"; CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*
 // default to 256 bytes, and a smaller value admits only algorithms that work at that alignment.

@@ -455,6 +455,108 @@ TEST_CASE("matmul backward: cuBLASLt's DGELU and BGRADB epilogues equal the sepa
     CHECK(norm_error(fused.dbias, separate.dbias) <= 1e-6);
 }
 
+// cuBLASLt's algorithm is chosen once per product (gpu/matmul.cuh, LtPlan): one heuristic
+// query per distinct product, however often it runs, counted by the runtime itself on the
+// CPU (cpu_cuda::blas::heuristic_queries) and by the plans' own count on a GPU.
+// a and b hold the same bytes (NaN-safe: a NaN equals only its own bits, and those are checked elsewhere)
+template <class T>
+static bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+static long long heuristic_queries() {
+#ifdef CPU_CUDA
+    return cpu_cuda::blas::heuristic_queries();
+#else
+    return gpu::lt_plans().queries;
+#endif
+}
+TEST_CASE("matmul: one cuBLASLt heuristic query per distinct product, its plan reused by every later call") {
+    gpu::lt_plans().clear();
+    const int N = 64, IC = 32, OC = 48;
+    Rng rng(21);
+    DevArray<floatX> inp = dev_x(random_floats((size_t)N * IC, rng)), w = dev_x(random_floats((size_t)OC * IC, rng));
+    DevArray<floatX> bias = dev_x(random_floats(OC, rng)), out((size_t)N * OC), out2((size_t)N * OC);
+    DevArray<floatX> dout = dev_x(random_floats((size_t)N * OC, rng)), dinp((size_t)N * IC);
+    DevArray<float> dw((size_t)OC * IC), dbias(OC), scratch((size_t)gpu::row_chunks(N) * OC);
+    const long long before = heuristic_queries(), plans = gpu::lt_plans().queries;
+    gpu::matmul_forward(out.ptr(), inp.ptr(), w.ptr(), bias.ptr(), N, IC, OC);
+    CHECK(heuristic_queries() - before == 1);
+    for (int i = 0; i < 3; i++) gpu::matmul_forward(out2.ptr(), inp.ptr(), w.ptr(), bias.ptr(), N, IC, OC);
+    CHECK(heuristic_queries() - before == 1);  // the same product (other buffers, as aligned): no query
+    CHECK(same_bits(out.host(), out2.host()));
+    gpu::matmul_forward(out.ptr(), inp.ptr(), w.ptr(), nullptr, N, IC, OC);  // another epilogue: another product
+    CHECK(heuristic_queries() - before == 2);
+    gpu::matmul_forward(out.ptr(), inp.ptr(), w.ptr(), bias.ptr(), N / 2, IC, OC);  // another shape
+    CHECK(heuristic_queries() - before == 3);
+    for (int i = 0; i < 3; i++)  // dinp's and dw's (BGRADB) products: two
+        gpu::matmul_backward(dinp.ptr(), dw.ptr(), dbias.ptr(), scratch.ptr(), dout.ptr(), inp.ptr(), w.ptr(), N, IC,
+                             OC, nullptr, gpu::Epilogues::fused);
+    CHECK(heuristic_queries() - before == 5);
+    CHECK(gpu::lt_plans().queries - plans == 5);
+    CHECK(gpu::lt_plans().order.size() == 5);
+    for (const gpu::LtPlan* plan : gpu::lt_plans().order) {  // outside the start-up pass: the first, untimed
+        CHECK(plan->chosen == 0);
+        CHECK(plan->how == gpu::LtHow::first);
+        CHECK(!plan->step);
+    }
+    gpu::lt_plans().clear();
+}
+
+// CPU_CUDA_LT_REFUSE_EPILOGUE (cpu_cuda/cublas_cpu.h) makes the CPU runtime's cuBLASLt offer
+// no algorithm for an epilogue, as some GPU or cuBLASLt version may: the product it was
+// for then takes --epilogues separate's path, with that path's very bits. Refusing one
+// epilogue moves only its own product: the other keeps the fused path's bits.
+TEST_CASE("matmul backward: a fused epilogue cuBLASLt offers no algorithm for takes the separate path, same bits") {
+    if (!CPU_RUNTIME) {
+        MESSAGE("skipped: refusing an epilogue is the CPU runtime's switch (CPU_CUDA_LT_REFUSE_EPILOGUE)");
+        return;
+    }
+    const int N = 150, IC = 96, OC = 40;
+    Rng rng(13);
+    DevArray<floatX> pre = dev_x(random_floats((size_t)N * IC, rng, 3.0)), inp = dev_x(random_floats((size_t)N * IC, rng));
+    DevArray<floatX> w = dev_x(random_floats((size_t)OC * IC, rng, 0.1)), dout = dev_x(random_floats((size_t)N * OC, rng));
+    DevArray<float> scratch((size_t)gpu::row_chunks(N) * OC);
+    const Floats dw0 = random_floats((size_t)OC * IC, rng), dbias0 = random_floats(OC, rng);
+    struct Result {
+        FloatXs dinp;
+        Floats dw, dbias;
+    };
+    auto backward = [&](gpu::Epilogues path, const char* refuse) {
+        if (refuse) setenv("CPU_CUDA_LT_REFUSE_EPILOGUE", refuse, 1);
+        gpu::lt_plans().clear();  // chosen again under the switch
+        DevArray<floatX> dinp((size_t)N * IC);
+        DevArray<float> dw(dw0), dbias(dbias0);
+        gpu::matmul_backward(dinp.ptr(), dw.ptr(), dbias.ptr(), scratch.ptr(), dout.ptr(), inp.ptr(), w.ptr(), N, IC,
+                             OC, pre.ptr(), path);
+        unsetenv("CPU_CUDA_LT_REFUSE_EPILOGUE");
+        int separate = 0;
+        for (const gpu::LtPlan* plan : gpu::lt_plans().order) separate += plan->chosen < 0;
+        gpu::lt_plans().clear();
+        return std::make_pair(Result{dinp.host(), dw.host(), dbias.host()}, separate);
+    };
+    auto [fused, none] = backward(gpu::Epilogues::fused, nullptr);
+    auto [separate, plans] = backward(gpu::Epilogues::separate, nullptr);
+    CHECK(none == 0);
+    CHECK(plans == 0);  // the separate path asks cuBLASLt for nothing
+    // bf16: the separate path rounds the product before gelu', the epilogue after: the checks
+    // below can tell the paths apart (fp32 may agree to the bit)
+    CHECK((!BF16 || !same_bits(fused.dinp, separate.dinp)));
+    auto [both, refused_both] = backward(gpu::Epilogues::fused, "bgradb,dgelu");
+    CHECK(refused_both == 2);
+    CHECK(same_bits(both.dinp, separate.dinp));
+    CHECK(same_bits(both.dw, separate.dw));
+    CHECK(same_bits(both.dbias, separate.dbias));
+    auto [no_dgelu, refused_dgelu] = backward(gpu::Epilogues::fused, "dgelu");
+    CHECK(refused_dgelu == 1);
+    CHECK(same_bits(no_dgelu.dinp, separate.dinp));
+    CHECK(same_bits(no_dgelu.dbias, fused.dbias));
+    auto [no_bgradb, refused_bgradb] = backward(gpu::Epilogues::fused, "bgradb");
+    CHECK(refused_bgradb == 1);
+    CHECK(same_bits(no_bgradb.dinp, fused.dinp));
+    CHECK(same_bits(no_bgradb.dbias, separate.dbias));
+    CHECK(same_bits(no_bgradb.dw, separate.dw));
+}
+
 // The cuBLAS attention path (gpu/attention.cuh) on one shape with KVH K/V heads (KVH = NH:
 // multi-head attention) against train.cpp; returns dqkv (B,T,QKV), so that a rerun can be
 // compared bit for bit.
@@ -2040,6 +2142,105 @@ TEST_CASE("train_gpt: --classifier takes chunked or whole; it is recorded, and a
     CHECK(out.find("computed with --classifier whole until step 2; --classifier chunked changes the arithmetic") !=
           std::string::npos);
     run_command("rm -rf " + a + " " + b);
+
+// The algorithm of each of the step's cuBLASLt products is part of the run's state (the
+// choice "gemm", gpu/matmul.cuh). On the CPU runtime TRAIN_GPT_GEMM_PICK=N makes the start-up
+// pass time the candidates as on a GPU and keep candidate N (its three algorithms split k
+// in 1, 2 or 3 slices: other bits): a resume given another pick must keep its checkpoint's
+// algorithms and equal the uninterrupted run bit for bit; a record naming an algorithm this
+// cuBLASLt does not offer is said in one line, and that product chooses again.
+static RunChoices recorded_choices(const std::string& state) {
+    std::vector<char> bytes = read_bytes(state);
+    REQUIRE(bytes.size() > 1024);
+    int length;
+    memcpy(&length, bytes.data() + 4 * 24, 4);
+    REQUIRE(length >= 0);
+    REQUIRE(length <= 512);
+    RunChoices choices;
+    REQUIRE(RunChoices::parse(std::string(bytes.data() + 4 * 32, length), choices));
+    return choices;
+}
+TEST_CASE("train_gpt: a resume keeps the recorded cuBLASLt algorithms, though a new choice would differ") {
+    const std::string args = TINY_ARGS + "-n 8 --ckpt-every 4 ";
+    std::string a = temp_dir(), b = temp_dir(), c = temp_dir(), d = temp_dir(), out;
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "-o " + a, &out) == 0);
+    CHECK(out.find("gemm: the step's 15 cuBLASLt products, algorithm (#candidate/offered, name) ") != std::string::npos);
+    const std::string gemm = recorded_choices(a + "/state_00000004.bin").get("gemm");
+    CHECK(recorded_choices(a + "/state_00000008.bin").get("gemm") == gemm);
+    // "KEYS/ITEM,...": a hash of the products, then per product "I.NAME" (GPT-2's step: 15)
+    REQUIRE(gemm.size() == 9 + 15 * 8 + 14);
+    CHECK(gemm[8] == '/');
+    if (CPU_RUNTIME) CHECK(gemm.find("0.", 9) == 9);  // untimed: the first candidate
+    REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + b) == 0);
+    REQUIRE(run_command("TRAIN_GPT_GEMM_PICK=2 " + TRAIN_GPT + " " + args + "--resume 1 -o " + b, &out) == 0);
+    CHECK(out.find("gemm: the step's 15 cuBLASLt products, algorithm (#candidate/offered, name) as recorded: ") !=
+          std::string::npos);
+    CHECK(out.find("timed") == std::string::npos);
+    CHECK(read_bytes(a + "/model_00000008.bin") == read_bytes(b + "/model_00000008.bin"));
+    CHECK(read_bytes(a + "/state_00000008.bin") == read_bytes(b + "/state_00000008.bin"));
+    if (!CPU_RUNTIME) {
+        MESSAGE("TRAIN_GPT_GEMM_PICK is the CPU runtime's: on a GPU each fresh run times (checked above: kept on resume)");
+        run_command("rm -rf " + a + " " + b + " " + c + " " + d);
+        return;
+    }
+    // the pick, fresh: it timed, keeps candidate 2, and computes other bits (so the equality
+    // above is the record at work, not algorithms that happen to agree)
+    REQUIRE(run_command("TRAIN_GPT_GEMM_PICK=2 " + TRAIN_GPT + " " + args + "-o " + c, &out) == 0);
+    CHECK(out.find("timed (TRAIN_GPT_GEMM_PICK=2 keeps that candidate)") != std::string::npos);
+    const std::string picked = recorded_choices(c + "/state_00000004.bin").get("gemm");
+    CHECK(picked.substr(0, 9) == gemm.substr(0, 9));  // the same products
+    CHECK(picked.find("2.", 9) == 9);
+    CHECK(read_bytes(a + "/model_00000008.bin") != read_bytes(c + "/model_00000008.bin"));
+    // a record whose first algorithm this cuBLASLt does not offer (its name changed): one
+    // line, that product chooses again (the pick), the others keep theirs
+    REQUIRE(run_command("cp " + a + "/model_00000004.bin " + a + "/state_00000004.bin " + d) == 0);
+    {
+        std::vector<char> bytes = read_bytes(d + "/state_00000004.bin");
+        std::string header(bytes.data() + 4 * 32, bytes.data() + 4 * 32 + 400);
+        size_t at = header.find("gemm=");
+        REQUIRE(at != std::string::npos);
+        memcpy(bytes.data() + 4 * 32 + at + 5 + 9 + 2, "zzzzzz", 6);  // "gemm=KEYS/0.NAME": NAME
+        FILE* f = fopen((d + "/state_00000004.bin").c_str(), "wb");
+        REQUIRE(f);
+        fwrite(bytes.data(), 1, bytes.size(), f);
+        fclose(f);
+    }
+    REQUIRE(run_command("TRAIN_GPT_GEMM_PICK=1 " + TRAIN_GPT + " " + args + "--resume 1 -o " + d, &out) == 0);
+    CHECK(out.find("gemm: 1 of the 15 algorithms recorded in '" + d + "/state_00000004.bin' are not offered by this "
+                   "GPU and cuBLASLt: those products chose again") != std::string::npos);
+    const std::string again = recorded_choices(d + "/state_00000008.bin").get("gemm");
+    CHECK(again.find("1.", 9) == 9);           // the first product: chosen again
+    CHECK(again.substr(17) == gemm.substr(17));  // the rest: as recorded
+    run_command("rm -rf " + a + " " + b + " " + c + " " + d);
+}
+
+// A fused epilogue cuBLASLt offers no algorithm for (CPU_CUDA_LT_REFUSE_EPILOGUE on the CPU
+// runtime) does not stop the run: its products take the separate path, each kind said in
+// one line and recorded ("s"), and with both epilogues refused the run is --epilogues
+// separate's to the bit.
+TEST_CASE("train_gpt: an epilogue cuBLASLt offers no algorithm for takes the separate path; the run goes on") {
+    if (!CPU_RUNTIME) {
+        MESSAGE("skipped: refusing an epilogue is the CPU runtime's switch (CPU_CUDA_LT_REFUSE_EPILOGUE)");
+        return;
+    }
+    const std::string args = TINY_ARGS + "-n 4 --ckpt-every 2 ";
+    std::string a = temp_dir(), b = temp_dir(), c = temp_dir(), out;
+    REQUIRE(run_command("CPU_CUDA_LT_REFUSE_EPILOGUE=bgradb,dgelu " + TRAIN_GPT + " " + args + "-o " + a, &out) == 0);
+    CHECK(out.find("gemm: 4 products with the bgradb epilogue on --epilogues separate's path (cublasGemmEx and the "
+                   "kernel): cuBLASLt offers no algorithm for it") != std::string::npos);
+    CHECK(out.find("gemm: 1 product with the dgelu epilogue on --epilogues separate's path") != std::string::npos);
+    CHECK(out.find("4/4 | loss") != std::string::npos);
+    const std::string gemm = recorded_choices(a + "/state_00000002.bin").get("gemm");
+    CHECK(std::count(gemm.begin(), gemm.end(), 's') == 5);
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "--epilogues separate -o " + b, &out) == 0);
+    CHECK(read_bytes(a + "/model_00000004.bin") == read_bytes(b + "/model_00000004.bin"));
+    // resumed where the epilogues are offered: the recorded separate path is kept, same bits
+    REQUIRE(run_command("cp " + a + "/model_00000002.bin " + a + "/state_00000002.bin " + c) == 0);
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "--resume 1 -o " + c, &out) == 0);
+    CHECK(out.find("gemm: 4 products with the bgradb epilogue on --epilogues separate's path (cublasGemmEx and the "
+                   "kernel), as recorded") != std::string::npos);
+    CHECK(read_bytes(a + "/model_00000004.bin") == read_bytes(c + "/model_00000004.bin"));
+    run_command("rm -rf " + a + " " + b + " " + c);
 }
 
 TEST_CASE("train_gpt: a small run trains, and bad input gives one clear error line") {
