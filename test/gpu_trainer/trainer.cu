@@ -2142,6 +2142,7 @@ TEST_CASE("train_gpt: --classifier takes chunked or whole; it is recorded, and a
     CHECK(out.find("computed with --classifier whole until step 2; --classifier chunked changes the arithmetic") !=
           std::string::npos);
     run_command("rm -rf " + a + " " + b);
+}
 
 // The algorithm of each of the step's cuBLASLt products is part of the run's state (the
 // choice "gemm", gpu/matmul.cuh). On the CPU runtime TRAIN_GPT_GEMM_PICK=N makes the start-up
