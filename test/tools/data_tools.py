@@ -525,9 +525,9 @@ def launchers_dry_run_prints_the_trainers_plan():
     assert "4×64 = 256 tokens × 4 accumulation × 4 replicas = 4,096 tokens per step" in p.stdout, p.stdout
     assert "(the plan is for --replicas 4)" in p.stdout, p.stdout
     # a device the trainer does not know: its one line and exit 2, through the launcher
-    p = sh(["bash", "scripts/run_1gpu.sh", "--dry-run", "--device", "h200"], env=built_train())
+    p = sh(["bash", "scripts/run_1gpu.sh", "--dry-run", "--device", "b300"], env=built_train())
     assert p.returncode == 2, "exit %d: %s" % (p.returncode, p.stdout + p.stderr)
-    assert "unknown device 'h200'" in p.stderr, p.stderr
+    assert "unknown device 'b300'" in p.stderr, p.stderr
     # a trainer that is not built: the batch arithmetic only, and it says so
     p = sh(["bash", "scripts/run_1gpu.sh", "--dry-run"], env={"TRAIN_BIN": os.path.join(TMP.name, "none")})
     assert p.returncode == 0 and "is not built" in p.stdout, p.stdout + p.stderr
