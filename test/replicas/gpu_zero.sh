@@ -158,8 +158,10 @@ else tail -3 "$work/dead.0.out"; fail "--zero 1: killed rank (exit $rc after ${t
 # depending on where it stopped)
 if [ "$has_mpi" = yes ]; then
     log="$work/mfrozen.out"
+    # --grad-sync end: the bucketed sync's frozen peer blocks the CPU runtime before the watchdog
+    # waits (test/replicas/gpu_replicas.sh says why; a GPU does not block there)
     CPU_CUDA_NCCL_TIMEOUT=300 timeout 120 $MPIRUN -np 2 $TINY -b 4 -d $((8 * T)) -n 100000 --zero 1 -o "" \
-        --comm-timeout 3 >"$log" 2>&1 &
+        --comm-timeout 3 --grad-sync end >"$log" 2>&1 &
     job=$!
     for _ in $(seq 300); do grep -q "^step     2/" "$log" 2>/dev/null && break; sleep 0.1; done
     pid=$(sed -n "s/^rank 1 on .*, pid \([0-9]*\)$/\1/p" "$log")
