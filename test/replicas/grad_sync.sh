@@ -57,6 +57,13 @@ if [ -x ./train_gpt_cpu ]; then
     ./train_gpt_cpu $MODEL -b 4 --replicas 2 --device h100-sxm --dry-run 1 > "$work/plan.out" 2>&1  # A = 1
     check "train_gpt_cpu's plan at A = 1 with the noise scale on: the sync overlapped with the last backward" \
         grep -q "per step: 1 x .*gradient sync .*(overlapped with the last backward)" "$work/plan.out"
+    # the kernel table's sync prices bf16 at 2 bytes a value: its exposed part is smaller than
+    # fp32's (here fp32 leaves 0.00642 µs exposed, bf16 none)
+    ./train_gpt_cpu $MODEL -b 4 --replicas 2 --device h100-sxm --dry-run 1 --grad-sync-dtype bf16 > "$work/plan16.out" 2>&1
+    exposed() { sed -n 's/.*per step: .* gradient sync \([0-9.e+-]*\)\( [µm]s\)\? (overlapped.*/\1\2/p' "$1"; }
+    check "train_gpt_cpu's plan: the kernel table's bf16 sync exposes less than fp32's ($(exposed "$work/plan16.out") < $(exposed "$work/plan.out"))" \
+        python3 -c "import sys; v = [float(x.replace(' µs', 'e-6').replace(' ms', 'e-3')) for x in sys.argv[1:]]
+sys.exit(0 if len(v) == 2 and v[0] < v[1] else 1)" "$(exposed "$work/plan16.out")" "$(exposed "$work/plan.out")"
 fi
 
 if mpi_ok ./train; then
@@ -84,13 +91,16 @@ else
     PER=8 check_overlap ./train_gpt_cpu 2 1 0
     # bf16 changes the arithmetic, so the state file records it (int32 [24] bytes of text at
     # [32]), and a resume with another type says so; the bf16 run differs from fp32 (a sync
-    # that silently stayed fp32 would not)
-    name="train_gpt_cpu --grad-sync-dtype bf16: recorded in the state file, a resume with fp32 says it changes"
+    # that silently stayed fp32 would not) and agrees with it within 1e-2 relative: bf16's
+    # rounding of each summed gradient (2^-9) moves the weights by 2.7e-3 over 10 steps
+    # (measured), where a sum written back to the wrong range stalls training (losses ~20% apart)
+    name="train_gpt_cpu --grad-sync-dtype bf16: within 1e-2 of fp32 and not equal, recorded in the state file, a resume with fp32 says it changes"
     recorded() { python3 -c "import struct, sys; b = open(sys.argv[1], 'rb').read(); n = struct.unpack_from('i', b, 96)[0]
 print(b[128:128 + n].decode())" "$1"; }
     if run "$work/bf16" 2 ./train_gpt_cpu --grad-sync-dtype bf16 --ckpt-every 5 &&
        [[ "$(recorded "$work/bf16/state_00000005.bin")" == *"grad-sync-dtype=bf16"* ]] &&
        ! python3 test/replicas/compare_runs.py --tol 0 "$work/train_gpt_cpu20a2.end" "$work/bf16" $STEPS &&
+       python3 test/replicas/compare_runs.py --tol 1e-2 "$work/train_gpt_cpu20a2.end" "$work/bf16" $STEPS &&
        mkdir -p "$work/resumed" && cp "$work/bf16/model_00000005.bin" "$work/bf16/state_00000005.bin" "$work/resumed/" &&
        run "$work/resumed" 2 ./train_gpt_cpu --resume 1 &&
        grep -q "computed with --grad-sync-dtype bf16 until step 5; --grad-sync-dtype fp32 changes the arithmetic" \
