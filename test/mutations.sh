@@ -81,6 +81,7 @@ mutations=(
 "gradient sync: never overlapped (as at A = 1 with the noise scale before)|host/gradsync.h|s#return overlap \&\& world > 1;#return overlap \&\& world > 1 \&\& false;#|train_gpt_cpu|bash test/replicas/grad_sync.sh"
 "bf16 gradient sync: every range unpacked from the start of the packed bucket|gpu/replicas.cuh|s#side_staging.ptr + packed, r.count);#side_staging.ptr, r.count);#|train_gpt_cpu|bash test/replicas/grad_sync.sh"
 "planner: the kernel table prices a bf16 gradient sync at fp32's 4 bytes a value|gpu/plan.cuh|s#o.sync_grad_bytes = config.grad_sync_dtype == \"bf16\" ? 2 : 4;#o.sync_grad_bytes = 4;#|train_gpt_cpu|bash test/replicas/grad_sync.sh"
+"--zero 1 timed checkpoint: rank 0's decision not shared (the others never save by time)|host/run.h|s#            by_time = due;#            by_time = due \&\& comm.rank == 0;#|train_gpt_cpu|bash test/replicas/gpu_zero.sh"
 "overlapped sync: the last bucket (wte, wpe) never started|host/gradsync.h|/^        while (next_ < buckets_.size()) start(next_++);$/d|auto|bash test/replicas/gpu_replicas.sh"
 # ---- issue 37: the features added since the first audit (TARGETS auto: derived from the Makefile)
 "lr warm-up one step late (step 0 trains at lr 0)|host/schedule.h|s#return peak \* (step + 1) / warmup;#return peak * step / warmup;#|auto|./test/cpu_trainer/trainer -tc=learning*"

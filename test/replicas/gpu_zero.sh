@@ -119,6 +119,16 @@ $TINY -b 8 -d $((8 * T)) -n $STEPS --ckpt-every 5 -o "$work/ref8c" >"$work/ref8c
 resume 2 1 1 0
 resume 1 0 4 1
 
+# ---- --ckpt-minutes under --zero 1: every replica takes part in a save, so rank 0's clock
+# decides for all (broadcast, host/run.h checkpoint_due). 1e-9 minutes: every step is due by
+# time; the run must end, write each step's pair, and train what the reference trains
+dir="$work/timed"
+name="--zero 1, R=2: --ckpt-minutes saves every step by rank 0's clock and trains the reference's weights"
+if slurm_run "$dir" 2 1 4 8 -n $STEPS --ckpt-minutes 1e-9 --ckpt-every 0 --comm-timeout 20 &&
+   [ "$(ls "$dir"/state_*.bin 2>/dev/null | wc -l)" = "$STEPS" ] && compare "$work/ref8" "$dir" $STEPS; then
+    pass "$name"
+else fail "$name"; fi
+
 # ---- the CPU trainer continues a run that the GPU trainer saved with --zero 1 (the fp32
 # build: the CPU trainer's numbers are float32's)
 if [ -x ./train ] && "$TRAIN_GPT" --dry-run 1 2>&1 | grep -q "fp32"; then
