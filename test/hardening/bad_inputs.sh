@@ -317,6 +317,15 @@ if [ $rc -eq 0 ] && grep -qF "(--val-tokens 33 rounded down to 2 sequences of 16
    ! grep -qF "all the validation data holds" <<<"$out"; then
     pass "--val-tokens 33 says it was rounded down to 2 sequences of 16"
 else fail "--val-tokens 33 (exit $rc): $(grep validation <<<"$out")"; fi
+# the dry run's tables at a global batch of 2^32 tokens of B×T = 2: their replica counts double
+# up to 2^30 (A = 2), never wrapping an int to 0 (that was `global % 0`, SIGFPE); the R = 1 row
+# (A = 2^31, more than an int) is left out, the run's own R = 2 is there
+# (shards that are not there: a dry run plans without them)
+out=$(eval "$TINY --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 -i $D/nothere.bin -j $D/nothere.bin" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -qE '^ +2 +1073741824 .*<- this run$' <<<"$out" &&
+   grep -qE '^ +1073741824 +2 ' <<<"$out" && ! grep -qE '^ +1 +2147483648 ' <<<"$out"; then
+    pass "--dry-run -b 2 -t 1 -d 4294967296 --replicas 2 plans (replica counts 2 to 2^30, no wrap)"
+else fail "--dry-run -b 2 -t 1 -d 4294967296 --replicas 2 (exit $rc): $(tail -2 <<<"$out")"; fi
 # Slurm's task variables: the CPU trainer starts replicas through MPI only, and says it ignores them
 out=$(eval "SLURM_NTASKS=2 SLURM_PROCID=5 SLURM_LOCALID=0 $TINY" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -qF "note: Slurm's variables (SLURM_PROCID 5, SLURM_NTASKS 2) are ignored" <<<"$out"; then
