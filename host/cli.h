@@ -383,6 +383,8 @@ inline void validate_config(const Config& c) {
             "--grad-sync-dtype must be 'fp32' or 'bf16', got '" + c.grad_sync_dtype + "'");
     require(c.lr >= 0 && c.weight_decay >= 0 && c.grad_clip >= 0, "--lr, --weight-decay and --grad-clip must be >= 0");
     require(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1, "--beta1 and --beta2 must be in [0, 1)");
+    require(c.lr_final_frac >= 0 && c.lr_final_frac <= 1,  // below 0 the rate turns negative; above 1 it rises
+            strf("--lr-final-frac must be in [0, 1] (the cosine's floor as a fraction of --lr), got %g", c.lr_final_frac));
     require(c.eps > 0, "--eps must be positive");
     require(c.noise_ema >= 0 && c.noise_ema < 1,
             strf("--noise-ema must be in [0, 1) (0 = off), got %g", c.noise_ema));

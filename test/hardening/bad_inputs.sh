@@ -141,6 +141,9 @@ cases=$(cat <<EOF
 2 | --lr, --weight-decay and --grad-clip must be >= 0 | --lr -1
 2 | --beta1 and --beta2 must be in [0, 1) | --beta1 1
 2 | --noise-ema must be in [0, 1) (0 = off), got 1.5 | --noise-ema 1.5
+2 | --lr-final-frac must be in [0, 1] (the cosine's floor as a fraction of --lr), got -5 | --lr-final-frac -5
+2 | --lr-final-frac must be in [0, 1] (the cosine's floor as a fraction of --lr), got 1.5 | --lr-final-frac 1.5
+2 | --lr-final-frac must be in [0, 1] (the cosine's floor as a fraction of --lr), got 100 | --lr-final-frac 100
 2 | --noise-ema must be in [0, 1) (0 = off), got -0.1 | --noise-ema -0.1
 2 | --temperature must be positive | --temperature 0
 2 | --top-p must be in (0, 1] (1 = all tokens), got 0 | --top-p 0
@@ -336,6 +339,7 @@ else fail "./train with SLURM_NTASKS=2 SLURM_PROCID=5 (exit $rc): $(head -2 <<<"
 if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
     GPU_TINY="$GPU_TRAIN $TINY_OPTIONS"
     gpu_cases="2 | --device-memory 0.5B is less than one byte | | --device-memory 0.5B
+2 | --lr-final-frac must be in [0, 1] (the cosine's floor as a fraction of --lr), got -5 | | --lr-final-frac -5
 1 | --threads 5000 is more than the | | --threads 5000
 1 | SLURM_PROCID is '5', expected 0 to 1 in a job of 2 tasks (SLURM_NTASKS) | SLURM_NTASKS=2 SLURM_PROCID=5 SLURM_LOCALID=0 | --nccl-init-file $D/nccl.id
 1 | SLURM_PROCID is '-1', expected 0 to 1 in a job of 2 tasks (SLURM_NTASKS) | SLURM_NTASKS=2 SLURM_PROCID=-1 SLURM_LOCALID=0 | --nccl-init-file $D/nccl.id
