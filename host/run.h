@@ -317,6 +317,9 @@ private:
                              model_file.c_str(), differs.c_str()));
         load_model_params(model_file, mc, m->params());
         TrainState st = load_state(state_file, m->adam_m(), m->adam_v(), mc.num_params());
+        if (st.step != step)  // trained on as its header's step, it would redo steps on later weights
+            throw Error(strf("'%s' holds step %d, but its name says step %d: renamed or damaged, not resumed",
+                             state_file.c_str(), st.step, step));
         std::string note = check_state_fits(st, state_file, plan, *train_data,
                                             builtin ? "built-in corpus" : "'" + cfg.train_data + "'", cfg.steps);
         if (!note.empty()) say(note);
