@@ -682,6 +682,12 @@ inline std::string check_state_fits(const TrainState& st, const std::string& sta
     if (!outside.empty())
         throw Error(strf("'%s': its data position is outside the training data: %s", state_file.c_str(),
                          outside.c_str()));
+    // every step takes one chunk, in order, so step s stands in epoch s / (chunks per epoch)
+    const long long per_epoch = data.chunks_per_epoch(), epoch = per_epoch > 0 ? st.step / per_epoch : 0;
+    if (st.data.epoch != epoch)
+        throw Error(strf("'%s': its data position is impossible: epoch %lld at step %d, which stands in epoch %lld "
+                         "(one chunk a step, %s chunks an epoch)",
+                         state_file.c_str(), st.data.epoch, st.step, epoch, with_commas(per_epoch).c_str()));
     if (st.step > steps)
         throw Error(strf("'%s' is at step %d, past --steps %d: pass --steps %d or more to continue that run",
                          state_file.c_str(), st.step, steps, st.step));

@@ -113,6 +113,8 @@ state r_version 1 9
 state r_batch 10 0
 state r_v_nan $((256 + params + 10)) $nan32                               # AdamW v[10]
 state r_v_neg $((256 + params + 11)) -1082130432                          # v[11] = -1.0f
+state r_epoch5 3 5                                                        # epoch 5 at step 1 (65,535 chunks an epoch)
+state r_epoch_max 3 2147483647
 # the step-1 pair renamed as step 2: the state's header says 1, its name 2
 mkdir -p "$D/r_renamed" && cp "$D/run/model_00000001.bin" "$D/r_renamed/model_00000002.bin" &&
     cp "$S" "$D/r_renamed/state_00000002.bin"
@@ -240,6 +242,8 @@ cases=$(cat <<EOF
 1 | 'test/golden/hellaswag_tiny.bin': example 0 of 64 (uint16 0 of the body) has an ending of 12 tokens, more than a sequence of --seq-len 4 can score | --hellaswag $E -t 4
 1 | '$D/r_step/state_00000001.bin': step -5 is negative | -n 4 --resume 1 -o $D/r_step
 1 | '$D/r_epoch/state_00000001.bin': its data position is outside the training data: epoch -1, shard 0, chunk 1: negative | -n 4 --resume 1 -o $D/r_epoch
+1 | '$D/r_epoch5/state_00000001.bin': its data position is impossible: epoch 5 at step 1, which stands in epoch 0 (one chunk a step, 65,535 chunks an epoch) | -n 4 --resume 1 -o $D/r_epoch5
+1 | '$D/r_epoch_max/state_00000001.bin': its data position is impossible: epoch 2147483647 at step 1 | -n 4 --resume 1 -o $D/r_epoch_max
 1 | '$D/r_renamed/state_00000002.bin' holds step 1, but its name says step 2: renamed or damaged, not resumed | -n 4 --resume 1 -o $D/r_renamed
 1 | '$D/r_shard/state_00000001.bin': its data position is outside the training data: shard 1000000, but the data has 1 shard | -n 4 --resume 1 -o $D/r_shard
 1 | '$D/r_chunk/state_00000001.bin': its data position is outside the training data: epoch 0, shard 0, chunk -7: negative | -n 4 --resume 1 -o $D/r_chunk
