@@ -387,6 +387,30 @@ def tinyshakespeare_names_a_text_that_is_not_char_rnns():
         assert "1115394 bytes" in why, why
 
 
+
+@check
+def downloaders_check_their_counts_before_any_download():
+    # --shard-size 0 once wrote empty shards without end. Under `python3 -S` (no site-packages:
+    # neither numpy, tqdm nor datasets) a script that gets past its argument checks stops at a
+    # missing package with exit 1; with HF_HUB_OFFLINE and an unroutable proxy nothing goes out.
+    # Each bad count must be one line naming the option and its range, exit 2.
+    env = {"HF_HUB_OFFLINE": "1", "https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
+    cases = [("fineweb.py", ["--shard-size", "0"], "--shard-size 0 is out of range (1 to 2,147,483,647 tokens"),
+             ("fineweb.py", ["--shard-size", "-5"], "--shard-size -5 is out of range"),
+             ("fineweb.py", ["--shard-size", "2147483648"], "--shard-size 2147483648 is out of range"),
+             ("fineweb.py", ["--workers", "0"], "--workers 0 is out of range (1 to 1,024 processes)"),
+             ("tinystories.py", ["--workers", "0"], "--workers 0 is out of range (1 to 1,024 processes)"),
+             ("tinystories.py", ["--workers", "5000"], "--workers 5000 is out of range")]
+    with tempfile.TemporaryDirectory() as d:
+        for script, args, why in cases:
+            out = os.path.join(d, "out")
+            p = sh([sys.executable, "-S", "data/" + script, "--out-dir", out] + args, env=env)
+            lines = p.stderr.strip().splitlines()
+            assert p.returncode == 2 and len(lines) == 1 and why in lines[0], \
+                "%s %s: exit %d, stderr: %s" % (script, " ".join(args), p.returncode, p.stderr.strip()[-300:])
+            assert not os.path.exists(out), "%s %s made %s before refusing" % (script, " ".join(args), out)
+
+
 # --------------------------------------------------------------------------- recipes
 
 @check
