@@ -348,6 +348,8 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
     GPU_TINY="$GPU_TRAIN $TINY_OPTIONS"
     gpu_cases="2 | --device-memory 0.5B is less than one byte | | --device-memory 0.5B
 2 | --lr-final-frac must be in [0, 1] (the cosine's floor as a fraction of --lr), got -5 | | --lr-final-frac -5
+1 | '$D/r_renamed/state_00000002.bin' holds step 1, but its name says step 2 | | -n 4 --resume 1 -o $D/r_renamed
+1 | '$D/r_epoch5/state_00000001.bin': its data position is impossible: epoch 5 at step 1, which stands in epoch 0 | | -n 4 --resume 1 -o $D/r_epoch5
 1 | --threads 5000 is more than the | | --threads 5000
 1 | SLURM_PROCID is '5', expected 0 to 1 in a job of 2 tasks (SLURM_NTASKS) | SLURM_NTASKS=2 SLURM_PROCID=5 SLURM_LOCALID=0 | --nccl-init-file $D/nccl.id
 1 | SLURM_PROCID is '-1', expected 0 to 1 in a job of 2 tasks (SLURM_NTASKS) | SLURM_NTASKS=2 SLURM_PROCID=-1 SLURM_LOCALID=0 | --nccl-init-file $D/nccl.id
@@ -376,6 +378,11 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
         code=${code// /} expect=${expect# } expect=${expect% } envs=${envs# } args=${args# }
         check "[$code] ${envs}$(basename "$GPU_TRAIN") $args" "$code" "$expect" "env $envs $GPU_TINY $args"
     done <<<"$gpu_cases"
+    # the dry run's tables at 2^32 tokens of B×T = 2 (SIGFPE once): the plan, exit 0
+    out=$(eval "$GPU_TINY --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 -i $D/nothere.bin -j $D/nothere.bin" 2>&1); rc=$?
+    if [ $rc -eq 0 ] && grep -qE '^ +2 +1073741824 .*<- this run$' <<<"$out" && grep -qE '^ +1073741824 +2 ' <<<"$out"; then
+        pass "$(basename "$GPU_TRAIN") --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 plans"
+    else fail "$(basename "$GPU_TRAIN") --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 (exit $rc): $(tail -2 <<<"$out")"; fi
 fi
 
 finish
