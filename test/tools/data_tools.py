@@ -411,6 +411,30 @@ def downloaders_check_their_counts_before_any_download():
             assert not os.path.exists(out), "%s %s made %s before refusing" % (script, " ".join(args), out)
 
 
+
+@check
+def bench_comm_checks_its_arguments_first():
+    # A rate 'abc' or -1 was a traceback and then an unthrottled run printed as a row of that
+    # rate; 300 hosts ran past its timeout. Each bad argument: one line, exit 2, before any
+    # namespace is made (an `ip` that fails stands in, so a script that gets past its checks
+    # stops there with exit 1 instead of building a cluster).
+    with tempfile.TemporaryDirectory() as d:
+        fake = os.path.join(d, "ip")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\nexit 1\n")
+        os.chmod(fake, 0o755)
+        env = {"PATH": d + os.pathsep + os.environ.get("PATH", "")}
+        for args, why in [(["abc"], "got 'abc'"), (["-1"], "got '-1'"), (["0"], "got '0'"),
+                          (["1", "300"], "a host count is 2 to 16"), (["1", "1"], "got '1'"),
+                          (["1", "2", "1"], "STEPS is 2 to 1000"), (["1", "2", "x"], "got 'x'"),
+                          (["1", "2", "3", "4"], "at most 3 arguments, got 4")]:
+            p = sh(["bash", "scripts/bench_comm.sh"] + args, env=env)
+            lines = p.stderr.strip().splitlines()
+            assert p.returncode == 2 and len(lines) == 1 and why in lines[0] and not p.stdout, \
+                "bench_comm.sh %s: exit %d, stdout %r, stderr %r" % (" ".join(args), p.returncode, p.stdout[-200:],
+                                                                    p.stderr[-300:])
+
+
 # --------------------------------------------------------------------------- recipes
 
 @check
