@@ -244,11 +244,17 @@ inline void parse_value(const Option& o, const char* text) {
         for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++)
             if (unit == units[i]) scale = scales[i];
         if (scale < 0 || errno || !std::isfinite(v) || v < 0 || v * scale > 1e18)
-            throw UsageError(strf("%s expects a size such as 80GB, 512MiB or 8e10, got '%s'", name.c_str(), text));
-        // below one byte the size would be truncated to 0, which means "no limit": refuse it
-        if (v * scale > 0 && v * scale < 1)
-            throw UsageError(strf("%s %s is less than one byte: give a size such as 80GB, or 0 for what is free",
+            throw UsageError(strf("%s expects a size from 0 to 1e18 bytes such as 80GB, 512MiB or 8e10, got '%s'",
                                   name.c_str(), text));
+        // below one byte the size would be truncated to 0, which means something else (--device-
+        // memory: what is free; --grad-bucket: a bucket per block): refuse it
+        if (v * scale > 0 && v * scale < 1)
+            throw UsageError(strcmp(o.name, "grad-bucket")
+                                 ? strf("%s %s is less than one byte: give a size such as 80GB, or 0 for what is free",
+                                        name.c_str(), text)
+                                 : strf("%s %s is less than one byte: give a bucket size such as 25MB, or 0 for a "
+                                        "bucket per block",
+                                        name.c_str(), text));
         *(double*)o.value = v * scale;
         return;
     }

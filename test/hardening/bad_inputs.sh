@@ -175,6 +175,8 @@ cases=$(cat <<EOF
 1 | --val-tokens 15 is less than one sequence of --seq-len 16 | --val-tokens 15 --val-every 1
 2 | --device-memory 0.5B is less than one byte | --device-memory 0.5B
 2 | --device-memory 1e-5B is less than one byte | --device-memory 1e-5B
+2 | --grad-bucket 0.5 is less than one byte: give a bucket size such as 25MB, or 0 for a bucket per block | --grad-bucket 0.5
+2 | --grad-bucket expects a size from 0 to 1e18 bytes | --grad-bucket 2e18
 2 | --eval-every 5 does nothing without --hellaswag | --eval-every 5
 2 | --tf32 is an option of the GPU trainer (train_gpt) only | --tf32 1
 2 | --recompute is an option of the GPU trainer (train_gpt) only | --recompute 1
