@@ -96,6 +96,7 @@ struct Config {
     std::string attention = "auto";  // cublas, fused or auto: the GPU trainer resolves auto after planning (host/run.h)
     std::string epilogues = "fused";  // fused or separate: the backward's GELU and bias gradients (gpu/matmul.cuh)
     std::string classifier = "chunked";  // chunked or whole: the logits in chunks of rows (gpu/classifier.cuh)
+    std::vector<std::string> given;  // the options on the command line (long names; a preset's too): not an option
     std::string nccl_init_file;  // rendezvous file for jobs started without MPI (srun)
 };
 
@@ -511,6 +512,7 @@ inline bool parse_command_line(int argc, char** argv, Config& c) {
     if (has("train-tokens") && has("steps"))
         throw UsageError("--train-tokens and --steps both set the run's length: give one of them");
     validate_config(c);
+    c.given = given;
     return true;
 }
 

@@ -380,6 +380,17 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
         code=${code// /} expect=${expect# } expect=${expect% } envs=${envs# } args=${args# }
         check "[$code] ${envs}$(basename "$GPU_TRAIN") $args" "$code" "$expect" "env $envs $GPU_TINY $args"
     done <<<"$gpu_cases"
+    # a state recording a value this trainer cannot take (attention=bogus) is refused whatever
+    # the options (--attention cublas given once ran on with a note)
+    if eval "$GPU_TINY --attention fused -o $D/gpu_run" >/dev/null 2>&1 && mkdir -p "$D/r_bogus" &&
+       cp "$D/gpu_run/"*_00000001.bin "$D/r_bogus/" &&
+       perl -pi -e 's/attention=fused/attention=bogus/' "$D/r_bogus/state_00000001.bin"; then
+        for given in "" "--attention cublas" "--attention fused"; do
+            check "[1] $(basename "$GPU_TRAIN") $given --resume 1 (a state recording attention=bogus)" 1 \
+                "'$D/r_bogus/state_00000001.bin' records --attention bogus, which this trainer cannot take" \
+                "$GPU_TINY $given -n 4 --resume 1 -o $D/r_bogus"
+        done
+    else fail "the GPU trainer's state file with attention=bogus: could not make it"; fi
     # the dry run's tables at 2^32 tokens of B×T = 2 (SIGFPE once): the plan, exit 0
     out=$(eval "$GPU_TINY --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 -i $D/nothere.bin -j $D/nothere.bin" 2>&1); rc=$?
     if [ $rc -eq 0 ] && grep -qE '^ +2 +1073741824 .*<- this run$' <<<"$out" && grep -qE '^ +1073741824 +2 ' <<<"$out"; then
