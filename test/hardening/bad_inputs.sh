@@ -334,11 +334,16 @@ else fail "--val-tokens 33 (exit $rc): $(grep validation <<<"$out")"; fi
 # up to 2^30 (A = 2), never wrapping an int to 0 (that was `global % 0`, SIGFPE); the R = 1 row
 # (A = 2^31, more than an int) is left out, the run's own R = 2 is there
 # (shards that are not there: a dry run plans without them)
-out=$(eval "$TINY --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 -i $D/nothere.bin -j $D/nothere.bin" 2>&1); rc=$?
+out=$(eval "timeout 60 $TINY --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 -i $D/nothere.bin -j $D/nothere.bin" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -qE '^ +2 +1073741824 .*<- this run$' <<<"$out" &&
    grep -qE '^ +1073741824 +2 ' <<<"$out" && ! grep -qE '^ +1 +2147483648 ' <<<"$out"; then
     pass "--dry-run -b 2 -t 1 -d 4294967296 --replicas 2 plans (replica counts 2 to 2^30, no wrap)"
 else fail "--dry-run -b 2 -t 1 -d 4294967296 --replicas 2 (exit $rc): $(tail -2 <<<"$out")"; fi
+# -e FILE with shape options: the file's shape is used, and the run says the options are ignored
+out=$(eval "$TINY -e $M --layers 12 --channels 768 --heads 12 -n 0" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -qF -- "note: --layers, --heads, --channels, --max-seq-len ignored: the model's shape is the one in '$M' (L=2 NH=2 C=32" <<<"$out"; then
+    pass "-e FILE --layers 12 --channels 768 --heads 12 says the shape options are ignored"
+else fail "-e FILE --layers 12 --channels 768 --heads 12 (exit $rc): $(grep -i 'note\|error' <<<"$out" | head -2)"; fi
 # Slurm's task variables: the CPU trainer starts replicas through MPI only, and says it ignores them
 out=$(eval "SLURM_NTASKS=2 SLURM_PROCID=5 SLURM_LOCALID=0 $TINY" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -qF "note: Slurm's variables (SLURM_PROCID 5, SLURM_NTASKS 2) are ignored" <<<"$out"; then
@@ -392,7 +397,7 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
         done
     else fail "the GPU trainer's state file with attention=bogus: could not make it"; fi
     # the dry run's tables at 2^32 tokens of B×T = 2 (SIGFPE once): the plan, exit 0
-    out=$(eval "$GPU_TINY --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 -i $D/nothere.bin -j $D/nothere.bin" 2>&1); rc=$?
+    out=$(eval "timeout 60 $GPU_TINY --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 -i $D/nothere.bin -j $D/nothere.bin" 2>&1); rc=$?
     if [ $rc -eq 0 ] && grep -qE '^ +2 +1073741824 .*<- this run$' <<<"$out" && grep -qE '^ +1073741824 +2 ' <<<"$out"; then
         pass "$(basename "$GPU_TRAIN") --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 plans"
     else fail "$(basename "$GPU_TRAIN") --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 (exit $rc): $(tail -2 <<<"$out")"; fi
