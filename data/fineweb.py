@@ -49,8 +49,11 @@ def main():
     ap.add_argument("--out-dir", help="default data/<prefix><version>")
     ap.add_argument("--tokenizer-out", default=os.path.join(HERE, "gpt2_tokenizer.bin"))
     ap.add_argument("--streaming", action="store_true", help="stream documents instead of downloading")
-    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) - 1))
+    ap.add_argument("--workers", type=int, default=max(1, min(1024, (os.cpu_count() or 1) - 1)))
     args = ap.parse_args()  # before the imports below, so --help works without them installed
+    from shards import check_range  # (standard library only) checked before any download
+    check_range("--shard-size", args.shard_size, 1, 2 ** 31 - 1, "tokens; a shard's header counts them in an int32")
+    check_range("--workers", args.workers, 1, 1024, "processes")
 
     from multiprocessing import Pool
     from shards import die, gpt2_tokenizer_table, load_gpt2_encoding, write_shard, write_tokenizer

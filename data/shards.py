@@ -308,6 +308,15 @@ def die(msg):
     sys.exit(1)
 
 
+def check_range(option, value, low, high, what):
+    """A command-line count outside [low, high]: one line on stderr and exit 2 (a usage error),
+    before any download or long work."""
+    if not low <= value <= high:
+        print("error: %s %d is out of range (%s to %s %s)" % (option, value, format(low, ","), format(high, ","), what),
+              file=sys.stderr)
+        sys.exit(2)
+
+
 def download(url, path):
     """Download url to path with a tqdm progress bar; exit cleanly when offline.
 

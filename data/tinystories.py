@@ -63,8 +63,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out-dir", default=os.path.join(HERE, "tinystories"))
     ap.add_argument("--tokenizer-out", default=os.path.join(HERE, "gpt2_tokenizer.bin"))
-    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) - 1))
+    ap.add_argument("--workers", type=int, default=max(1, min(1024, (os.cpu_count() or 1) - 1)))
     args = ap.parse_args()  # before the imports below, so --help works without them installed
+    from shards import check_range  # (standard library only) checked before the download
+    check_range("--workers", args.workers, 1, 1024, "processes")
 
     from multiprocessing import Pool
     from shards import ShardWriter, die, download, gpt2_tokenizer_table, load_gpt2_encoding, write_tokenizer

@@ -590,8 +590,9 @@ def overrides(pairs, what):
             name, value = "", pair
         try:
             out.append((name, float(value) if "." in value else int(value)))
-        except ValueError:
-            raise SystemExit("sass_report: %s wants NAME=NUMBER or NUMBER, not %r" % (what, pair))
+        except ValueError:  # a usage error: one line, exit 2
+            print("sass_report: %s wants NAME=NUMBER or NUMBER, not %r" % (what, pair), file=sys.stderr)
+            sys.exit(2)
     return out
 
 
@@ -852,6 +853,14 @@ def parse_args(argv):
         opts.arch = [int(a.replace("sm_", "").replace("compute_", "")) for a in re.split(r"[\s,]+", opts.arch.strip())]
     except ValueError:
         p.error("--arch wants compute capabilities such as \"80 90\", not %r" % opts.arch)
+    if opts.json:  # where the JSON goes, checked before the compiles (minutes), not after them
+        folder = os.path.dirname(os.path.abspath(opts.json))
+        why = ("is a directory" if os.path.isdir(opts.json) else
+               "is in %s, which is not a directory" % folder if not os.path.isdir(folder) else
+               "is in %s, which is not writable" % folder if not os.access(folder, os.W_OK) else "")
+        if why:
+            print("sass_report: --json %s %s" % (opts.json, why), file=sys.stderr)
+            sys.exit(2)
     return opts
 
 
@@ -866,6 +875,9 @@ def default_includes():
 
 def main(argv=None):
     opts = parse_args(sys.argv[1:] if argv is None else argv)
+    if opts.nvcc and not (os.path.isfile(opts.nvcc) and os.access(opts.nvcc, os.X_OK)):  # not another nvcc instead
+        print("sass_report: nvcc not found: --nvcc %s is not an executable file" % opts.nvcc, file=sys.stderr)
+        return 2
     nvcc = find_nvcc(opts.nvcc)
     if not nvcc:
         print("sass_report: nvcc not found (PATH, CUDA_HOME/bin or --nvcc): make sass needs the CUDA toolkit",

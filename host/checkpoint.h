@@ -682,6 +682,12 @@ inline std::string check_state_fits(const TrainState& st, const std::string& sta
     if (!outside.empty())
         throw Error(strf("'%s': its data position is outside the training data: %s", state_file.c_str(),
                          outside.c_str()));
+    // every step takes one chunk, in order, so step s stands in epoch s / (chunks per epoch)
+    const long long per_epoch = data.chunks_per_epoch(), epoch = per_epoch > 0 ? st.step / per_epoch : 0;
+    if (st.data.epoch != epoch)
+        throw Error(strf("'%s': its data position is impossible: epoch %lld at step %d, which stands in epoch %lld "
+                         "(one chunk a step, %s chunks an epoch)",
+                         state_file.c_str(), st.data.epoch, st.step, epoch, with_commas(per_epoch).c_str()));
     if (st.step > steps)
         throw Error(strf("'%s' is at step %d, past --steps %d: pass --steps %d or more to continue that run",
                          state_file.c_str(), st.step, steps, st.step));
@@ -749,10 +755,12 @@ inline std::string state_to_resume(const Config& cfg) {
 }
 
 // Before memory is planned: a resumed run takes the run-time choices its checkpoint recorded
-// (RunChoices, above) for every option left at auto. Choosing again could pick
-// another kernel (timing differs from one process to the next), and the run would no longer
-// compute what the uninterrupted one does. An option named on the command line wins, and
-// the run says that its arithmetic changes there. `say` prints a line (rank 0's).
+// (RunChoices, above) for every option left at auto or not on the command line (a default
+// such as --epilogues fused is no request). Choosing again could pick another kernel (timing
+// differs from one process to the next), and the run would no longer compute what the
+// uninterrupted one does. An option named on the command line wins, and the run says that
+// its arithmetic changes there. A recorded value this trainer cannot take is refused,
+// whatever the options. `say` prints a line (rank 0's).
 template <class Say>
 void adopt_recorded_choices(Config& cfg, const std::vector<std::string>& names, size_t num_params, Say&& say) {
     const std::string file = state_to_resume(cfg);
@@ -770,17 +778,25 @@ void adopt_recorded_choices(Config& cfg, const std::vector<std::string>& names, 
                                              : "it predates recorded choices"));
             continue;
         }
+        Config with = cfg;  // the recorded value must be one this trainer takes
+        choice_option(with, name) = recorded;
+        try {
+            if (recorded == "auto") throw UsageError("auto is not a choice");
+            validate_config(with);
+        } catch (const UsageError& e) {
+            throw Error(strf("'%s' records --%s %s, which this trainer cannot take: %s", file.c_str(), name.c_str(),
+                             recorded.c_str(), e.what()));
+        }
+        const bool named = std::find(cfg.given.begin(), cfg.given.end(), name) != cfg.given.end();
         if (value == "auto") {
             value = recorded;
-            try {
-                if (recorded == "auto") throw UsageError("auto is not a choice");
-                validate_config(cfg);
-            } catch (const UsageError& e) {
-                throw Error(strf("'%s' records --%s %s, which this trainer cannot take: %s", file.c_str(),
-                                 name.c_str(), recorded.c_str(), e.what()));
-            }
             say(strf("--%s auto: %s, as recorded in '%s' (a resumed run keeps its checkpoint's choices)",
                      name.c_str(), recorded.c_str(), file.c_str()));
+        } else if (value != recorded && !named) {
+            value = recorded;
+            say(strf("--%s %s, as recorded in '%s' (a resumed run keeps its checkpoint's choices; give --%s to "
+                     "change it)",
+                     name.c_str(), recorded.c_str(), file.c_str(), name.c_str()));
         } else if (value != recorded) {
             say(strf("note: the run in '%s' computed with --%s %s until step %d; --%s %s changes the arithmetic "
                      "from there, so this run will not reproduce an uninterrupted one bit for bit",

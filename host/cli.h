@@ -96,6 +96,7 @@ struct Config {
     std::string attention = "auto";  // cublas, fused or auto: the GPU trainer resolves auto after planning (host/run.h)
     std::string epilogues = "fused";  // fused or separate: the backward's GELU and bias gradients (gpu/matmul.cuh)
     std::string classifier = "chunked";  // chunked or whole: the logits in chunks of rows (gpu/classifier.cuh)
+    std::vector<std::string> given;  // the options on the command line (long names; a preset's too): not an option
     std::string nccl_init_file;  // rendezvous file for jobs started without MPI (srun)
 };
 
@@ -244,11 +245,17 @@ inline void parse_value(const Option& o, const char* text) {
         for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++)
             if (unit == units[i]) scale = scales[i];
         if (scale < 0 || errno || !std::isfinite(v) || v < 0 || v * scale > 1e18)
-            throw UsageError(strf("%s expects a size such as 80GB, 512MiB or 8e10, got '%s'", name.c_str(), text));
-        // below one byte the size would be truncated to 0, which means "no limit": refuse it
-        if (v * scale > 0 && v * scale < 1)
-            throw UsageError(strf("%s %s is less than one byte: give a size such as 80GB, or 0 for what is free",
+            throw UsageError(strf("%s expects a size from 0 to 1e18 bytes such as 80GB, 512MiB or 8e10, got '%s'",
                                   name.c_str(), text));
+        // below one byte the size would be truncated to 0, which means something else (--device-
+        // memory: what is free; --grad-bucket: a bucket per block): refuse it
+        if (v * scale > 0 && v * scale < 1)
+            throw UsageError(strcmp(o.name, "grad-bucket")
+                                 ? strf("%s %s is less than one byte: give a size such as 80GB, or 0 for what is free",
+                                        name.c_str(), text)
+                                 : strf("%s %s is less than one byte: give a bucket size such as 25MB, or 0 for a "
+                                        "bucket per block",
+                                        name.c_str(), text));
         *(double*)o.value = v * scale;
         return;
     }
@@ -383,6 +390,8 @@ inline void validate_config(const Config& c) {
             "--grad-sync-dtype must be 'fp32' or 'bf16', got '" + c.grad_sync_dtype + "'");
     require(c.lr >= 0 && c.weight_decay >= 0 && c.grad_clip >= 0, "--lr, --weight-decay and --grad-clip must be >= 0");
     require(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1, "--beta1 and --beta2 must be in [0, 1)");
+    require(c.lr_final_frac >= 0 && c.lr_final_frac <= 1,  // below 0 the rate turns negative; above 1 it rises
+            strf("--lr-final-frac must be in [0, 1] (the cosine's floor as a fraction of --lr), got %g", c.lr_final_frac));
     require(c.eps > 0, "--eps must be positive");
     require(c.noise_ema >= 0 && c.noise_ema < 1,
             strf("--noise-ema must be in [0, 1) (0 = off), got %g", c.noise_ema));
@@ -503,6 +512,7 @@ inline bool parse_command_line(int argc, char** argv, Config& c) {
     if (has("train-tokens") && has("steps"))
         throw UsageError("--train-tokens and --steps both set the run's length: give one of them");
     validate_config(c);
+    c.given = given;
     return true;
 }
 

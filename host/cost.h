@@ -228,7 +228,8 @@ inline std::vector<std::string> accumulation_table(const ModelConfig& c, const B
                                                    const DeviceSpeed& d, int grad_bytes = 4) {
     std::vector<int> Rs;
     long long global = p.global_tokens(), per_replica_round = (long long)p.B * p.T;
-    for (int R = 1; global % (per_replica_round * R) == 0; R *= 2) Rs.push_back(R);
+    for (long long R = 1; R <= INT_MAX && global % (per_replica_round * R) == 0; R *= 2)  // 64-bit: no wrap to 0
+        if (global / (per_replica_round * R) <= INT_MAX) Rs.push_back((int)R);  // A fits plan_batch's int
     if (std::find(Rs.begin(), Rs.end(), p.R) == Rs.end()) Rs.push_back(p.R), std::sort(Rs.begin(), Rs.end());
     bool timed = d.tflops > 0;
     std::vector<std::string> rows;
@@ -265,7 +266,8 @@ std::vector<std::string> zero_table(const ModelConfig& c, const BatchPlan& p, in
                                     int grad_bytes = 4) {
     std::vector<int> Rs;
     long long global = p.global_tokens(), per_replica_round = (long long)p.B * p.T;
-    for (int R = 1; global % (per_replica_round * R) == 0; R *= 2) Rs.push_back(R);
+    for (long long R = 1; R <= INT_MAX && global % (per_replica_round * R) == 0; R *= 2)  // 64-bit: no wrap to 0
+        if (global / (per_replica_round * R) <= INT_MAX) Rs.push_back((int)R);  // A fits plan_batch's int
     if (std::find(Rs.begin(), Rs.end(), p.R) == Rs.end()) Rs.push_back(p.R), std::sort(Rs.begin(), Rs.end());
     std::vector<std::string> rows;
     rows.push_back(strf("memory per replica and sync bytes per replica per step, without and with ZeRO stage 1 "

@@ -62,6 +62,17 @@ public:
 
         // model shape: from a checkpoint, or from the options
         mc = model_shape(cfg);
+        if (!cfg.load.empty()) {  // the file's shape wins: say so for the shape options given with it
+            std::string ignored;
+            for (const char* name : {"layers", "heads", "channels", "max-seq-len", "vocab", "padded-vocab", "kv-heads",
+                                     "ffn-hidden", "ffn-multiple-of", "ffn-multiplier", "norm-eps", "rope-theta",
+                                     "rope-factor", "rope-low-freq", "rope-high-freq", "rope-original-len", "tied"})
+                if (std::find(cfg.given.begin(), cfg.given.end(), name) != cfg.given.end())
+                    ignored += std::string(ignored.empty() ? "" : ", ") + "--" + name;
+            if (!ignored.empty())
+                say(strf("note: %s ignored: the model's shape is the one in '%s' (%s)", ignored.c_str(),
+                         cfg.load.c_str(), describe_model(mc).c_str()));
+        }
         builtin = cfg.train_data.empty();
         if (cfg.seq_len > mc.maxT)
             throw Error(strf("--seq-len %d is longer than the model's maximum sequence length %d", cfg.seq_len, mc.maxT));
@@ -317,6 +328,9 @@ private:
                              model_file.c_str(), differs.c_str()));
         load_model_params(model_file, mc, m->params());
         TrainState st = load_state(state_file, m->adam_m(), m->adam_v(), mc.num_params());
+        if (st.step != step)  // trained on as its header's step, it would redo steps on later weights
+            throw Error(strf("'%s' holds step %d, but its name says step %d: renamed or damaged, not resumed",
+                             state_file.c_str(), st.step, step));
         std::string note = check_state_fits(st, state_file, plan, *train_data,
                                             builtin ? "built-in corpus" : "'" + cfg.train_data + "'", cfg.steps);
         if (!note.empty()) say(note);

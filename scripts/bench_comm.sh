@@ -10,6 +10,19 @@
 # Prints a Markdown table (docs/replicas.md quotes it).
 set -u
 cd "$(dirname "$0")/.."
+# the arguments, before any namespace is made: one line and exit 2 for a bad one
+usage() { echo "bench_comm: $1 (usage: scripts/bench_comm.sh [RATES [HOSTS [STEPS]]])" >&2; exit 2; }
+case "${1:-}" in -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+[ $# -le 3 ] || usage "at most 3 arguments, got $#"
+for gbps in ${1:-none}; do
+    [ "$gbps" = none ] || { [[ $gbps =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] && python3 -c "import sys; sys.exit(not 0 < float('$gbps') <= 1000)"; } ||
+        usage "a rate is 'none' or Gbit/s above 0 and at most 1000, got '$gbps'"
+done
+for R in ${2:-2}; do
+    [[ $R =~ ^[0-9]+$ ]] && [ "$R" -ge 2 ] && [ "$R" -le 16 ] || usage "a host count is 2 to 16 (namespaces on this machine), got '$R'"
+done
+[[ ${3:-8} =~ ^[0-9]+$ ]] && [ "${3:-8}" -ge 2 ] && [ "${3:-8}" -le 1000 ] ||
+    usage "STEPS is 2 to 1000 (the first step connects and is not counted), got '${3:-8}'"
 source test/replicas/cluster.sh
 why=$(cluster_can_run) || { echo "bench_comm: cannot make network namespaces here: $why" >&2; exit 1; }
 ldd ./train | grep -q libmpi || { echo "bench_comm: ./train was built without MPI (make train with mpicxx)" >&2; exit 1; }

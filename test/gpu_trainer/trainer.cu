@@ -2106,12 +2106,21 @@ TEST_CASE("train_gpt: --epilogues takes fused or separate; it is recorded, and a
     REQUIRE(RunChoices::parse(std::string(state.data() + 4 * 32, length), choices));
     CHECK(choices.get("attention") == "fused");
     CHECK(choices.get("epilogues") == "separate");
+    // resumed without --epilogues: the recorded separate is kept (the default fused is no
+    // request), and the run is the uninterrupted one, bit for bit
     REQUIRE(run_command("cp " + a + "/model_00000002.bin " + a + "/state_00000002.bin " + b) == 0);
-    REQUIRE(run_command(TRAIN_GPT + " " + args + "--resume 1 -o " + b, &out) == 0);  // the default: fused
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "--resume 1 -o " + b, &out) == 0);
+    CHECK(out.find("--epilogues separate, as recorded in '" + b + "/state_00000002.bin'") != std::string::npos);
+    CHECK(out.find("changes the arithmetic") == std::string::npos);
+    CHECK(read_bytes(a + "/model_00000004.bin") == read_bytes(b + "/model_00000004.bin"));
+    // resumed with --epilogues fused given: that wins, and the run says its arithmetic changes
+    std::string c = temp_dir();
+    REQUIRE(run_command("cp " + a + "/model_00000002.bin " + a + "/state_00000002.bin " + c) == 0);
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "--epilogues fused --resume 1 -o " + c, &out) == 0);
     CHECK(out.find("computed with --epilogues separate until step 2; --epilogues fused changes the arithmetic") !=
           std::string::npos);
-    CHECK(read_bytes(a + "/model_00000004.bin") != read_bytes(b + "/model_00000004.bin"));
-    run_command("rm -rf " + a + " " + b);
+    CHECK(read_bytes(a + "/model_00000004.bin") != read_bytes(c + "/model_00000004.bin"));
+    run_command("rm -rf " + a + " " + b + " " + c);
 }
 
 // --classifier: the two values, one clear line for another (exit 2), train (the CPU trainer,
@@ -2139,7 +2148,7 @@ TEST_CASE("train_gpt: --classifier takes chunked or whole; it is recorded, and a
     REQUIRE(RunChoices::parse(std::string(state.data() + 4 * 32, length), choices));
     CHECK(choices.get("classifier") == "whole");
     REQUIRE(run_command("cp " + a + "/model_00000002.bin " + a + "/state_00000002.bin " + b) == 0);
-    REQUIRE(run_command(TRAIN_GPT + " " + args + "--resume 1 -o " + b, &out) == 0);  // the default: chunked
+    REQUIRE(run_command(TRAIN_GPT + " " + args + "--classifier chunked --resume 1 -o " + b, &out) == 0);
     CHECK(out.find("computed with --classifier whole until step 2; --classifier chunked changes the arithmetic") !=
           std::string::npos);
     run_command("rm -rf " + a + " " + b);

@@ -113,6 +113,11 @@ state r_version 1 9
 state r_batch 10 0
 state r_v_nan $((256 + params + 10)) $nan32                               # AdamW v[10]
 state r_v_neg $((256 + params + 11)) -1082130432                          # v[11] = -1.0f
+state r_epoch5 3 5                                                        # epoch 5 at step 1 (65,535 chunks an epoch)
+state r_epoch_max 3 2147483647
+# the step-1 pair renamed as step 2: the state's header says 1, its name 2
+mkdir -p "$D/r_renamed" && cp "$D/run/model_00000001.bin" "$D/r_renamed/model_00000002.bin" &&
+    cp "$S" "$D/r_renamed/state_00000002.bin"
 state r_shape && state r_data && state r_past && state r_complete
 mkdir -p "$D/r_trunc" && cp "$D/run/model_00000001.bin" "$D/r_trunc/" && head -c 2000 "$S" >"$D/r_trunc/state_00000001.bin"
 touch "$D/outfile"
@@ -141,6 +146,9 @@ cases=$(cat <<EOF
 2 | --lr, --weight-decay and --grad-clip must be >= 0 | --lr -1
 2 | --beta1 and --beta2 must be in [0, 1) | --beta1 1
 2 | --noise-ema must be in [0, 1) (0 = off), got 1.5 | --noise-ema 1.5
+2 | --lr-final-frac must be in [0, 1] (the cosine's floor as a fraction of --lr), got -5 | --lr-final-frac -5
+2 | --lr-final-frac must be in [0, 1] (the cosine's floor as a fraction of --lr), got 1.5 | --lr-final-frac 1.5
+2 | --lr-final-frac must be in [0, 1] (the cosine's floor as a fraction of --lr), got 100 | --lr-final-frac 100
 2 | --noise-ema must be in [0, 1) (0 = off), got -0.1 | --noise-ema -0.1
 2 | --temperature must be positive | --temperature 0
 2 | --top-p must be in (0, 1] (1 = all tokens), got 0 | --top-p 0
@@ -167,6 +175,8 @@ cases=$(cat <<EOF
 1 | --val-tokens 15 is less than one sequence of --seq-len 16 | --val-tokens 15 --val-every 1
 2 | --device-memory 0.5B is less than one byte | --device-memory 0.5B
 2 | --device-memory 1e-5B is less than one byte | --device-memory 1e-5B
+2 | --grad-bucket 0.5 is less than one byte: give a bucket size such as 25MB, or 0 for a bucket per block | --grad-bucket 0.5
+2 | --grad-bucket expects a size from 0 to 1e18 bytes | --grad-bucket 2e18
 2 | --eval-every 5 does nothing without --hellaswag | --eval-every 5
 2 | --tf32 is an option of the GPU trainer (train_gpt) only | --tf32 1
 2 | --recompute is an option of the GPU trainer (train_gpt) only | --recompute 1
@@ -234,6 +244,9 @@ cases=$(cat <<EOF
 1 | 'test/golden/hellaswag_tiny.bin': example 0 of 64 (uint16 0 of the body) has an ending of 12 tokens, more than a sequence of --seq-len 4 can score | --hellaswag $E -t 4
 1 | '$D/r_step/state_00000001.bin': step -5 is negative | -n 4 --resume 1 -o $D/r_step
 1 | '$D/r_epoch/state_00000001.bin': its data position is outside the training data: epoch -1, shard 0, chunk 1: negative | -n 4 --resume 1 -o $D/r_epoch
+1 | '$D/r_epoch5/state_00000001.bin': its data position is impossible: epoch 5 at step 1, which stands in epoch 0 (one chunk a step, 65,535 chunks an epoch) | -n 4 --resume 1 -o $D/r_epoch5
+1 | '$D/r_epoch_max/state_00000001.bin': its data position is impossible: epoch 2147483647 at step 1 | -n 4 --resume 1 -o $D/r_epoch_max
+1 | '$D/r_renamed/state_00000002.bin' holds step 1, but its name says step 2: renamed or damaged, not resumed | -n 4 --resume 1 -o $D/r_renamed
 1 | '$D/r_shard/state_00000001.bin': its data position is outside the training data: shard 1000000, but the data has 1 shard | -n 4 --resume 1 -o $D/r_shard
 1 | '$D/r_chunk/state_00000001.bin': its data position is outside the training data: epoch 0, shard 0, chunk -7: negative | -n 4 --resume 1 -o $D/r_chunk
 1 | '$D/r_chunk_big/state_00000001.bin': its data position is outside the training data: chunk 1000000 of '<built-in corpus, train>', which has 65535 chunks of 64 tokens | -n 4 --resume 1 -o $D/r_chunk_big
@@ -317,6 +330,20 @@ if [ $rc -eq 0 ] && grep -qF "(--val-tokens 33 rounded down to 2 sequences of 16
    ! grep -qF "all the validation data holds" <<<"$out"; then
     pass "--val-tokens 33 says it was rounded down to 2 sequences of 16"
 else fail "--val-tokens 33 (exit $rc): $(grep validation <<<"$out")"; fi
+# the dry run's tables at a global batch of 2^32 tokens of B×T = 2: their replica counts double
+# up to 2^30 (A = 2), never wrapping an int to 0 (that was `global % 0`, SIGFPE); the R = 1 row
+# (A = 2^31, more than an int) is left out, the run's own R = 2 is there
+# (shards that are not there: a dry run plans without them)
+out=$(eval "timeout 60 $TINY --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 -i $D/nothere.bin -j $D/nothere.bin" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -qE '^ +2 +1073741824 .*<- this run$' <<<"$out" &&
+   grep -qE '^ +1073741824 +2 ' <<<"$out" && ! grep -qE '^ +1 +2147483648 ' <<<"$out"; then
+    pass "--dry-run -b 2 -t 1 -d 4294967296 --replicas 2 plans (replica counts 2 to 2^30, no wrap)"
+else fail "--dry-run -b 2 -t 1 -d 4294967296 --replicas 2 (exit $rc): $(tail -2 <<<"$out")"; fi
+# -e FILE with shape options: the file's shape is used, and the run says the options are ignored
+out=$(eval "$TINY -e $M --layers 12 --channels 768 --heads 12 -n 0" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -qF -- "note: --layers, --heads, --channels, --max-seq-len ignored: the model's shape is the one in '$M' (L=2 NH=2 C=32" <<<"$out"; then
+    pass "-e FILE --layers 12 --channels 768 --heads 12 says the shape options are ignored"
+else fail "-e FILE --layers 12 --channels 768 --heads 12 (exit $rc): $(grep -i 'note\|error' <<<"$out" | head -2)"; fi
 # Slurm's task variables: the CPU trainer starts replicas through MPI only, and says it ignores them
 out=$(eval "SLURM_NTASKS=2 SLURM_PROCID=5 SLURM_LOCALID=0 $TINY" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -qF "note: Slurm's variables (SLURM_PROCID 5, SLURM_NTASKS 2) are ignored" <<<"$out"; then
@@ -327,6 +354,9 @@ else fail "./train with SLURM_NTASKS=2 SLURM_PROCID=5 (exit $rc): $(head -2 <<<"
 if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
     GPU_TINY="$GPU_TRAIN $TINY_OPTIONS"
     gpu_cases="2 | --device-memory 0.5B is less than one byte | | --device-memory 0.5B
+2 | --lr-final-frac must be in [0, 1] (the cosine's floor as a fraction of --lr), got -5 | | --lr-final-frac -5
+1 | '$D/r_renamed/state_00000002.bin' holds step 1, but its name says step 2 | | -n 4 --resume 1 -o $D/r_renamed
+1 | '$D/r_epoch5/state_00000001.bin': its data position is impossible: epoch 5 at step 1, which stands in epoch 0 | | -n 4 --resume 1 -o $D/r_epoch5
 1 | --threads 5000 is more than the | | --threads 5000
 1 | SLURM_PROCID is '5', expected 0 to 1 in a job of 2 tasks (SLURM_NTASKS) | SLURM_NTASKS=2 SLURM_PROCID=5 SLURM_LOCALID=0 | --nccl-init-file $D/nccl.id
 1 | SLURM_PROCID is '-1', expected 0 to 1 in a job of 2 tasks (SLURM_NTASKS) | SLURM_NTASKS=2 SLURM_PROCID=-1 SLURM_LOCALID=0 | --nccl-init-file $D/nccl.id
@@ -355,6 +385,22 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
         code=${code// /} expect=${expect# } expect=${expect% } envs=${envs# } args=${args# }
         check "[$code] ${envs}$(basename "$GPU_TRAIN") $args" "$code" "$expect" "env $envs $GPU_TINY $args"
     done <<<"$gpu_cases"
+    # a state recording a value this trainer cannot take (attention=bogus) is refused whatever
+    # the options (--attention cublas given once ran on with a note)
+    if eval "$GPU_TINY --attention fused -o $D/gpu_run" >/dev/null 2>&1 && mkdir -p "$D/r_bogus" &&
+       cp "$D/gpu_run/"*_00000001.bin "$D/r_bogus/" &&
+       perl -pi -e 's/attention=fused/attention=bogus/' "$D/r_bogus/state_00000001.bin"; then
+        for given in "" "--attention cublas" "--attention fused"; do
+            check "[1] $(basename "$GPU_TRAIN") $given --resume 1 (a state recording attention=bogus)" 1 \
+                "'$D/r_bogus/state_00000001.bin' records --attention bogus, which this trainer cannot take" \
+                "$GPU_TINY $given -n 4 --resume 1 -o $D/r_bogus"
+        done
+    else fail "the GPU trainer's state file with attention=bogus: could not make it"; fi
+    # the dry run's tables at 2^32 tokens of B×T = 2 (SIGFPE once): the plan, exit 0
+    out=$(eval "timeout 60 $GPU_TINY --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 -i $D/nothere.bin -j $D/nothere.bin" 2>&1); rc=$?
+    if [ $rc -eq 0 ] && grep -qE '^ +2 +1073741824 .*<- this run$' <<<"$out" && grep -qE '^ +1073741824 +2 ' <<<"$out"; then
+        pass "$(basename "$GPU_TRAIN") --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 plans"
+    else fail "$(basename "$GPU_TRAIN") --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 (exit $rc): $(tail -2 <<<"$out")"; fi
 fi
 
 finish

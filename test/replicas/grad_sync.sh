@@ -102,10 +102,20 @@ print(b[128:128 + n].decode())" "$1"; }
        ! python3 test/replicas/compare_runs.py --tol 0 "$work/train_gpt_cpu20a2.end" "$work/bf16" $STEPS &&
        python3 test/replicas/compare_runs.py --tol 1e-2 "$work/train_gpt_cpu20a2.end" "$work/bf16" $STEPS &&
        mkdir -p "$work/resumed" && cp "$work/bf16/model_00000005.bin" "$work/bf16/state_00000005.bin" "$work/resumed/" &&
-       run "$work/resumed" 2 ./train_gpt_cpu --resume 1 &&
+       run "$work/resumed" 2 ./train_gpt_cpu --grad-sync-dtype fp32 --resume 1 &&
        grep -q "computed with --grad-sync-dtype bf16 until step 5; --grad-sync-dtype fp32 changes the arithmetic" \
            "$work/resumed.out" &&
        [[ "$(recorded "$work/resumed/state_00000010.bin")" == *"grad-sync-dtype=fp32"* ]]; then pass "$name"
+    else fail "$name"; fi
+    # resumed without --grad-sync-dtype: the recorded bf16 is kept (fp32, the default, is no
+    # request), and the run is the uninterrupted bf16 one, bit for bit
+    name="train_gpt_cpu --grad-sync-dtype bf16: a resume without the option keeps bf16, bit for bit"
+    if mkdir -p "$work/kept" && cp "$work/bf16/model_00000005.bin" "$work/bf16/state_00000005.bin" "$work/kept/" &&
+       run "$work/kept" 2 ./train_gpt_cpu --resume 1 &&
+       grep -qF -- "--grad-sync-dtype bf16, as recorded in '$work/kept/state_00000005.bin'" "$work/kept.out" &&
+       ! grep -q "changes the arithmetic" "$work/kept.out" &&
+       [[ "$(recorded "$work/kept/state_00000010.bin")" == *"grad-sync-dtype=bf16"* ]] &&
+       cmp -s "$work/bf16/model_00000010.bin" "$work/kept/model_00000010.bin"; then pass "$name"
     else fail "$name"; fi
 fi
 

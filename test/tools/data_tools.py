@@ -387,6 +387,54 @@ def tinyshakespeare_names_a_text_that_is_not_char_rnns():
         assert "1115394 bytes" in why, why
 
 
+
+@check
+def downloaders_check_their_counts_before_any_download():
+    # --shard-size 0 once wrote empty shards without end. Under `python3 -S` (no site-packages:
+    # neither numpy, tqdm nor datasets) a script that gets past its argument checks stops at a
+    # missing package with exit 1; with HF_HUB_OFFLINE and an unroutable proxy nothing goes out.
+    # Each bad count must be one line naming the option and its range, exit 2.
+    env = {"HF_HUB_OFFLINE": "1", "https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
+    cases = [("fineweb.py", ["--shard-size", "0"], "--shard-size 0 is out of range (1 to 2,147,483,647 tokens"),
+             ("fineweb.py", ["--shard-size", "-5"], "--shard-size -5 is out of range"),
+             ("fineweb.py", ["--shard-size", "2147483648"], "--shard-size 2147483648 is out of range"),
+             ("fineweb.py", ["--workers", "0"], "--workers 0 is out of range (1 to 1,024 processes)"),
+             ("tinystories.py", ["--workers", "0"], "--workers 0 is out of range (1 to 1,024 processes)"),
+             ("tinystories.py", ["--workers", "5000"], "--workers 5000 is out of range")]
+    with tempfile.TemporaryDirectory() as d:
+        for script, args, why in cases:
+            out = os.path.join(d, "out")
+            p = sh([sys.executable, "-S", "data/" + script, "--out-dir", out] + args, env=env)
+            lines = p.stderr.strip().splitlines()
+            assert p.returncode == 2 and len(lines) == 1 and why in lines[0], \
+                "%s %s: exit %d, stderr: %s" % (script, " ".join(args), p.returncode, p.stderr.strip()[-300:])
+            assert not os.path.exists(out), "%s %s made %s before refusing" % (script, " ".join(args), out)
+
+
+
+@check
+def bench_comm_checks_its_arguments_first():
+    # A rate 'abc' or -1 was a traceback and then an unthrottled run printed as a row of that
+    # rate; 300 hosts ran past its timeout. Each bad argument: one line, exit 2, before any
+    # namespace is made (an `ip` that fails stands in, so a script that gets past its checks
+    # stops there with exit 1 instead of building a cluster).
+    with tempfile.TemporaryDirectory() as d:
+        fake = os.path.join(d, "ip")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\nexit 1\n")
+        os.chmod(fake, 0o755)
+        env = {"PATH": d + os.pathsep + os.environ.get("PATH", "")}
+        for args, why in [(["abc"], "got 'abc'"), (["-1"], "got '-1'"), (["0"], "got '0'"),
+                          (["1", "300"], "a host count is 2 to 16"), (["1", "1"], "got '1'"),
+                          (["1", "2", "1"], "STEPS is 2 to 1000"), (["1", "2", "x"], "got 'x'"),
+                          (["1", "2", "3", "4"], "at most 3 arguments, got 4")]:
+            p = sh(["bash", "scripts/bench_comm.sh"] + args, env=env)
+            lines = p.stderr.strip().splitlines()
+            assert p.returncode == 2 and len(lines) == 1 and why in lines[0] and not p.stdout, \
+                "bench_comm.sh %s: exit %d, stdout %r, stderr %r" % (" ".join(args), p.returncode, p.stdout[-200:],
+                                                                    p.stderr[-300:])
+
+
 # --------------------------------------------------------------------------- recipes
 
 @check

@@ -444,6 +444,39 @@ def no_nvcc_says_so_and_exits_2():
     assert err.getvalue().count("\n") == 1 and "nvcc not found" in err.getvalue(), err.getvalue()
 
 
+
+def usage_error(args):
+    """(exit status, stderr) of sr.main(args), which must stop before compiling anything."""
+    err = io.StringIO()
+    compiled = []
+    saved = sr.compile_cubin
+    sr.compile_cubin = lambda *a, **k: compiled.append(a) or (_ for _ in ()).throw(AssertionError("compiled"))
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                rc = sr.main(args)
+            except SystemExit as e:
+                rc = e.code if isinstance(e.code, int) else 1
+    finally:
+        sr.compile_cubin = saved
+    assert not compiled, "compiled before refusing %s" % args
+    return rc, err.getvalue()
+
+
+@check
+def bad_arguments_are_one_line_and_exit_2_before_any_compile():
+    # a --nvcc that is not there is refused (not replaced by the nvcc on PATH); --json's folder
+    # is checked before the compiles; a malformed NAME=N is a usage error (2), not 1
+    cases = [(["--nvcc", "/nonexistent"], "--nvcc /nonexistent is not an executable file"),
+             (["--json", "/missing/dir/x.json"], "--json /missing/dir/x.json is in /missing/dir, which is not a directory"),
+             (["--json", os.path.dirname(os.path.abspath(__file__))], "is a directory"),
+             (["--threads", "flash=abc"], "--threads wants NAME=NUMBER or NUMBER, not 'flash=abc'"),
+             (["--max-spills", "x="], "--max-spills wants NAME=NUMBER or NUMBER, not 'x='")]
+    for args, why in cases:
+        rc, err = usage_error(args)
+        assert rc == 2 and err.count("\n") == 1 and why in err, "%s: exit %s, stderr %r" % (args, rc, err)
+
+
 def main():
     passed = failed = 0
     for fn in CHECKS:
