@@ -40,6 +40,30 @@ struct CUgraphExec_st {
 
 namespace cpu_cuda {
 
+// Graphs and executable graphs made and not yet destroyed. A destroyed one's memory is kept
+// (emptied), so that its address is never reused and a stale handle is refused, not run.
+inline std::mutex& graphs_mutex() {
+    static std::mutex m;
+    return m;
+}
+inline std::set<const void*>& live_graphs() {  // CUgraph_st and CUgraphExec_st
+    static std::set<const void*> s;
+    return s;
+}
+inline void graph_made(const void* g) {
+    std::lock_guard<std::mutex> lock(graphs_mutex());
+    live_graphs().insert(g);
+}
+inline bool graph_live(const void* g) {
+    std::lock_guard<std::mutex> lock(graphs_mutex());
+    return g && live_graphs().count(g) > 0;
+}
+// False when g was not live (destroyed already, or never made)
+inline bool graph_destroyed(const void* g) {
+    std::lock_guard<std::mutex> lock(graphs_mutex());
+    return live_graphs().erase(g) > 0;
+}
+
 // A stream recording into a graph: the graph, the stream whose cudaStreamBeginCapture started
 // it (others join by waiting on an event recorded in the capture), and the nodes its next
 // node depends on.

@@ -1318,6 +1318,24 @@ void collect_pointer(const T& value, size_t index, const char* kernel, std::vect
     }
 }
 
+// The pointer arguments of a kernel kept for later (a graph's kernel node), with their allocations
+template <class... A>
+KeptPointers kept_arguments(const std::tuple<A...>& args) {
+    KeptPointers kept;
+    std::apply(
+        [&](const auto&... a) {
+            size_t i = 0;
+            auto one = [&](const auto& v) {
+                i++;
+                if constexpr (std::is_pointer<std::decay_t<decltype(v)>>::value)
+                    kept.keep((const void*)v, "argument " + std::to_string(i));
+            };
+            (one(a), ...);
+        },
+        args);
+    return kept;
+}
+
 template <class Thunk>
 struct LaunchConfig {
     const char* kernel;
@@ -1340,8 +1358,11 @@ struct LaunchConfig {
         if (capturing(stream)) {  // a graph's kernel node: this launch, with copies of the arguments
             LaunchConfig later = *this;
             later.stream = nullptr;
+            std::tuple<std::decay_t<A>...> values(std::forward<A>(args)...);
+            KeptPointers kept = kept_arguments(values);
             return capture(stream, cudaGraphNodeTypeKernel,
-                           [later, args = std::tuple<std::decay_t<A>...>(std::forward<A>(args)...)](cudaStream_t) {
+                           [later, kept, args = std::move(values)](cudaStream_t) {
+                               if (!kept.still_live(later.kernel)) return set_error(cudaErrorIllegalAddress);
                                return std::apply([&](const auto&... a) { return later.launch(a...); }, args);
                            });
         }

@@ -504,10 +504,15 @@ inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemc
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                                    cudaStream_t stream) {
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
-    if (cpu_cuda::capturing(stream))
+    if (cpu_cuda::capturing(stream)) {
+        cpu_cuda::KeptPointers kept;
+        kept.keep(src, "src"), kept.keep(dst, "dst");
         return cpu_cuda::capture(stream, cudaGraphNodeTypeMemcpy, [=](cudaStream_t) {
-            return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpyAsync (a graph's node)");
+            const char* call = "cudaMemcpyAsync (a graph's node)";
+            if (!kept.still_live(call)) return cpu_cuda::set_error(cudaErrorInvalidValue);
+            return cpu_cuda::copy(dst, src, count, kind, call);
         });
+    }
     return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpyAsync", true, stream);
 }
 inline cudaError_t cudaMemset(void* p, int value, size_t count) {
@@ -515,10 +520,15 @@ inline cudaError_t cudaMemset(void* p, int value, size_t count) {
 }
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t stream) {
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
-    if (cpu_cuda::capturing(stream))
+    if (cpu_cuda::capturing(stream)) {
+        cpu_cuda::KeptPointers kept;
+        kept.keep(p, "destination");
         return cpu_cuda::capture(stream, cudaGraphNodeTypeMemset, [=](cudaStream_t) {
-            return cpu_cuda::fill(p, value, count, "cudaMemsetAsync (a graph's node)");
+            const char* call = "cudaMemsetAsync (a graph's node)";
+            if (!kept.still_live(call)) return cpu_cuda::set_error(cudaErrorInvalidValue);
+            return cpu_cuda::fill(p, value, count, call);
         });
+    }
     return cpu_cuda::fill(p, value, count, "cudaMemsetAsync");
 }
 

@@ -190,6 +190,10 @@ mutations=(
 # ---- issue 46: cuBLASLt's algorithm chosen once per product (gpu/matmul.cuh)
 "cuBLASLt algorithms: a resume ignores the recorded ones and chooses again|gpu/matmul.cuh|s#if (plan.step \&\& all.next < all.recorded.size()) {#if (false) {#|train_gpt_cpu|./test/gpu_trainer/trainer_cpu -tc=train_gpt:*keeps*recorded*cuBLASLt*"
 "cuBLASLt algorithms: a fused epilogue without an algorithm does not take the separate path|gpu/matmul.cuh|s#lt_dinp = lt_dinp \&\& lt_offers(#lt_dinp = lt_dinp; (void)lt_offers(#|train_gpt_cpu|./test/gpu_trainer/trainer_cpu -tc=train_gpt:*epilogue*no*algorithm*"
+# ---- issue 48: the CPU runtime refuses freed memory and destroyed objects (cpu_cuda/)
+"CPU runtime: a graph node's pointers not checked again at launch (a freed, reused address passes)|cpu_cuda/memory.h|s#            if (memory().generation(k.p) != k.generation) {#            if (false) {#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=graphs:*freed*"
+"CPU runtime: a texture's memory not checked again after a free|cpu_cuda/textures.h|s#        if (memory().generation(t->base) != t->generation)#        if (false)#|test/cpu_runtime/samples|./test/cpu_runtime/samples -tc=*freed*"
+"CPU runtime: a destroyed executable graph or graph is launched or instantiated|cpu_cuda/graphs.h|s#    if (graph_live(graph)) return cudaSuccess;#    if (graph) return cudaSuccess;#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=graphs:*freed*"
 )
 
 # The programs make test builds: what "auto" chooses from.
