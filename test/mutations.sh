@@ -194,6 +194,7 @@ mutations=(
 "CPU runtime: a graph node's pointers not checked again at launch (a freed, reused address passes)|cpu_cuda/memory.h|s#            if (memory().generation(k.p) != k.generation) {#            if (false) {#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=graphs:*freed*"
 "CPU runtime: a texture's memory not checked again after a free|cpu_cuda/textures.h|s#        if (memory().generation(t->base) != t->generation)#        if (false)#|test/cpu_runtime/samples|./test/cpu_runtime/samples -tc=*freed*"
 "CPU runtime: a destroyed executable graph or graph is launched or instantiated|cpu_cuda/graphs.h|s#    if (graph_live(graph)) return cudaSuccess;#    if (graph) return cudaSuccess;#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=graphs:*freed*"
+"CPU runtime: cudaGetErrorName does not know cudaErrorIllegalState (a code the runtime returns)|cpu_cuda/runtime.h|/{401, \"cudaErrorIllegalState\"/d|auto|./test/cpu_runtime/execution -tc=cudaGetErrorName*"
 )
 
 # The programs make test builds: what "auto" chooses from.
