@@ -71,6 +71,7 @@ struct Capture {
     CUgraph_st* graph;
     const void* origin;
     std::vector<CUgraphNode_st*> frontier;
+    bool invalidated = false;  // by a call CUDA does not permit during capture: its end gives no graph
 };
 inline std::mutex& capture_mutex() {
     static std::mutex m;
@@ -87,6 +88,13 @@ inline bool capturing(const void* stream) {
     std::lock_guard<std::mutex> lock(capture_mutex());
     return captures().count(stream) > 0;
 }
+// Marks every capture under way invalidated; false when there is none
+inline bool invalidate_captures() {
+    if (capturing_streams.load() == 0) return false;
+    std::lock_guard<std::mutex> lock(capture_mutex());
+    for (auto& c : captures()) c.second.invalidated = true;
+    return !captures().empty();
+}
 // A destroyed stream leaves any capture it was in (a later stream may reuse its address)
 inline void forget_capture(const void* stream) {
     if (capturing_streams.load() == 0) return;
@@ -98,6 +106,7 @@ inline void forget_capture(const void* stream) {
 inline cudaError_t capture(const void* stream, cudaGraphNodeType type, GraphWork run) {
     std::lock_guard<std::mutex> lock(capture_mutex());
     Capture& c = captures().at(stream);
+    if (c.invalidated) return cudaErrorStreamCaptureInvalidated;
     c.frontier = {c.graph->add(type, std::move(run), c.frontier)};
     return cudaSuccess;
 }

@@ -59,6 +59,14 @@ inline cudaError_t set_error(cudaError_t e) {
 // failures stay the launch's own, so that a test can go on after one it provoked.)
 inline std::atomic<cudaError_t> sticky_error{cudaSuccess};
 inline cudaError_t sticky() { return set_error(sticky_error.load()); }
+// A launch that failed while it ran: on a GPU that is found asynchronously, so the next
+// cudaDeviceSynchronize or cudaStreamSynchronize answers it (here, as cudaGetLastError does;
+// whichever of them comes first reports it, once).
+inline std::atomic<cudaError_t> pending_error{cudaSuccess};
+inline cudaError_t sync_error() {
+    if (sticky_error != cudaSuccess) return sticky();
+    return set_error(pending_error.exchange(cudaSuccess));
+}
 
 // ----------------------------------------------------------------------------
 // What one launch is: the kernel bound to its arguments, and the grid.
@@ -1165,6 +1173,7 @@ inline cudaError_t execute(const Launch& l, const void* kernel, const std::vecto
     if (!err.empty()) {
         fprintf(stderr, "cpu_cuda: %s\n", err.c_str());
         if (failed_launch_code == cudaErrorAssert) sticky_error = cudaErrorAssert;
+        pending_error = failed_launch_code;
         return set_error(failed_launch_code);
     }
     return cudaSuccess;

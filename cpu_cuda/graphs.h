@@ -305,6 +305,7 @@ inline cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph)
     if (it->second.origin != stream) return cpu_cuda::set_error(cudaErrorStreamCaptureUnmatched);
     CUgraph_st* g = it->second.graph;
     const std::vector<CUgraphNode_st*> last = it->second.frontier;
+    const bool invalidated = it->second.invalidated;
     bool unjoined = false;
     for (auto c = all.begin(); c != all.end();) {
         if (c->second.graph != g) {
@@ -315,6 +316,12 @@ inline cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph)
             unjoined |= std::none_of(last.begin(), last.end(), [&](const CUgraphNode_st* l) { return cpu_cuda::reaches(n, l); });
         c = all.erase(c);
         cpu_cuda::capturing_streams--;
+    }
+    if (invalidated) {
+        cpu_cuda::graph_destroyed(g);
+        delete g;
+        return cpu_cuda::graph_error(cudaErrorStreamCaptureInvalidated, "cudaStreamEndCapture",
+                                     "the capture was invalidated by a call not permitted during capture");
     }
     if (unjoined) {
         cpu_cuda::graph_destroyed(g);

@@ -187,7 +187,8 @@ inline cudaError_t cudaGetLastError() {
     if (cpu_cuda::sticky_error != cudaSuccess) return cpu_cuda::sticky();
     cudaError_t e = cpu_cuda::last_error;
     cpu_cuda::last_error = cudaSuccess;
-    return e;
+    cudaError_t failed = cpu_cuda::pending_error.exchange(cudaSuccess);  // (reported now, not by the next sync)
+    return e != cudaSuccess ? e : failed;
 }
 inline cudaError_t cudaPeekAtLastError() {
     return cpu_cuda::sticky_error != cudaSuccess ? cpu_cuda::sticky() : cpu_cuda::last_error;
@@ -465,9 +466,17 @@ inline cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
     snprintf(id, (size_t)len, "0000:%02x:00.0", device + 1);
     return cudaSuccess;
 }
-inline cudaError_t cudaDeviceSynchronize() {  // what streams have queued (streams.h); the rest is done
+// What streams have queued (streams.h); the rest is done. Inside a stream capture CUDA refuses
+// it (cudaErrorStreamCaptureUnsupported) and invalidates the capture; after a launch that failed
+// it answers the failure (exec.h's pending_error).
+inline cudaError_t cudaDeviceSynchronize() {
+    if (cpu_cuda::invalidate_captures()) {
+        fprintf(stderr, "cpu_cuda: cudaDeviceSynchronize: called while a stream is capturing, which CUDA does not "
+                        "permit; the capture is invalidated (cudaErrorStreamCaptureUnsupported)\n");
+        return cpu_cuda::set_error(cudaErrorStreamCaptureUnsupported);
+    }
     cpu_cuda::settle();
-    return cpu_cuda::sticky();
+    return cpu_cuda::sync_error();
 }
 inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
 inline cudaError_t cudaRuntimeGetVersion(int* v) {
@@ -618,7 +627,7 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::capturing(s)) return cpu_cuda::set_error(cudaErrorStreamCaptureUnsupported);  // (CUDA's answer)
     cpu_cuda::stream_queue(s).drain();
-    return cpu_cuda::sticky();
+    return cpu_cuda::sync_error();
 }
 inline cudaError_t cudaStreamQuery(cudaStream_t s) {
     if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);

@@ -195,6 +195,8 @@ mutations=(
 "CPU runtime: a texture's memory not checked again after a free|cpu_cuda/textures.h|s#        if (memory().generation(t->base) != t->generation)#        if (false)#|test/cpu_runtime/samples|./test/cpu_runtime/samples -tc=*freed*"
 "CPU runtime: a destroyed executable graph or graph is launched or instantiated|cpu_cuda/graphs.h|s#    if (graph_live(graph)) return cudaSuccess;#    if (graph) return cudaSuccess;#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=graphs:*freed*"
 "CPU runtime: cudaGetErrorName does not know cudaErrorIllegalState (a code the runtime returns)|cpu_cuda/runtime.h|/{401, \"cudaErrorIllegalState\"/d|auto|./test/cpu_runtime/execution -tc=cudaGetErrorName*"
+"CPU runtime: cudaDeviceSynchronize inside a stream capture answers as outside one|cpu_cuda/runtime.h|s#    if (cpu_cuda::invalidate_captures()) {#    if (false) {#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=cudaDeviceSynchronize:*"
+"CPU runtime: a launch that failed as it ran is not answered by the next cudaDeviceSynchronize|cpu_cuda/exec.h|/^        pending_error = failed_launch_code;\$/d|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=cudaDeviceSynchronize:*"
 )
 
 # The programs make test builds: what "auto" chooses from.

@@ -932,6 +932,43 @@ TEST_CASE("graphs: a node over freed memory, a destroyed graph or executable gra
     cudaStreamDestroy(s);
 }
 
+// CUDA's Programming Guide ("Prohibited and Unhandled Operations" of stream capture): a
+// synchronisation of the device during a capture is refused with
+// cudaErrorStreamCaptureUnsupported and invalidates the capture, whose end then gives
+// cudaErrorStreamCaptureInvalidated and no graph. And a kernel that fails as it runs is an
+// asynchronous error, which the next cudaDeviceSynchronize answers.
+__global__ void trapping_kernel() { __trap(); }
+
+TEST_CASE("cudaDeviceSynchronize: refused inside a capture, which it invalidates; it answers a launch that failed") {
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    Dev<float> y(std::vector<float>(4, 1.0f)), x(std::vector<float>(4, 1.0f));
+    cudaGraph_t graph = nullptr;
+    std::string err = capture_stderr([&] {
+        REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+        graph_axpy<<<1, 4, 0, s>>>(y.p, x.p, 1.0f, 4);
+        CHECK(cudaDeviceSynchronize() == cudaErrorStreamCaptureUnsupported);
+        graph = (cudaGraph_t)1;
+        CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated);
+    });
+    CHECK(graph == nullptr);
+    CHECK(contains(err, "cpu_cuda: cudaDeviceSynchronize: called while a stream is capturing"));
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+    CHECK((cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone));
+    CHECK(y.host() == std::vector<float>(4, 1.0f));  // the captured launch never ran
+    cudaGetLastError();
+    err = capture_stderr([&] {
+        trapping_kernel<<<1, 1, 0, s>>>();
+        CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
+        trapping_kernel<<<1, 1>>>();
+        CHECK(cudaStreamSynchronize(nullptr) == cudaErrorLaunchFailure);
+    });
+    CHECK(contains(err, "__trap() at "));
+    cudaGetLastError();
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);  // (not sticky here, unlike an assert: the tests go on)
+    cudaStreamDestroy(s);
+}
+
 // ----------------------------------------------------------------------------
 // 10. clock() and clock64(); a device assert()
 
