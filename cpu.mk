@@ -149,5 +149,6 @@ BYOK_BESIDE = $(wildcard $(dir $(1))*.cuh $(dir $(1))*.h $(dir $(1))*.hpp) $(add
 	$(CXX) $(CPU_CUDA_FLAGS) -iquote $(BYOK_DIR) -iquote $(dir $<) $(INCLUDES) -DCPU_CUDA_ARCH=$(CPU_CUDA_ARCH) -o $@ -x c++ $(BYOK_REWRITTEN) \
 	    $(addprefix $(BYOK_DIR)/,$(notdir $(SOURCES))) $(CPU_CUDA_LIBS)
 
-# the multi-file example: main.cu with kernels in a header beside it, and a second .cu
-test/cpu_runtime/byok_multi/main_cpu: SOURCES = scale.cu
+# the multi-file example: main.cu with kernels in a header beside it, a second .cu, and a host-only
+# .cpp with a umin of its own (device functions are shown to .cu files only, as nvcc shows them)
+test/cpu_runtime/byok_multi/main_cpu: SOURCES = scale.cu host_gold.cpp

@@ -40,6 +40,30 @@ struct CUgraphExec_st {
 
 namespace cpu_cuda {
 
+// Graphs and executable graphs made and not yet destroyed. A destroyed one's memory is kept
+// (emptied), so that its address is never reused and a stale handle is refused, not run.
+inline std::mutex& graphs_mutex() {
+    static std::mutex m;
+    return m;
+}
+inline std::set<const void*>& live_graphs() {  // CUgraph_st and CUgraphExec_st
+    static std::set<const void*> s;
+    return s;
+}
+inline void graph_made(const void* g) {
+    std::lock_guard<std::mutex> lock(graphs_mutex());
+    live_graphs().insert(g);
+}
+inline bool graph_live(const void* g) {
+    std::lock_guard<std::mutex> lock(graphs_mutex());
+    return g && live_graphs().count(g) > 0;
+}
+// False when g was not live (destroyed already, or never made)
+inline bool graph_destroyed(const void* g) {
+    std::lock_guard<std::mutex> lock(graphs_mutex());
+    return live_graphs().erase(g) > 0;
+}
+
 // A stream recording into a graph: the graph, the stream whose cudaStreamBeginCapture started
 // it (others join by waiting on an event recorded in the capture), and the nodes its next
 // node depends on.
@@ -47,6 +71,7 @@ struct Capture {
     CUgraph_st* graph;
     const void* origin;
     std::vector<CUgraphNode_st*> frontier;
+    bool invalidated = false;  // by a call CUDA does not permit during capture: its end gives no graph
 };
 inline std::mutex& capture_mutex() {
     static std::mutex m;
@@ -63,6 +88,13 @@ inline bool capturing(const void* stream) {
     std::lock_guard<std::mutex> lock(capture_mutex());
     return captures().count(stream) > 0;
 }
+// Marks every capture under way invalidated; false when there is none
+inline bool invalidate_captures() {
+    if (capturing_streams.load() == 0) return false;
+    std::lock_guard<std::mutex> lock(capture_mutex());
+    for (auto& c : captures()) c.second.invalidated = true;
+    return !captures().empty();
+}
 // A destroyed stream leaves any capture it was in (a later stream may reuse its address)
 inline void forget_capture(const void* stream) {
     if (capturing_streams.load() == 0) return;
@@ -74,6 +106,7 @@ inline void forget_capture(const void* stream) {
 inline cudaError_t capture(const void* stream, cudaGraphNodeType type, GraphWork run) {
     std::lock_guard<std::mutex> lock(capture_mutex());
     Capture& c = captures().at(stream);
+    if (c.invalidated) return cudaErrorStreamCaptureInvalidated;
     c.frontier = {c.graph->add(type, std::move(run), c.frontier)};
     return cudaSuccess;
 }

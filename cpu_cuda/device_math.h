@@ -277,10 +277,16 @@ inline unsigned atomicInc(unsigned* a, unsigned limit) {
 inline unsigned atomicDec(unsigned* a, unsigned limit) {
     return cpu_cuda::atomic_update(a, [limit](unsigned x) { return (x == 0 || x > limit) ? limit : x - 1; });
 }
+// Device functions with names a host program may use for its own: nvcc shows them to .cu files
+// only, never to a .cpp. Here they live in a namespace of their own, which the build's rewrite
+// (rewrite.cpp) opens at the top of each .cu file and of no other, so that a host-only .cpp of a
+// program (a samples collection's reference code) may define a umin of its own.
+namespace cpu_cuda::device_functions {
 inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
 inline unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
 inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
 inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+}  // namespace cpu_cuda::device_functions
 // Floating-point sums: the race detector is told (exec.h), since their last bits depend on order
 inline float atomicAdd(float* a, float v) {
     cpu_cuda::note_float_atomic(a, sizeof *a);

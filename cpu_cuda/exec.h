@@ -59,6 +59,14 @@ inline cudaError_t set_error(cudaError_t e) {
 // failures stay the launch's own, so that a test can go on after one it provoked.)
 inline std::atomic<cudaError_t> sticky_error{cudaSuccess};
 inline cudaError_t sticky() { return set_error(sticky_error.load()); }
+// A launch that failed while it ran: on a GPU that is found asynchronously, so the next
+// cudaDeviceSynchronize or cudaStreamSynchronize answers it (here, as cudaGetLastError does;
+// whichever of them comes first reports it, once).
+inline std::atomic<cudaError_t> pending_error{cudaSuccess};
+inline cudaError_t sync_error() {
+    if (sticky_error != cudaSuccess) return sticky();
+    return set_error(pending_error.exchange(cudaSuccess));
+}
 
 // ----------------------------------------------------------------------------
 // What one launch is: the kernel bound to its arguments, and the grid.
@@ -1165,6 +1173,7 @@ inline cudaError_t execute(const Launch& l, const void* kernel, const std::vecto
     if (!err.empty()) {
         fprintf(stderr, "cpu_cuda: %s\n", err.c_str());
         if (failed_launch_code == cudaErrorAssert) sticky_error = cudaErrorAssert;
+        pending_error = failed_launch_code;
         return set_error(failed_launch_code);
     }
     return cudaSuccess;
@@ -1318,6 +1327,24 @@ void collect_pointer(const T& value, size_t index, const char* kernel, std::vect
     }
 }
 
+// The pointer arguments of a kernel kept for later (a graph's kernel node), with their allocations
+template <class... A>
+KeptPointers kept_arguments(const std::tuple<A...>& args) {
+    KeptPointers kept;
+    std::apply(
+        [&](const auto&... a) {
+            size_t i = 0;
+            auto one = [&](const auto& v) {
+                i++;
+                if constexpr (std::is_pointer<std::decay_t<decltype(v)>>::value)
+                    kept.keep((const void*)v, "argument " + std::to_string(i));
+            };
+            (one(a), ...);
+        },
+        args);
+    return kept;
+}
+
 template <class Thunk>
 struct LaunchConfig {
     const char* kernel;
@@ -1340,8 +1367,11 @@ struct LaunchConfig {
         if (capturing(stream)) {  // a graph's kernel node: this launch, with copies of the arguments
             LaunchConfig later = *this;
             later.stream = nullptr;
+            std::tuple<std::decay_t<A>...> values(std::forward<A>(args)...);
+            KeptPointers kept = kept_arguments(values);
             return capture(stream, cudaGraphNodeTypeKernel,
-                           [later, args = std::tuple<std::decay_t<A>...>(std::forward<A>(args)...)](cudaStream_t) {
+                           [later, kept, args = std::move(values)](cudaStream_t) {
+                               if (!kept.still_live(later.kernel)) return set_error(cudaErrorIllegalAddress);
                                return std::apply([&](const auto&... a) { return later.launch(a...); }, args);
                            });
         }

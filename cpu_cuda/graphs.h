@@ -31,7 +31,9 @@ GraphWork bind_kernel_args(const char* name, void (*k)(P...), dim3 grid, dim3 bl
     if (sizeof...(P) && !args) return nullptr;
     // the arguments are copied now, as CUDA copies a kernel node's parameters when it is made
     std::tuple<std::decay_t<P>...> values(*static_cast<std::decay_t<P>*>(args[I])...);
+    KeptPointers kept = kept_arguments(values);
     return [=](cudaStream_t stream) {
+        if (!kept.still_live(name)) return set_error(cudaErrorIllegalAddress);  // as a launch with such an argument
         auto config = launch_config(name, k, grid, block, smem, stream);
         config.cooperative = cooperative;
         return std::apply([&](const auto&... v) { return config.launch(v...); }, values);
@@ -54,11 +56,19 @@ inline cudaError_t graph_error(cudaError_t e, const char* call, const std::strin
     fprintf(stderr, "cpu_cuda: %s: %s (%s)\n", call, why.c_str(), cudaGetErrorName(e));
     return set_error(e);
 }
+// cudaErrorInvalidValue, with a line, when graph (a CUgraph_st or CUgraphExec_st) is not live
+inline cudaError_t refuse_dead(const void* graph, const char* call, const char* what) {
+    if (graph_live(graph)) return cudaSuccess;
+    char h[32];
+    snprintf(h, sizeof h, "%p", graph);
+    return graph_error(cudaErrorInvalidValue, call, std::string(what) + " " + h + " was destroyed or never made");
+}
 
 // A new node of graph after deps, which must be the graph's own nodes
 inline cudaError_t add_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps, size_t n,
                             cudaGraphNodeType type, GraphWork run, const char* call) {
     if (!node || !graph || (n && !deps)) return set_error(cudaErrorInvalidValue);
+    if (cudaError_t e = refuse_dead(graph, call, "graph")) return e;
     for (size_t i = 0; i < n; i++)
         if (!deps[i] || deps[i]->graph != graph)
             return graph_error(cudaErrorInvalidValue, call, "dependency " + std::to_string(i) + " is not a node of this graph");
@@ -97,11 +107,13 @@ inline bool reaches(const CUgraphNode_st* a, const CUgraphNode_st* b) {
 inline cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int flags) {
     if (!graph || flags != 0) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *graph = new CUgraph_st;
+    cpu_cuda::graph_made(*graph);
     return cudaSuccess;
 }
 inline cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
     if (!graph) return cpu_cuda::set_error(cudaErrorInvalidValue);
-    delete graph;
+    if (!cpu_cuda::graph_destroyed(graph)) return cpu_cuda::refuse_dead(graph, "cudaGraphDestroy", "graph");
+    graph->nodes.clear();  // (the graph itself is kept: its address is never reused)
     return cudaSuccess;
 }
 inline cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
@@ -124,14 +136,22 @@ inline cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t gra
     if (p->srcArray || p->dstArray)
         return cpu_cuda::graph_error(cudaErrorNotSupported, "cudaGraphAddMemcpyNode", "copies to or from CUDA arrays are not supported in graphs on the CPU runtime");
     const cudaMemcpy3DParms copy = *p;
-    return cpu_cuda::add_node(node, graph, deps, n, cudaGraphNodeTypeMemcpy,
-                              [copy](cudaStream_t) { return cpu_cuda::copy_3d(copy, "cudaGraphAddMemcpyNode's copy"); },
-                              "cudaGraphAddMemcpyNode");
+    cpu_cuda::KeptPointers kept;
+    kept.keep(p->srcPtr.ptr, "srcPtr.ptr"), kept.keep(p->dstPtr.ptr, "dstPtr.ptr");
+    return cpu_cuda::add_node(node, graph, deps, n, cudaGraphNodeTypeMemcpy, [copy, kept](cudaStream_t) {
+        const char* call = "cudaGraphAddMemcpyNode's copy";
+        if (!kept.still_live(call)) return cpu_cuda::set_error(cudaErrorInvalidValue);
+        return cpu_cuda::copy_3d(copy, call);
+    }, "cudaGraphAddMemcpyNode");
 }
 inline cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
                                             size_t n, void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+    cpu_cuda::KeptPointers kept;
+    kept.keep(src, "src"), kept.keep(dst, "dst");
     return cpu_cuda::add_node(node, graph, deps, n, cudaGraphNodeTypeMemcpy, [=](cudaStream_t) {
-        return cpu_cuda::copy(dst, src, count, kind, "cudaGraphAddMemcpyNode1D's copy");
+        const char* call = "cudaGraphAddMemcpyNode1D's copy";
+        if (!kept.still_live(call)) return cpu_cuda::set_error(cudaErrorInvalidValue);
+        return cpu_cuda::copy(dst, src, count, kind, call);
     }, "cudaGraphAddMemcpyNode1D");
 }
 // width elements of elementSize (1, 2 or 4) bytes in each of height rows, pitch bytes apart
@@ -146,7 +166,10 @@ inline cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t gra
         return cpu_cuda::graph_error(cudaErrorInvalidValue, call, "a row of " + std::to_string(p->width * es) +
                                                                       " bytes is wider than the pitch, " + std::to_string(p->pitch));
     const cudaMemsetParams m = *p;
-    return cpu_cuda::add_node(node, graph, deps, n, cudaGraphNodeTypeMemset, [m, es, rows](cudaStream_t) {
+    cpu_cuda::KeptPointers kept;
+    kept.keep(p->dst, "dst");
+    return cpu_cuda::add_node(node, graph, deps, n, cudaGraphNodeTypeMemset, [m, es, rows, kept](cudaStream_t) {
+        if (!kept.still_live("cudaGraphAddMemsetNode's memset")) return cpu_cuda::set_error(cudaErrorInvalidValue);
         for (size_t r = 0; r < rows; r++) {
             char* row = (char*)m.dst + r * m.pitch;
             if (!cpu_cuda::check_range(row, m.width * es, "cudaGraphAddMemsetNode's memset", "destination"))
@@ -178,6 +201,7 @@ inline cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t grap
 // nodes null: the count into *count; else up to *count nodes, and *count the number written
 inline cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
     if (!graph || !count) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (cudaError_t e = cpu_cuda::refuse_dead(graph, "cudaGraphGetNodes", "graph")) return e;
     if (!nodes) {
         *count = graph->nodes.size();
         return cudaSuccess;
@@ -188,6 +212,7 @@ inline cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, 
 }
 inline cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
     if (!graph || !count) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (cudaError_t e = cpu_cuda::refuse_dead(graph, "cudaGraphGetRootNodes", "graph")) return e;
     size_t roots = 0, capacity = *count;
     for (const auto& node : graph->nodes)
         if (node->deps.empty()) {
@@ -204,7 +229,9 @@ inline cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType*
 }
 inline cudaError_t cudaGraphClone(cudaGraph_t* clone, cudaGraph_t graph) {
     if (!clone || !graph) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (cudaError_t e = cpu_cuda::refuse_dead(graph, "cudaGraphClone", "graph")) return e;
     auto* g = new CUgraph_st;
+    cpu_cuda::graph_made(g);
     std::map<const CUgraphNode_st*, CUgraphNode_st*> copy_of;
     for (const auto& node : graph->nodes) {
         std::vector<CUgraphNode_st*> deps;
@@ -220,9 +247,11 @@ inline cudaError_t cudaGraphClone(cudaGraph_t* clone, cudaGraph_t graph) {
 
 inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
     if (!exec || !graph) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (cudaError_t e = cpu_cuda::refuse_dead(graph, "cudaGraphInstantiate", "graph")) return e;
     (void)flags;  // (auto-free on launch, upload, device launch, priority: nothing to do here)
     auto* x = new CUgraphExec_st;
     for (const auto& node : graph->nodes) x->steps.push_back(node->run);
+    cpu_cuda::graph_made(x);
     *exec = x;
     return cudaSuccess;
 }
@@ -231,6 +260,7 @@ inline cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGrap
 }
 inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     if (!exec) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (cudaError_t e = cpu_cuda::refuse_dead(exec, "cudaGraphLaunch", "executable graph")) return e;
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::capturing(stream))
         return cpu_cuda::graph_error(cudaErrorNotSupported, "cudaGraphLaunch",
@@ -241,7 +271,9 @@ inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     return cudaSuccess;
 }
 inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
-    delete exec;
+    if (!exec) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (!cpu_cuda::graph_destroyed(exec)) return cpu_cuda::refuse_dead(exec, "cudaGraphExecDestroy", "executable graph");
+    exec->steps.clear();  // (kept, as a destroyed graph)
     return cudaSuccess;
 }
 
@@ -256,6 +288,7 @@ inline cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCapture
     std::lock_guard<std::mutex> lock(cpu_cuda::capture_mutex());
     if (cpu_cuda::captures().count(stream)) return cpu_cuda::set_error(cudaErrorIllegalState);
     cpu_cuda::captures()[stream] = {new CUgraph_st, stream, {}};
+    cpu_cuda::graph_made(cpu_cuda::captures()[stream].graph);
     cpu_cuda::capturing_streams++;
     return cudaSuccess;
 }
@@ -272,6 +305,7 @@ inline cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph)
     if (it->second.origin != stream) return cpu_cuda::set_error(cudaErrorStreamCaptureUnmatched);
     CUgraph_st* g = it->second.graph;
     const std::vector<CUgraphNode_st*> last = it->second.frontier;
+    const bool invalidated = it->second.invalidated;
     bool unjoined = false;
     for (auto c = all.begin(); c != all.end();) {
         if (c->second.graph != g) {
@@ -283,7 +317,14 @@ inline cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph)
         c = all.erase(c);
         cpu_cuda::capturing_streams--;
     }
+    if (invalidated) {
+        cpu_cuda::graph_destroyed(g);
+        delete g;
+        return cpu_cuda::graph_error(cudaErrorStreamCaptureInvalidated, "cudaStreamEndCapture",
+                                     "the capture was invalidated by a call not permitted during capture");
+    }
     if (unjoined) {
+        cpu_cuda::graph_destroyed(g);
         delete g;
         return cpu_cuda::graph_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture",
                                      "a stream that joined the capture did not rejoin the stream that began it "

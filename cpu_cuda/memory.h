@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -63,6 +64,7 @@ struct Allocation {
     size_t map_bytes;
     bool device;      // false: pinned host memory (cudaMallocHost), which kernels may read too
     bool registered = false;  // host memory of the program's, pinned by cudaHostRegister (not ours to unmap)
+    uint64_t generation = 0;  // unique to this allocation: an address reused after a free gets a new one
     char* end() const { return ptr + bytes; }
 };
 
@@ -84,7 +86,7 @@ class Memory {
         }
         char* ptr = map + page + data_pages - body;
         if (settings().poison) memset(ptr, 0xFF, body);
-        allocations_[(uintptr_t)ptr] = {ptr, bytes, map, map_bytes, device};
+        allocations_[(uintptr_t)ptr] = {ptr, bytes, map, map_bytes, device, false, ++generations_};
         if (device) in_use_ += bytes, peak_ = std::max(peak_, in_use_), pages_.add(bytes);
         return ptr;
     }
@@ -96,6 +98,7 @@ class Memory {
         if (device) in_use_ -= it->second.bytes, pages_.remove(it->second.bytes);
         munmap(it->second.map, it->second.map_bytes);
         allocations_.erase(it);
+        frees_.fetch_add(1, std::memory_order_release);
         return true;
     }
 
@@ -107,7 +110,7 @@ class Memory {
         auto it = allocations_.lower_bound((uintptr_t)c);
         if (it != allocations_.end() && it->second.map < c + bytes) return false;
         if (it != allocations_.begin() && (--it)->second.map + it->second.map_bytes > c) return false;
-        allocations_[(uintptr_t)c] = {c, bytes, c, bytes, false, true};
+        allocations_[(uintptr_t)c] = {c, bytes, c, bytes, false, true, ++generations_};
         return true;
     }
     bool unregister_host(void* p) {
@@ -115,6 +118,7 @@ class Memory {
         auto it = allocations_.find((uintptr_t)p);
         if (it == allocations_.end() || !it->second.registered) return false;
         allocations_.erase(it);
+        frees_.fetch_add(1, std::memory_order_release);
         return true;
     }
 
@@ -137,6 +141,18 @@ class Memory {
             return nullptr;
         return a;
     }
+    // The generation of the allocation that p lies in (its end included), 0 when none: an
+    // object that keeps p (a texture, a graph's node) keeps this too, and a later answer that
+    // differs means the memory was freed, whatever was allocated at that address since.
+    uint64_t generation(const void* p) const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = allocations_.upper_bound((uintptr_t)p);
+        if (it == allocations_.begin()) return 0;
+        const Allocation& a = (--it)->second;
+        return (const char*)p <= a.end() ? a.generation : 0;
+    }
+    // How many allocations were freed so far: while it is unchanged, a generation still holds
+    uint64_t frees() const { return frees_.load(std::memory_order_acquire); }
     bool is_device(const void* p) const {
         const Allocation* a = find(p);
         return a && a->device;
@@ -197,6 +213,8 @@ class Memory {
     mutable std::mutex mutex_;
     std::map<uintptr_t, Allocation> allocations_;  // by start address
     size_t in_use_ = 0, peak_ = 0;
+    uint64_t generations_ = 0;
+    std::atomic<uint64_t> frees_{0};
     DriverPages pages_;
     bool open_ = true;
 };
@@ -246,5 +264,30 @@ inline bool check_range(const void* p, size_t bytes, const char* call, const cha
                 memory().describe(p).c_str());
     return false;
 }
+
+// Pointers that an object keeps for later use (a graph's kernel or memcpy node), each with the
+// generation of the allocation it lay in when kept; a pointer in no allocation then (pageable
+// host memory, null) is not checked. still_live() prints one line for the first one whose
+// memory has been freed since, naming what and where, and answers false.
+struct KeptPointers {
+    struct Kept {
+        const void* p;
+        uint64_t generation;
+        std::string what;
+    };
+    std::vector<Kept> kept;
+    void keep(const void* p, std::string what) {
+        if (uint64_t g = p ? memory().generation(p) : 0) kept.push_back({p, g, std::move(what)});
+    }
+    bool still_live(const char* call) const {
+        for (const Kept& k : kept)
+            if (memory().generation(k.p) != k.generation) {
+                fprintf(stderr, "cpu_cuda: %s: %s %p was freed after it was given (%s)\n", call, k.what.c_str(), k.p,
+                        memory().generation(k.p) ? "the address is now in a newer allocation" : "it is in no allocation now");
+                return false;
+            }
+        return true;
+    }
+};
 
 }  // namespace cpu_cuda

@@ -32,7 +32,8 @@
 // Comments, string and character literals are skipped (a literal may continue on the next line
 // after a backslash, as the preprocessor's line splicing allows). No line is added or removed, and
 // the output starts with #line 1 "SOURCE", so compiler errors and gdb name the real file
-// and line.
+// and line. A .cu file's output opens the namespace of device functions that nvcc shows to .cu
+// files only (device_math.h's umin and its kin) before that line; a .cpp's does not.
 #include <cctype>
 #include <cstdio>
 #include <fstream>
@@ -58,6 +59,10 @@ class Rewriter {
 
     std::string run() {
         out_ = "#line 1 \"" + path_ + "\"\n";
+        // a .cu file sees the device functions that nvcc shows .cu files only (device_math.h);
+        // a .cpp or header does not (a header included by a .cu sees them through it)
+        if (path_.size() > 3 && path_.compare(path_.size() - 3, 3, ".cu") == 0)
+            out_ = "using namespace ::cpu_cuda::device_functions;\n" + out_;
         bool line_start = true;
         while (i_ < s_.size()) {
             char c = s_[i_];

@@ -187,54 +187,118 @@ inline cudaError_t cudaGetLastError() {
     if (cpu_cuda::sticky_error != cudaSuccess) return cpu_cuda::sticky();
     cudaError_t e = cpu_cuda::last_error;
     cpu_cuda::last_error = cudaSuccess;
-    return e;
+    cudaError_t failed = cpu_cuda::pending_error.exchange(cudaSuccess);  // (reported now, not by the next sync)
+    return e != cudaSuccess ? e : failed;
 }
 inline cudaError_t cudaPeekAtLastError() {
     return cpu_cuda::sticky_error != cudaSuccess ? cpu_cuda::sticky() : cpu_cuda::last_error;
 }
 
+// The error codes by number (their values are the toolkit's, stable across versions; numbers,
+// so that an older toolkit's headers, without the newest names, still compile), with CUDA's
+// names and its own wording. Unknown codes answer "unrecognized error code", as CUDA's do.
+namespace cpu_cuda {
+struct ErrorText {
+    int code;
+    const char* name;
+    const char* text;
+};
+inline const ErrorText* error_text(cudaError_t e) {
+    static const ErrorText table[] = {
+        {0, "cudaSuccess", "no error"},
+        {1, "cudaErrorInvalidValue", "invalid argument"},
+        {2, "cudaErrorMemoryAllocation", "out of memory"},
+        {3, "cudaErrorInitializationError", "initialization error"},
+        {4, "cudaErrorCudartUnloading", "driver shutting down"},
+        {5, "cudaErrorProfilerDisabled", "profiler disabled while using external profiling tool"},
+        {9, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+        {12, "cudaErrorInvalidPitchValue", "invalid pitch argument"},
+        {13, "cudaErrorInvalidSymbol", "invalid device symbol"},
+        {16, "cudaErrorInvalidHostPointer", "invalid host pointer"},
+        {17, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+        {18, "cudaErrorInvalidTexture", "invalid texture reference"},
+        {19, "cudaErrorInvalidTextureBinding", "texture is not bound to a pointer"},
+        {20, "cudaErrorInvalidChannelDescriptor", "invalid channel descriptor"},
+        {21, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+        {22, "cudaErrorAddressOfConstant", "invalid address of constant"},
+        {23, "cudaErrorTextureFetchFailed", "fetch from texture failed"},
+        {24, "cudaErrorTextureNotBound", "cannot fetch from a texture that is not bound"},
+        {25, "cudaErrorSynchronizationError", "incorrect use of __syncthreads()"},
+        {26, "cudaErrorInvalidFilterSetting", "linear filtering not supported for non-float type"},
+        {27, "cudaErrorInvalidNormSetting", "read as normalized float not supported for 32-bit non float type"},
+        {31, "cudaErrorNotYetImplemented", "feature not yet implemented"},
+        {35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version"},
+        {37, "cudaErrorInvalidSurface", "invalid surface reference"},
+        {46, "cudaErrorDevicesUnavailable", "CUDA-capable device(s) is/are busy or unavailable"},
+        {52, "cudaErrorMissingConfiguration", "__global__ function call is not configured"},
+        {53, "cudaErrorPriorLaunchFailure", "unspecified launch failure in prior launch"},
+        {98, "cudaErrorInvalidDeviceFunction", "invalid device function"},
+        {100, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+        {101, "cudaErrorInvalidDevice", "invalid device ordinal"},
+        {127, "cudaErrorStartupFailure", "device init failed"},
+        {200, "cudaErrorInvalidKernelImage", "device kernel image is invalid"},
+        {201, "cudaErrorDeviceUninitialized", "invalid device context"},
+        {209, "cudaErrorNoKernelImageForDevice", "no kernel image is available for execution on the device"},
+        {214, "cudaErrorECCUncorrectable", "uncorrectable ECC error encountered"},
+        {215, "cudaErrorUnsupportedLimit", "limit is not supported on this architecture"},
+        {216, "cudaErrorDeviceAlreadyInUse", "exclusive-thread device already in use by a different thread"},
+        {217, "cudaErrorPeerAccessUnsupported", "peer access is not supported between these two devices"},
+        {218, "cudaErrorInvalidPtx", "a PTX JIT compilation failed"},
+        {222, "cudaErrorUnsupportedPtxVersion", "the provided PTX was compiled with an unsupported toolchain."},
+        {300, "cudaErrorInvalidSource", "device kernel image is invalid"},
+        {301, "cudaErrorFileNotFound", "file not found"},
+        {304, "cudaErrorOperatingSystem", "OS call failed or operation not supported on this OS"},
+        {400, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+        {401, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
+        {500, "cudaErrorSymbolNotFound", "named symbol not found"},
+        {600, "cudaErrorNotReady", "device not ready"},
+        {700, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
+        {701, "cudaErrorLaunchOutOfResources", "too many resources requested for launch"},
+        {702, "cudaErrorLaunchTimeout", "the launch timed out and was terminated"},
+        {704, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"},
+        {705, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"},
+        {708, "cudaErrorSetOnActiveProcess", "cannot set while device is active in this process"},
+        {709, "cudaErrorContextIsDestroyed", "context is destroyed"},
+        {710, "cudaErrorAssert", "device-side assert triggered"},
+        {711, "cudaErrorTooManyPeers", "peer mapping resources exhausted"},
+        {712, "cudaErrorHostMemoryAlreadyRegistered", "part or all of the requested memory range is already mapped"},
+        {713, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region"},
+        {714, "cudaErrorHardwareStackError", "hardware stack error"},
+        {715, "cudaErrorIllegalInstruction", "an illegal instruction was encountered"},
+        {716, "cudaErrorMisalignedAddress", "misaligned address"},
+        {717, "cudaErrorInvalidAddressSpace", "operation not supported on global/shared address space"},
+        {718, "cudaErrorInvalidPc", "invalid program counter"},
+        {719, "cudaErrorLaunchFailure", "unspecified launch failure"},
+        {720, "cudaErrorCooperativeLaunchTooLarge", "too many blocks in cooperative launch"},
+        {800, "cudaErrorNotPermitted", "operation not permitted"},
+        {801, "cudaErrorNotSupported", "operation not supported"},
+        {802, "cudaErrorSystemNotReady", "system not yet initialized"},
+        {803, "cudaErrorSystemDriverMismatch", "system has unsupported display driver / cuda driver combination"},
+        {900, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
+        {901, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"},
+        {902, "cudaErrorStreamCaptureMerge", "operation would result in a merge of separate capture sequences"},
+        {903, "cudaErrorStreamCaptureUnmatched", "capture was not ended in the same stream as it began"},
+        {904, "cudaErrorStreamCaptureUnjoined", "capturing stream has unjoined work"},
+        {905, "cudaErrorStreamCaptureIsolation", "dependency created on uncaptured work in another stream"},
+        {906, "cudaErrorStreamCaptureImplicit", "operation would make the legacy stream depend on a capturing blocking stream"},
+        {907, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"},
+        {908, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"},
+        {909, "cudaErrorTimeout", "wait operation timed out"},
+        {910, "cudaErrorGraphExecUpdateFailure", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"},
+        {999, "cudaErrorUnknown", "unknown error"},
+    };
+    for (const ErrorText& t : table)
+        if (t.code == (int)e) return &t;
+    return nullptr;
+}
+}  // namespace cpu_cuda
 inline const char* cudaGetErrorName(cudaError_t e) {
-    switch (e) {
-#define CPU_CUDA_NAME(x) \
-    case x: return #x;
-        CPU_CUDA_NAME(cudaSuccess)
-        CPU_CUDA_NAME(cudaErrorInvalidValue)
-        CPU_CUDA_NAME(cudaErrorMemoryAllocation)
-        CPU_CUDA_NAME(cudaErrorInvalidConfiguration)
-        CPU_CUDA_NAME(cudaErrorInvalidMemcpyDirection)
-        CPU_CUDA_NAME(cudaErrorInvalidDevice)
-        CPU_CUDA_NAME(cudaErrorInvalidDevicePointer)
-        CPU_CUDA_NAME(cudaErrorInvalidResourceHandle)
-        CPU_CUDA_NAME(cudaErrorNotReady)
-        CPU_CUDA_NAME(cudaErrorIllegalAddress)
-        CPU_CUDA_NAME(cudaErrorLaunchFailure)
-        CPU_CUDA_NAME(cudaErrorLaunchOutOfResources)
-        CPU_CUDA_NAME(cudaErrorNoDevice)
-        CPU_CUDA_NAME(cudaErrorNotSupported)
-        CPU_CUDA_NAME(cudaErrorAssert)
-#undef CPU_CUDA_NAME
-        default: return "cudaErrorUnknown";
-    }
+    const cpu_cuda::ErrorText* t = cpu_cuda::error_text(e);
+    return t ? t->name : "unrecognized error code";
 }
 inline const char* cudaGetErrorString(cudaError_t e) {
-    switch (e) {  // CUDA's own wording
-        case cudaSuccess: return "no error";
-        case cudaErrorInvalidValue: return "invalid argument";
-        case cudaErrorMemoryAllocation: return "out of memory";
-        case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-        case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-        case cudaErrorInvalidDevice: return "invalid device ordinal";
-        case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-        case cudaErrorNotReady: return "device not ready";
-        case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
-        case cudaErrorLaunchFailure: return "unspecified launch failure";
-        case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
-        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-        case cudaErrorNotSupported: return "operation not supported";
-        case cudaErrorAssert: return "device-side assert triggered";
-        default: return "unrecognized error code";
-    }
+    const cpu_cuda::ErrorText* t = cpu_cuda::error_text(e);
+    return t ? t->text : "unrecognized error code";
 }
 
 // ----------------------------------------------------------------------------
@@ -402,9 +466,17 @@ inline cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
     snprintf(id, (size_t)len, "0000:%02x:00.0", device + 1);
     return cudaSuccess;
 }
-inline cudaError_t cudaDeviceSynchronize() {  // what streams have queued (streams.h); the rest is done
+// What streams have queued (streams.h); the rest is done. Inside a stream capture CUDA refuses
+// it (cudaErrorStreamCaptureUnsupported) and invalidates the capture; after a launch that failed
+// it answers the failure (exec.h's pending_error).
+inline cudaError_t cudaDeviceSynchronize() {
+    if (cpu_cuda::invalidate_captures()) {
+        fprintf(stderr, "cpu_cuda: cudaDeviceSynchronize: called while a stream is capturing, which CUDA does not "
+                        "permit; the capture is invalidated (cudaErrorStreamCaptureUnsupported)\n");
+        return cpu_cuda::set_error(cudaErrorStreamCaptureUnsupported);
+    }
     cpu_cuda::settle();
-    return cpu_cuda::sticky();
+    return cpu_cuda::sync_error();
 }
 inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
 inline cudaError_t cudaRuntimeGetVersion(int* v) {
@@ -504,10 +576,15 @@ inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemc
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                                    cudaStream_t stream) {
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
-    if (cpu_cuda::capturing(stream))
+    if (cpu_cuda::capturing(stream)) {
+        cpu_cuda::KeptPointers kept;
+        kept.keep(src, "src"), kept.keep(dst, "dst");
         return cpu_cuda::capture(stream, cudaGraphNodeTypeMemcpy, [=](cudaStream_t) {
-            return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpyAsync (a graph's node)");
+            const char* call = "cudaMemcpyAsync (a graph's node)";
+            if (!kept.still_live(call)) return cpu_cuda::set_error(cudaErrorInvalidValue);
+            return cpu_cuda::copy(dst, src, count, kind, call);
         });
+    }
     return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpyAsync", true, stream);
 }
 inline cudaError_t cudaMemset(void* p, int value, size_t count) {
@@ -515,10 +592,15 @@ inline cudaError_t cudaMemset(void* p, int value, size_t count) {
 }
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t stream) {
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
-    if (cpu_cuda::capturing(stream))
+    if (cpu_cuda::capturing(stream)) {
+        cpu_cuda::KeptPointers kept;
+        kept.keep(p, "destination");
         return cpu_cuda::capture(stream, cudaGraphNodeTypeMemset, [=](cudaStream_t) {
-            return cpu_cuda::fill(p, value, count, "cudaMemsetAsync (a graph's node)");
+            const char* call = "cudaMemsetAsync (a graph's node)";
+            if (!kept.still_live(call)) return cpu_cuda::set_error(cudaErrorInvalidValue);
+            return cpu_cuda::fill(p, value, count, call);
         });
+    }
     return cpu_cuda::fill(p, value, count, "cudaMemsetAsync");
 }
 
@@ -545,7 +627,7 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::capturing(s)) return cpu_cuda::set_error(cudaErrorStreamCaptureUnsupported);  // (CUDA's answer)
     cpu_cuda::stream_queue(s).drain();
-    return cpu_cuda::sticky();
+    return cpu_cuda::sync_error();
 }
 inline cudaError_t cudaStreamQuery(cudaStream_t s) {
     if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);

@@ -15,6 +15,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -112,8 +113,12 @@ inline cudaError_t copy_rows(void* dst, size_t dpitch, const void* src, size_t s
 }
 
 // ----------------------------------------------------------------------------
-// Texture and surface objects. A handle is the address of its description; a destroyed one
-// keeps its (small) description, marked dead, so that a stale handle is reported, not read.
+// Texture and surface objects. A handle is an index into a table of their descriptions (1 on,
+// never reused); a destroyed one keeps its (small) description, marked dead, so that a stale
+// handle is reported, not read, and a handle never made is found in no entry. Each keeps the
+// generation of the allocation its texels lie in (memory.h), and a fetch after memory was
+// freed anywhere checks it again: a texture over freed memory (its array freed, or its linear
+// memory, even where cudaMalloc has since reused the address) fails the launch.
 
 struct TextureObject {
     static constexpr uint64_t kLive = 0x43505543'54455854ull, kDead = 0x44454144'54455854ull;
@@ -128,8 +133,39 @@ struct TextureObject {
     size_t elem = 0;
     int channels = 0;
     bool normalized_read = false;  // 8- and 16-bit integers read as floats in [0, 1] or [-1, 1]
+    uint64_t generation = 0;                  // of the allocation base lies in
+    mutable std::atomic<uint64_t> checked{0};  // memory().frees() when the generation last held
     bool float_result() const { return fmt.f == cudaChannelFormatKindFloat || normalized_read; }
 };
+
+// The table of objects: chunks made as needed, read without a lock (a handle reaches a
+// kernel only after its entry was written)
+class TextureTable {
+  public:
+    static constexpr unsigned long long CHUNK = 4096, CHUNKS = 4096;
+    unsigned long long add(TextureObject* t) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (next_ >= CHUNK * CHUNKS) return 0;
+        auto& chunk = chunks_[next_ / CHUNK];
+        if (!chunk.load()) chunk.store(new std::atomic<TextureObject*>[CHUNK]());
+        chunk.load()[next_ % CHUNK].store(t, std::memory_order_release);
+        return next_++;
+    }
+    TextureObject* at(unsigned long long handle) const {
+        if (handle == 0 || handle >= CHUNK * CHUNKS) return nullptr;
+        std::atomic<TextureObject*>* chunk = chunks_[handle / CHUNK].load(std::memory_order_acquire);
+        return chunk ? chunk[handle % CHUNK].load(std::memory_order_acquire) : nullptr;
+    }
+
+  private:
+    std::mutex mutex_;
+    unsigned long long next_ = 1;
+    std::atomic<std::atomic<TextureObject*>*> chunks_[CHUNKS] = {};
+};
+inline TextureTable& texture_table() {
+    static TextureTable t;
+    return t;
+}
 
 [[noreturn]] inline void fetch_failed(const std::string& why) {
     if (current_block) current_block->fail(why);
@@ -137,12 +173,19 @@ struct TextureObject {
     abort();
 }
 inline const TextureObject& texture_object(unsigned long long handle, bool surface, const char* call) {
-    auto* t = reinterpret_cast<const TextureObject*>(handle);
-    if (!t || t->state != TextureObject::kLive || t->surface != surface) {
-        char h[32];
-        snprintf(h, sizeof h, "0x%llx", handle);
+    const TextureObject* t = texture_table().at(handle);
+    char h[32];
+    snprintf(h, sizeof h, "0x%llx", handle);
+    if (!t || t->state != TextureObject::kLive || t->surface != surface)
         fetch_failed(std::string(call) + ": " + h + " is not a live " + (surface ? "surface" : "texture") + " object" +
-                     (t && t->state == TextureObject::kDead ? " (it was destroyed)" : ""));
+                     (!t ? " (no object was made with it)" : t->state == TextureObject::kDead ? " (it was destroyed)" : ""));
+    const uint64_t frees = memory().frees();
+    if (t->checked.load(std::memory_order_relaxed) != frees) {  // memory was freed since: is ours still there?
+        if (memory().generation(t->base) != t->generation)
+            fetch_failed(std::string(call) + ": the memory of " + (surface ? "surface" : "texture") + " object " + h +
+                         " was freed after the object was made" +
+                         (t->res.resType == cudaResourceTypeArray ? " (its CUDA array was freed)" : ""));
+        t->checked.store(frees, std::memory_order_relaxed);
     }
     return *t;
 }
@@ -571,11 +614,14 @@ inline cudaError_t bind_resource(TextureObject& t, const cudaResourceDesc& r, co
     return texture_error(cudaErrorInvalidChannelDescriptor, call, "no texture holds " + format_name(t.fmt));
 }
 inline unsigned long long make_object(TextureObject* t) {
-    return (unsigned long long)(uintptr_t)t;
+    t->generation = memory().generation(t->base), t->checked = memory().frees();
+    return texture_table().add(t);
 }
 inline cudaError_t destroy_object(unsigned long long handle, bool surface, const char* call) {
-    auto* t = reinterpret_cast<TextureObject*>(handle);
-    if (!t) return cudaSuccess;
+    if (!handle) return cudaSuccess;
+    TextureObject* t = texture_table().at(handle);
+    if (!t)
+        return texture_error(cudaErrorInvalidValue, call, std::string("no ") + (surface ? "surface" : "texture") + " object was made with this handle");
     if (t->state != TextureObject::kLive || t->surface != surface)
         return texture_error(cudaErrorInvalidValue, call, std::string("not a live ") + (surface ? "surface" : "texture") + " object");
     settle();  // kernels still queued may read it
@@ -605,20 +651,23 @@ inline cudaError_t cudaCreateTextureObject(cudaTextureObject_t* tex, const cudaR
         return cpu_cuda::texture_error(cudaErrorInvalidValue, call,
                                        "linear filtering needs a float result: a float format or cudaReadModeNormalizedFloat");
     }
-    *tex = cpu_cuda::make_object(t);
+    if (!(*tex = cpu_cuda::make_object(t))) {
+        delete t;
+        return cpu_cuda::texture_error(cudaErrorMemoryAllocation, call, "16,777,215 texture and surface objects made already");
+    }
     return cudaSuccess;
 }
 inline cudaError_t cudaDestroyTextureObject(cudaTextureObject_t tex) {
     return cpu_cuda::destroy_object(tex, false, "cudaDestroyTextureObject");
 }
 inline cudaError_t cudaGetTextureObjectResourceDesc(cudaResourceDesc* res, cudaTextureObject_t tex) {
-    auto* t = reinterpret_cast<const cpu_cuda::TextureObject*>(tex);
+    const cpu_cuda::TextureObject* t = cpu_cuda::texture_table().at(tex);
     if (!res || !t || t->state != cpu_cuda::TextureObject::kLive || t->surface) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *res = t->res;
     return cudaSuccess;
 }
 inline cudaError_t cudaGetTextureObjectTextureDesc(cudaTextureDesc* desc, cudaTextureObject_t tex) {
-    auto* t = reinterpret_cast<const cpu_cuda::TextureObject*>(tex);
+    const cpu_cuda::TextureObject* t = cpu_cuda::texture_table().at(tex);
     if (!desc || !t || t->state != cpu_cuda::TextureObject::kLive || t->surface) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *desc = t->desc;
     return cudaSuccess;
@@ -640,7 +689,10 @@ inline cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t* surf, const cuda
         return e;
     }
     s->elem = cpu_cuda::format_bytes(s->fmt), s->channels = cpu_cuda::format_channels(s->fmt);
-    *surf = cpu_cuda::make_object(s);
+    if (!(*surf = cpu_cuda::make_object(s))) {
+        delete s;
+        return cpu_cuda::texture_error(cudaErrorMemoryAllocation, call, "16,777,215 texture and surface objects made already");
+    }
     return cudaSuccess;
 }
 inline cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t surf) {

@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <set>
 #include <functional>
 #include <random>
 #include <string>
@@ -845,4 +847,49 @@ TEST_CASE("pool size: the affinity mask within the cgroup's CPU quota, the small
     REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
     CHECK(cpu_cuda::usable_processors() >= 1);
     CHECK(cpu_cuda::usable_processors() <= CPU_COUNT(&set));
+}
+
+// Every error code the runtime returns has CUDA's name and a wording of its own: the codes are
+// read from the runtime's source (cpu_cuda/*.h, from the checkout's top, where the tests run),
+// and the names known are those cudaGetErrorName gives for codes 0 to 10,000. The wording of
+// the capture and state codes is CUDA's (its Runtime API documentation's error types).
+TEST_CASE("cudaGetErrorName and cudaGetErrorString know every code the runtime returns") {
+    std::map<std::string, int> named;
+    for (int e = 0; e <= 10000; e++) {
+        std::string name = cudaGetErrorName((cudaError_t)e);
+        if (name == "unrecognized error code") {
+            CHECK(std::string(cudaGetErrorString((cudaError_t)e)) == "unrecognized error code");
+            continue;
+        }
+        CHECK_MESSAGE(!named.count(name), name << " names two codes");
+        named[name] = e;
+        CHECK_MESSAGE(std::string(cudaGetErrorString((cudaError_t)e)) != "unrecognized error code", name);
+    }
+    std::set<std::string> returned;
+    for (const char* header : {"capture.h", "cooperative_groups.h", "cublas_cpu.h", "cuda_cpu.h", "device_math.h",
+                               "device_presets.h", "exec.h", "fiber.h", "graphs.h", "memory.h", "mma.h", "nccl_cpu.h",
+                               "pool.h", "processors.h", "runtime.h", "settings.h", "streams.h", "textures.h", "wmma.h"}) {
+        std::ifstream in(std::string("cpu_cuda/") + header);
+        REQUIRE_MESSAGE(in, "cpu_cuda/" << header << " (the tests run from the checkout's top)");
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        for (size_t at = 0; (at = text.find("cudaError", at)) != std::string::npos;) {
+            size_t end = at + 9;
+            while (end < text.size() && isalnum((unsigned char)text[end])) end++;
+            if (end > at + 9 && isupper((unsigned char)text[at + 9])) returned.insert(text.substr(at, end - at));
+            at = end;
+        }
+    }
+    CHECK(returned.size() > 20);  // (the scan finds them)
+    for (const std::string& name : returned) CHECK_MESSAGE(named.count(name), name << " has no name");
+    // the toolkit's values for the names
+    CHECK(named["cudaErrorIllegalState"] == (int)cudaErrorIllegalState);
+    CHECK(named["cudaErrorStreamCaptureUnsupported"] == (int)cudaErrorStreamCaptureUnsupported);
+    CHECK(named["cudaErrorInvalidPitchValue"] == (int)cudaErrorInvalidPitchValue);
+    CHECK(named["cudaErrorUnknown"] == (int)cudaErrorUnknown);
+    CHECK(std::string(cudaGetErrorString(cudaErrorIllegalState)) == "the operation cannot be performed in the present state");
+    CHECK(std::string(cudaGetErrorString(cudaErrorStreamCaptureUnsupported)) == "operation not permitted when stream is capturing");
+    CHECK(std::string(cudaGetErrorString(cudaErrorStreamCaptureUnjoined)) == "capturing stream has unjoined work");
+    CHECK(std::string(cudaGetErrorString(cudaErrorInvalidPitchValue)) == "invalid pitch argument");
+    CHECK(std::string(cudaGetErrorString(cudaErrorInvalidValue)) == "invalid argument");
+    CHECK(std::string(cudaGetErrorName((cudaError_t)123456)) == "unrecognized error code");
 }

@@ -801,6 +801,174 @@ TEST_CASE("graphs: a kernel launched from a void* that a cast filed, and what is
     cudaEventDestroy(fork), cudaStreamDestroy(s1), cudaStreamDestroy(s2);
 }
 
+// A node keeps the pointers it was given; memory freed since then fails the launch with a line,
+// also when the next cudaMalloc has handed the same address out again (which the address check
+// alone would pass). A destroyed graph or executable graph is refused, not run.
+TEST_CASE("graphs: a node over freed memory, a destroyed graph or executable graph, is refused") {
+    const int n = 8;
+    float a = 2.0f;
+    int count = n;
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    // frees x (after the graph was made) and allocates the same size again; true if the address came back
+    auto free_and_reuse = [](float*& x) {
+        float* old = x;
+        REQUIRE(cudaFree(x) == cudaSuccess);
+        REQUIRE(cudaMalloc(&x, n * sizeof(float)) == cudaSuccess);
+        REQUIRE(cudaMemset(x, 0, n * sizeof(float)) == cudaSuccess);
+        if (x != old) MESSAGE("(cudaMalloc did not reuse the address this time)");
+    };
+    SUBCASE("a kernel node, built by hand") {
+        Dev<float> y(std::vector<float>(n, 1.0f));
+        float* x = nullptr;
+        REQUIRE(cudaMalloc(&x, n * sizeof(float)) == cudaSuccess);
+        void* args[] = {&y.p, &x, &a, &count};
+        cudaKernelNodeParams kp = {};
+        kp.func = (void*)graph_axpy;
+        kp.gridDim = dim3(1), kp.blockDim = dim3(32), kp.kernelParams = args;
+        cudaGraph_t graph = nullptr;
+        cudaGraphNode_t node = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        REQUIRE(cudaGraphCreate(&graph, 0) == cudaSuccess);
+        REQUIRE(cudaGraphAddKernelNode(&node, graph, nullptr, 0, &kp) == cudaSuccess);
+        REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+        free_and_reuse(x);
+        std::string err = capture_stderr([&] { CHECK(cudaGraphLaunch(exec, s) == cudaErrorIllegalAddress); });
+        CHECK(contains(err, "cpu_cuda: graph_axpy: argument 2 "));
+        CHECK(contains(err, " was freed after it was given"));
+        cudaGetLastError();
+        cudaGraphExecDestroy(exec), cudaGraphDestroy(graph), cudaFree(x);
+    }
+    SUBCASE("memcpy nodes (1-D and 3-D) and a memset node, built by hand") {
+        float* x = nullptr;
+        REQUIRE(cudaMalloc(&x, n * sizeof(float)) == cudaSuccess);
+        std::vector<float> host(n, -1.0f);
+        cudaGraph_t graph = nullptr;
+        cudaGraphNode_t node = nullptr;
+        REQUIRE(cudaGraphCreate(&graph, 0) == cudaSuccess);
+        REQUIRE(cudaGraphAddMemcpyNode1D(&node, graph, nullptr, 0, host.data(), x, n * sizeof(float),
+                                         cudaMemcpyDeviceToHost) == cudaSuccess);
+        cudaMemcpy3DParms p = {};
+        p.srcPtr = make_cudaPitchedPtr(host.data(), n * sizeof(float), n, 1);
+        p.dstPtr = make_cudaPitchedPtr(x, n * sizeof(float), n, 1);
+        p.extent = make_cudaExtent(n * sizeof(float), 1, 1), p.kind = cudaMemcpyHostToDevice;
+        cudaGraph_t graph3 = nullptr, graph_set = nullptr;
+        REQUIRE(cudaGraphCreate(&graph3, 0) == cudaSuccess);
+        REQUIRE(cudaGraphAddMemcpyNode(&node, graph3, nullptr, 0, &p) == cudaSuccess);
+        cudaMemsetParams ms = {};
+        ms.dst = x, ms.elementSize = 4, ms.width = n, ms.height = 1;
+        REQUIRE(cudaGraphCreate(&graph_set, 0) == cudaSuccess);
+        REQUIRE(cudaGraphAddMemsetNode(&node, graph_set, nullptr, 0, &ms) == cudaSuccess);
+        cudaGraphExec_t exec = nullptr, exec3 = nullptr, exec_set = nullptr;
+        REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+        REQUIRE(cudaGraphInstantiate(&exec3, graph3, 0) == cudaSuccess);
+        REQUIRE(cudaGraphInstantiate(&exec_set, graph_set, 0) == cudaSuccess);
+        free_and_reuse(x);
+        std::string err = capture_stderr([&] {
+            CHECK(cudaGraphLaunch(exec, s) == cudaErrorInvalidValue);
+            CHECK(cudaGraphLaunch(exec3, s) == cudaErrorInvalidValue);
+            CHECK(cudaGraphLaunch(exec_set, s) == cudaErrorInvalidValue);
+        });
+        CHECK(host == std::vector<float>(n, -1.0f));  // nothing copied out of the newer allocation
+        CHECK(contains(err, "cpu_cuda: cudaGraphAddMemcpyNode1D's copy: src "));
+        CHECK(contains(err, "cpu_cuda: cudaGraphAddMemcpyNode's copy: dstPtr.ptr "));
+        CHECK(contains(err, "cpu_cuda: cudaGraphAddMemsetNode's memset: dst "));
+        cudaGetLastError();
+        cudaGraphExecDestroy(exec), cudaGraphExecDestroy(exec3), cudaGraphExecDestroy(exec_set);
+        cudaGraphDestroy(graph), cudaGraphDestroy(graph3), cudaGraphDestroy(graph_set), cudaFree(x);
+    }
+    SUBCASE("a captured kernel and copy") {
+        Dev<float> y(std::vector<float>(n, 1.0f));
+        float* x = nullptr;
+        REQUIRE(cudaMalloc(&x, n * sizeof(float)) == cudaSuccess);
+        std::vector<float> host(n, -1.0f);
+        cudaGraph_t kernel_graph = nullptr, copy_graph = nullptr;
+        REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+        graph_axpy<<<1, 32, 0, s>>>(y.p, x, a, n);
+        REQUIRE(cudaStreamEndCapture(s, &kernel_graph) == cudaSuccess);
+        REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+        REQUIRE(cudaMemcpyAsync(host.data(), x, n * sizeof(float), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+        REQUIRE(cudaStreamEndCapture(s, &copy_graph) == cudaSuccess);
+        cudaGraphExec_t kernel_exec = nullptr, copy_exec = nullptr;
+        REQUIRE(cudaGraphInstantiate(&kernel_exec, kernel_graph, 0) == cudaSuccess);
+        REQUIRE(cudaGraphInstantiate(&copy_exec, copy_graph, 0) == cudaSuccess);
+        free_and_reuse(x);
+        std::string err = capture_stderr([&] {
+            CHECK(cudaGraphLaunch(kernel_exec, s) == cudaErrorIllegalAddress);
+            CHECK(cudaGraphLaunch(copy_exec, s) == cudaErrorInvalidValue);
+        });
+        CHECK(y.host() == std::vector<float>(n, 1.0f));
+        CHECK(host == std::vector<float>(n, -1.0f));
+        CHECK(contains(err, "cpu_cuda: graph_axpy: argument 2 "));
+        CHECK(contains(err, "cpu_cuda: cudaMemcpyAsync (a graph's node): src "));
+        cudaGetLastError();
+        cudaGraphExecDestroy(kernel_exec), cudaGraphExecDestroy(copy_exec);
+        cudaGraphDestroy(kernel_graph), cudaGraphDestroy(copy_graph), cudaFree(x);
+    }
+    SUBCASE("a destroyed graph or executable graph") {
+        // (in a child process: a runtime that ran the freed objects could die of it)
+        std::string err;
+        int status = in_child([&] {
+            cudaGraph_t graph = nullptr;
+            cudaGraphExec_t exec = nullptr, again = nullptr;
+            cudaGraphNode_t node = nullptr;
+            if (cudaGraphCreate(&graph, 0) || cudaGraphAddEmptyNode(&node, graph, nullptr, 0) ||
+                cudaGraphInstantiate(&exec, graph, 0) || cudaGraphExecDestroy(exec) || cudaGraphDestroy(graph))
+                _exit(3);
+            int wrong = 0;
+            wrong += cudaGraphLaunch(exec, nullptr) != cudaErrorInvalidValue;
+            wrong += cudaGraphInstantiate(&again, graph, 0) != cudaErrorInvalidValue;
+            wrong += cudaGraphAddEmptyNode(&node, graph, nullptr, 0) != cudaErrorInvalidValue;
+            wrong += cudaGraphExecDestroy(exec) != cudaErrorInvalidValue;  // twice
+            wrong += cudaGraphDestroy(graph) != cudaErrorInvalidValue;
+            _exit(wrong ? 4 : 0);
+        }, &err);
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 0);
+        CHECK(contains(err, "cpu_cuda: cudaGraphLaunch: executable graph 0x"));
+        CHECK(contains(err, "cpu_cuda: cudaGraphInstantiate: graph 0x"));
+        CHECK(contains(err, "was destroyed or never made (cudaErrorInvalidValue)"));
+    }
+    cudaStreamDestroy(s);
+}
+
+// CUDA's Programming Guide ("Prohibited and Unhandled Operations" of stream capture): a
+// synchronisation of the device during a capture is refused with
+// cudaErrorStreamCaptureUnsupported and invalidates the capture, whose end then gives
+// cudaErrorStreamCaptureInvalidated and no graph. And a kernel that fails as it runs is an
+// asynchronous error, which the next cudaDeviceSynchronize answers.
+__global__ void trapping_kernel() { __trap(); }
+
+TEST_CASE("cudaDeviceSynchronize: refused inside a capture, which it invalidates; it answers a launch that failed") {
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    Dev<float> y(std::vector<float>(4, 1.0f)), x(std::vector<float>(4, 1.0f));
+    cudaGraph_t graph = nullptr;
+    std::string err = capture_stderr([&] {
+        REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+        graph_axpy<<<1, 4, 0, s>>>(y.p, x.p, 1.0f, 4);
+        CHECK(cudaDeviceSynchronize() == cudaErrorStreamCaptureUnsupported);
+        graph = (cudaGraph_t)1;
+        CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated);
+    });
+    CHECK(graph == nullptr);
+    CHECK(contains(err, "cpu_cuda: cudaDeviceSynchronize: called while a stream is capturing"));
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+    CHECK((cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone));
+    CHECK(y.host() == std::vector<float>(4, 1.0f));  // the captured launch never ran
+    cudaGetLastError();
+    err = capture_stderr([&] {
+        trapping_kernel<<<1, 1, 0, s>>>();
+        CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
+        trapping_kernel<<<1, 1>>>();
+        CHECK(cudaStreamSynchronize(nullptr) == cudaErrorLaunchFailure);
+    });
+    CHECK(contains(err, "__trap() at "));
+    cudaGetLastError();
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);  // (not sticky here, unlike an assert: the tests go on)
+    cudaStreamDestroy(s);
+}
+
 // ----------------------------------------------------------------------------
 // 10. clock() and clock64(); a device assert()
 

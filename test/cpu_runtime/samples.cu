@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -960,6 +961,91 @@ TEST_CASE("textures: a fetch from a destroyed texture, or of the wrong type, fai
     });
     CHECK(contains(err, "tex1Dfetch: a texture of {32, 0, 0, 0} bits of signed read as elements returns integer types, not float ones"));
     cudaDestroyTextureObject(tex);
+}
+
+// A texture or surface over memory freed since it was made fails the launch, even when
+// cudaMalloc has handed the same address out again; so does a handle no call made. (Each in a
+// child process: a runtime that read the freed memory would die of it, or read the newer
+// allocation.) The child's exit status: 0 when the launch failed as it should, 3 when not.
+static int fetch_fails_in_child(const std::function<cudaError_t()>& launch, std::string* err) {
+    int status = in_child([&] {
+        try {
+            _exit(launch() == cudaErrorLaunchFailure ? 0 : 3);
+        } catch (...) {
+            _exit(4);  // a REQUIRE failed
+        }
+    }, err);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST_CASE("textures: a texture or surface over freed memory, or a handle never made, fails the launch") {
+    Dev<int> out(4);
+    SUBCASE("linear memory freed, its address reused by the next cudaMalloc") {
+        std::string err;
+        int code = fetch_fails_in_child([&] {
+            int* m = nullptr;
+            REQUIRE(cudaMalloc(&m, 4 * sizeof(int)) == cudaSuccess);
+            cudaResourceDesc res = {};
+            res.resType = cudaResourceTypeLinear;
+            res.res.linear = {m, cudaCreateChannelDesc<int>(), 4 * sizeof(int)};
+            cudaTextureDesc d = {};
+            cudaTextureObject_t tex = 0;
+            REQUIRE(cudaCreateTextureObject(&tex, &res, &d, nullptr) == cudaSuccess);
+            REQUIRE(cudaFree(m) == cudaSuccess);
+            int* again = nullptr;
+            REQUIRE(cudaMalloc(&again, 4 * sizeof(int)) == cudaSuccess);
+            fprintf(stderr, again == m ? "reused\n" : "not reused\n");
+            fetch_int<<<1, 1>>>(tex, out.p);
+            return cudaGetLastError();
+        }, &err);
+        CHECK(code == 0);
+        CHECK(contains(err, "tex1Dfetch: the memory of texture object 0x"));
+        CHECK(contains(err, "was freed after the object was made"));
+        if (!contains(err, "reused\n") || contains(err, "not reused")) MESSAGE("(cudaMalloc did not reuse the address this time)");
+    }
+    SUBCASE("the CUDA array freed") {
+        std::string err;
+        int code = fetch_fails_in_child([&] {
+            Texture1D t({1, 2}, texture_desc(cudaAddressModeClamp, cudaFilterModePoint, false));
+            REQUIRE(cudaFreeArray(t.array) == cudaSuccess);
+            t.array = nullptr;
+            Dev<float> x(std::vector<float>{0.0f}), f(1);
+            fetch_1d<<<1, 1>>>(t.tex, x.p, f.p, 1);
+            return cudaGetLastError();
+        }, &err);
+        CHECK(code == 0);
+        CHECK(contains(err, "tex1D: the memory of texture object 0x"));
+        CHECK(contains(err, "(its CUDA array was freed)"));
+    }
+    SUBCASE("a surface's CUDA array freed") {
+        std::string err;
+        int code = fetch_fails_in_child([&] {
+            cudaArray_t array = nullptr;
+            cudaChannelFormatDesc ch = cudaCreateChannelDesc<float>();
+            REQUIRE(cudaMallocArray(&array, &ch, 4, 2, cudaArraySurfaceLoadStore) == cudaSuccess);
+            cudaResourceDesc res = {};
+            res.resType = cudaResourceTypeArray, res.res.array.array = array;
+            cudaSurfaceObject_t s = 0;
+            REQUIRE(cudaCreateSurfaceObject(&s, &res) == cudaSuccess);
+            REQUIRE(cudaFreeArray(array) == cudaSuccess);
+            write_surface<<<1, 1>>>(s, cudaBoundaryModeTrap, 0, 0, 1.0f);
+            return cudaGetLastError();
+        }, &err);
+        CHECK(code == 0);
+        CHECK(contains(err, "surf2Dwrite: the memory of surface object 0x"));
+    }
+    SUBCASE("a handle no call made") {
+        std::string err;
+        int code = fetch_fails_in_child([&] {
+            fetch_int<<<1, 1>>>((cudaTextureObject_t)0x123456, out.p);
+            return cudaGetLastError();
+        }, &err);
+        CHECK(code == 0);
+        CHECK(contains(err, "tex1Dfetch: 0x123456 is not a live texture object (no object was made with it)"));
+        err = capture_stderr([] { CHECK(cudaDestroyTextureObject((cudaTextureObject_t)0x123456) == cudaErrorInvalidValue); });
+        CHECK(contains(err, "cudaDestroyTextureObject: no texture object was made with this handle"));
+        cudaGetLastError();
+    }
 }
 
 // ----------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-// A CUDA program of two .cu files and a header of kernels, built on the CPU runtime with
-//     make test/cpu_runtime/byok_multi/main_cpu          (cpu.mk sets SOURCES=scale.cu for it)
+// A CUDA program of two .cu files, a host-only .cpp and a header of kernels, built on the CPU runtime with
+//     make test/cpu_runtime/byok_multi/main_cpu   (cpu.mk sets SOURCES="scale.cu host_gold.cpp" for it)
 // and checked against a host loop: "N passed, M failed" on its last line.
 #include <cstdio>
 #include <vector>
@@ -15,6 +15,9 @@ __global__ void arch_of(int* out) {
     *out = -1;
 #endif
 }
+
+unsigned int smallest_on_host(const unsigned int* v, int n);  // host_gold.cpp
+__global__ void smallest_on_device(unsigned int* out, unsigned int a, unsigned int b) { *out = umin(a, b); }
 
 int main() {
     const int blocks = 6, n = blocks * 128;
@@ -47,7 +50,18 @@ int main() {
     cudaMemcpy(&arch_host, arch, sizeof(int), cudaMemcpyDeviceToHost);
     arch_host == 900 ? passed++ : failed++;
     if (arch_host != 900) printf("FAIL __CUDA_ARCH__ in a kernel: %d, expected 900\n", arch_host);
-    cudaFree(x), cudaFree(sums), cudaFree(arch);
+    // a host-only .cpp of the program with a umin of its own (host_gold.cpp), and CUDA's device
+    // umin in a kernel here
+    const unsigned int values[4] = {9, 4, 7, 5};
+    unsigned int* small = nullptr;
+    unsigned int small_host = 0;
+    cudaMalloc(&small, sizeof(unsigned int));
+    smallest_on_device<<<1, 1>>>(small, 9, 4);
+    cudaMemcpy(&small_host, small, sizeof(unsigned int), cudaMemcpyDeviceToHost);
+    const unsigned int gold = smallest_on_host(values, 4);
+    gold == 4 && small_host == 4 ? passed++ : failed++;
+    if (gold != 4 || small_host != 4) printf("FAIL umin: host %u, device %u, expected 4\n", gold, small_host);
+    cudaFree(x), cudaFree(sums), cudaFree(arch), cudaFree(small);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
