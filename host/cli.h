@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -424,12 +425,14 @@ inline void validate_layout_options(Config& c, bool gpus_given, bool replicas_gi
                  c.tp, c.pp));
     if (!gpus_given) return;
     const long long mp = (long long)c.tp * c.pp;
-    if (c.gpus % mp != 0) {
-        long long below = c.gpus / mp * mp, above = below + mp;
-        throw UsageError(strf("--gpus %d is not divisible by --tp %d × --pp %d = %lld GPUs per replica: %s%lld GPUs "
-                              "divide",
+    if (c.gpus % mp != 0) {  // the valid counts nearby: whole replicas in whole nodes
+        long long step = c.gpus <= c.gpus_per_node ? mp : std::lcm(mp, (long long)c.gpus_per_node);
+        long long below = c.gpus / step * step, above = below + step;
+        throw UsageError(strf("--gpus %d is not divisible by --tp %d × --pp %d = %lld GPUs per replica: --gpus %s%s "
+                              "divides",
                               c.gpus, c.tp, c.pp, mp,
-                              below > 0 ? strf("%s or ", with_commas(below).c_str()).c_str() : "", above));
+                              below > 0 ? strf("%s or ", with_commas(below).c_str()).c_str() : "",
+                              with_commas(above).c_str()));
     }
     if (c.gpus > c.gpus_per_node && c.gpus % c.gpus_per_node != 0) {
         long long below = (long long)c.gpus / c.gpus_per_node * c.gpus_per_node, above = below + c.gpus_per_node;

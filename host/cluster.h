@@ -114,7 +114,7 @@ inline std::vector<std::string> cluster_plan(const ClusterLayout& l, const Model
     row("pipeline stages", strf("%d, %s of %d (--pp %d)", P, layers.c_str(), c.L, P));
     row("model-parallel group", strf("%d GPUs per replica (T·P = %d × %d): one copy of the model", mp, T, P));
     row("data-parallel replicas", strf("%s (R = N / (T·P) = %s / %d)", n(R).c_str(), n(l.N).c_str(), mp));
-    row("micro-batch", strf("%d × %d = %s tokens", p.B, p.T, n((long long)p.B * p.T).c_str()));
+    row("micro-batch", strf("%d × %s = %s tokens", p.B, n(p.T).c_str(), n((long long)p.B * p.T).c_str()));
     row("accumulation steps", strf("%d (A = global batch / (B·T·R))", A));
     row("global batch", strf("%s tokens per optimizer step", n(p.global_tokens()).c_str()));
     row("optimizer steps", n(steps) + (steps_how.empty() ? " (--steps)" : " (" + steps_how + ")"));
