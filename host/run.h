@@ -58,6 +58,7 @@ public:
         Trainer::check_options(cfg);
         if (cfg.threads == 0) check_omp_num_threads();  // --threads, when given, overrides it
         device = device_speed(cfg.device, cfg.device_tflops, cfg.link_gbps);
+        links = cluster_links(cfg, device);  // the layout's links (host/cluster.h): a bad name stops here
         comm.set_watchdog({cfg.comm_timeout, {}});
         check_checkpoint_to_resume(cfg);
 
@@ -121,7 +122,7 @@ public:
                          "GPUs)",
                          layout.T * layout.P));
             for (const std::string& line :
-                 cluster_plan(layout, mc, plan, cfg.steps, division, device, cluster_links(cfg, device),
+                 cluster_plan(layout, mc, plan, cfg.steps, division, device, links,
                               Trainer::memory_use(mc, plan.B, plan.T, plan.R, cfg), cfg, sync))
                 say(line);
         }
@@ -235,6 +236,7 @@ private:
     bool builtin = true;
     BatchPlan plan;
     ClusterLayout layout;  // the GPUs the plan lays out (host/cluster.h); one a replica unless --tp/--pp
+    ClusterLinks links;    // and the links between them
     std::string division;  // --train-tokens: the arithmetic of the steps, as printed
     std::unique_ptr<DataLoader> train_data, val_data;  // null only in a dry run without the data
     ValidationSet val;
