@@ -106,8 +106,7 @@ inline std::vector<std::string> cluster_plan(const ClusterLayout& l, const Model
     auto row = [&](const char* name, const std::string& value) { out.push_back(strf("  %-28s %s", name, value.c_str())); };
     out.push_back(strf("cluster layout (a plan: the trainers run data parallelism only; host/cluster.h, docs/cluster.md):"));
     row("GPUs", n(l.N));
-    row("nodes", strf("%s (%d GPUs each%s)", n(l.nodes()).c_str(), l.N < l.G ? l.N : l.G,
-                      l.N < l.G ? strf(", of %d", l.G).c_str() : ""));
+    row("nodes", l.N < l.G ? strf("1 (%d of its %d GPUs)", l.N, l.G) : strf("%s (%d GPUs each)", n(l.nodes()).c_str(), l.G));
     row("tensor-parallel groups", strf("%s of %d GPUs (--tp %d)", n(l.N / T).c_str(), T, T));
     std::string layers = c.L % P == 0 ? strf("%d layers each", c.L / P)
                                       : strf("%d or %d layers each", c.L / P, c.L / P + 1);

@@ -83,7 +83,8 @@ has "$work/u" "... the uneven stages' warning" '^warning: 80 layers do not split
 # ---- GPT-2 on 1, 8 and 64 GPUs: one node until 8, the data-parallel ring inside it
 G124="./train --dry-run --preset gpt2-124m -t 1024 -d 524288 --device h100-sxm --device-memory 1TB"
 $G124 -b 64 --gpus 1 >"$work/g1" 2>&1
-has "$work/g1" "GPT-2 on 1 GPU: 1 node, 1 replica, A = 8" '^  accumulation steps +8 '
+has "$work/g1" "GPT-2 on 1 GPU: 1 node, 1 of its 8 GPUs" '^  nodes +1 \(1 of its 8 GPUs\)$'
+has "$work/g1" "GPT-2 on 1 GPU: 1 replica, A = 524,288 / (64 × 1,024) = 8" '^  accumulation steps +8 '
 has "$work/g1" "... no collectives" '^  data parallel: none \(one replica\)'
 $G124 -b 64 --gpus 8 >"$work/g8" 2>&1
 has "$work/g8" "GPT-2 on 8 GPUs: 1 node, 8 replicas" '^  data-parallel replicas +8 '
