@@ -191,9 +191,9 @@ mutations=(
 "cuBLASLt algorithms: a resume ignores the recorded ones and chooses again|gpu/matmul.cuh|s#if (plan.step \&\& all.next < all.recorded.size()) {#if (false) {#|train_gpt_cpu|./test/gpu_trainer/trainer_cpu -tc=train_gpt:*keeps*recorded*cuBLASLt*"
 "cuBLASLt algorithms: a fused epilogue without an algorithm does not take the separate path|gpu/matmul.cuh|s#lt_dinp = lt_dinp \&\& lt_offers(#lt_dinp = lt_dinp; (void)lt_offers(#|train_gpt_cpu|./test/gpu_trainer/trainer_cpu -tc=train_gpt:*epilogue*no*algorithm*"
 # ---- issue 47: cluster layouts on paper (host/cluster.h)
-"cluster plan: the 1F1B bubble (P-1)/(A+P), not (P-1)/(A+P-1)|host/cluster.h|s#return (P - 1.0) / (A + P - 1.0);#return (P - 1.0) / (A + P);#|auto|bash test/tools/cluster_plan.sh"
-"cluster plan: the data-parallel sync of 1/T of the parameters, not 1/(T·P)|host/cluster.h|s#double shard = params / mp;#double shard = params / T;#|auto|bash test/tools/cluster_plan.sh"
-"a dry run stops on data a real run refuses, again|host/run.h|s#say(std::string(\"warning: a real run would stop here#throw; say(std::string(\"warning: a real run would stop here#|auto|bash test/tools/cluster_plan.sh"
+"cluster plan: the 1F1B bubble (P-1)/(A+P), not (P-1)/(A+P-1)|host/cluster.h|s#return (P - 1.0) / (A + P - 1.0);#return (P - 1.0) / (A + P);#|train|bash test/tools/cluster_plan.sh"
+"cluster plan: the data-parallel sync of 1/T of the parameters, not 1/(T·P)|host/cluster.h|s#double shard = params / mp;#double shard = params / T;#|train|bash test/tools/cluster_plan.sh"
+"a dry run stops on data a real run refuses, again|host/run.h|s#say(std::string(\"warning: a real run would stop here#throw; say(std::string(\"warning: a real run would stop here#|train|bash test/tools/cluster_plan.sh"
 )
 
 # The programs make test builds: what "auto" chooses from.

@@ -131,6 +131,12 @@ bad "-b auto with --tp" '^train: --batch-size auto .* --tp 8 --pp 1 .* 8 GPUs' \
     ./train --dry-run --preset llama3.1-70b -b auto -t 8192 -d 4194304 --tp 8 --device-memory 80GB
 bad "--tp 2 outside --dry-run" '^train: --tp 2 --pp 1: the trainers run data parallelism only .* a plan' ./train --tp 2 -n 1
 bad "--pp 2 outside --dry-run" '^train: --tp 1 --pp 2: the trainers run data parallelism only' ./train --pp 2 -n 1
+# a global batch the layout cannot split: the documents' "about 4M" as 4,000,000 is not whole sequences of 8,192
+# on 512 replicas (4,194,304 is the smallest that is): exit 1 (the numbers), one line
+./train --dry-run --preset llama3.1-70b --gpus 16384 --tp 8 --pp 4 -b 1 -t 8192 -d 4000000 >"$work/out" 2>"$work/err"; rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -qE 'global batch 4,000,000 tokens is not a multiple of .* 4,194,304 tokens; smallest valid --total-batch: 4,194,304' "$work/err" &&
+    pass "-d 4000000 on 512 replicas of 1 × 8,192: exit 1, one line naming 4,194,304" ||
+    { fail "-d 4000000: exit status $rc"; cat "$work/err"; }
 # --gpus and --replicas that agree: planned
 $D --gpus 16384 --tp 8 --pp 4 --replicas 512 >"$work/agree" 2>&1 && has "$work/agree" "--gpus and --replicas agreeing" '^  data-parallel replicas +512 ' ||
     fail "--gpus 16384 --tp 8 --pp 4 --replicas 512 refused"
@@ -148,5 +154,20 @@ has "$work/nodata" "... and its table of splits" '^the same 4,194,304 tokens per
 ./train --layers 1 --heads 2 --channels 32 --max-seq-len 1024 -t 1024 -b 8 -d 4194304 -n 1 -o '' >"$work/real" 2>&1; rc=$?
 [ $rc -eq 1 ] && grep -q "too few for one step" "$work/real" && pass "a real run on too little data still stops, exit 1" ||
     { fail "a real run on too little data: exit status $rc"; cat "$work/real"; }
+
+# ---- the GPU trainer's planner: the same host/ headers, its own memory sizes
+if [ -x ./train_gpt_cpu ]; then
+    ./train_gpt_cpu --dry-run --preset llama3.1-70b --gpus 16384 --tp 8 --pp 4 -t 8192 -b 1 -d 4194304 \
+        --train-tokens 15000000000000 >"$work/gpu" 2>&1; rc=$?
+    [ $rc -eq 0 ] && pass "train_gpt_cpu: (b) plans, exit 0" || { fail "train_gpt_cpu (b): exit status $rc"; cat "$work/gpu"; }
+    has "$work/gpu" "train_gpt_cpu: 512 replicas" '^  data-parallel replicas +512 '
+    has "$work/gpu" "train_gpt_cpu: 3,576,278 steps" '^  optimizer steps +3,576,278 '
+    has "$work/gpu" "train_gpt_cpu: the bubble warning" '^warning: accumulation A = 1 is too short to hide the pipeline bubble: 75\.0%'
+    has "$work/gpu" "train_gpt_cpu: its bf16 copy split over T·P too" '^per GPU, memory: .*their bf16 copy'
+    bad "train_gpt_cpu: --pp 2 outside --dry-run" '^train_gpt_cpu: --tp 1 --pp 2: the trainers run data parallelism only' \
+        ./train_gpt_cpu --pp 2 -n 1
+else
+    not_run "the GPU trainer's planner" "./train_gpt_cpu is not built (make train_gpt_cpu)"
+fi
 
 finish
