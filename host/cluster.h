@@ -96,7 +96,7 @@ inline ClusterLinks cluster_links(const Config& cfg, const DeviceSpeed& d) {
 // The plan's lines: the units table, then per GPU memory, communication, the bubble, the step
 // and the warnings. `replica_memory` is Trainer::memory_use of one replica (all its GPUs).
 inline std::vector<std::string> cluster_plan(const ClusterLayout& l, const ModelConfig& c, const BatchPlan& p,
-                                             int steps, const std::string& steps_how, const DeviceSpeed& d,
+                                             int steps, const DeviceSpeed& d,
                                              const ClusterLinks& links, const MemoryUse& replica_memory,
                                              const Config& cfg, SyncTypes sync) {
     std::vector<std::string> out;
@@ -116,7 +116,9 @@ inline std::vector<std::string> cluster_plan(const ClusterLayout& l, const Model
     row("micro-batch", strf("%d × %s = %s tokens", p.B, n(p.T).c_str(), n((long long)p.B * p.T).c_str()));
     row("accumulation steps", strf("%d (A = global batch / (B·T·R))", A));
     row("global batch", strf("%s tokens per optimizer step", n(p.global_tokens()).c_str()));
-    row("optimizer steps", n(steps) + (steps_how.empty() ? " (--steps)" : " (" + steps_how + ")"));
+    row("optimizer steps", n(steps) + (cfg.train_tokens > 0 ? strf(" (--train-tokens %s / %s tokens a step, rounded down)",
+                                                                   n(cfg.train_tokens).c_str(), n(p.global_tokens()).c_str())
+                                                              : std::string(" (--steps)")));
 
     // memory per GPU
     double total = 0;

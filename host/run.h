@@ -122,7 +122,7 @@ public:
                          "GPUs)",
                          layout.T * layout.P));
             for (const std::string& line :
-                 cluster_plan(layout, mc, plan, cfg.steps, division, device, links,
+                 cluster_plan(layout, mc, plan, cfg.steps, device, links,
                               Trainer::memory_use(mc, plan.B, plan.T, plan.R, cfg), cfg, sync))
                 say(line);
         }
