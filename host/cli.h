@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,11 @@ struct Config {
     // a device and link for the plan's time estimates and the MFU (host/cost.h); 0 = not given
     std::string device;
     float device_tflops = 0, link_gbps = 0;
+    // a cluster layout to plan (--dry-run; host/cluster.h): N GPUs in nodes of G, tensor-parallel
+    // groups of T and P pipeline stages, R = N / (T·P) replicas; gpus 0 = replicas × T × P
+    int gpus = 0, gpus_per_node = 8, tp = 1, pp = 1;
+    std::string intra_link, inter_link;  // link presets (host/cost.h); "" = the device's / ndr
+    float intra_link_gbps = 0;           // overrides the intra-node link; --link-gbps the inter-node one
     // replicas: a collective that has not completed after this many seconds ends the job
     // (a frozen or dead replica would otherwise hang every other one); 0 = wait forever
     float comm_timeout = 600;
@@ -180,6 +186,13 @@ inline std::vector<Option> option_table(Config& c) {
         {"device", 0, "str", &c.device, "estimates, MFU: h100-sxm, h100-pcie, a100-sxm; kernels: t4..h100"},
         {"device-tflops", 0, "float", &c.device_tflops, "peak TFLOP/s per replica (overrides --device)"},
         {"link-gbps", 0, "float", &c.link_gbps, "Gbit/s each way per replica (overrides --device)"},
+        {"gpus", 0, "int", &c.gpus, "layout to plan (--dry-run): N GPUs; 0 = replicas x tp x pp"},
+        {"gpus-per-node", 0, "int", &c.gpus_per_node, "layout: GPUs per node (the intra-node link joins them)"},
+        {"tp", 0, "int", &c.tp, "layout: tensor-parallel group size T (a plan: --dry-run only)"},
+        {"pp", 0, "int", &c.pp, "layout: pipeline stages P, 1F1B (a plan: --dry-run only)"},
+        {"intra-link", 0, "str", &c.intra_link, "layout: intra-node link nvlink4 or pcie5; \"\" = the device's"},
+        {"inter-link", 0, "str", &c.inter_link, "layout: inter-node link ndr or eth100; \"\" = ndr"},
+        {"intra-link-gbps", 0, "float", &c.intra_link_gbps, "layout: intra-node Gbit/s each way per GPU (overrides)"},
         {"device-memory", 0, "bytes", &c.device_memory, "memory per replica, e.g. 80GB; 0 = what is free"},
         {"comm-timeout", 0, "float", &c.comm_timeout, "replicas: seconds a collective may wait; 0 = forever"},
         {"zero", 0, "zero", &c.zero, "ZeRO stage: 1 = shard the optimizer state over the replicas; 0 = off"},
@@ -405,6 +418,44 @@ inline void validate_config(const Config& c) {
     require(c.comm_timeout >= 0, strf("--comm-timeout must be >= 0 seconds (0 = wait forever), got %g", c.comm_timeout));
 }
 
+// The cluster layout's options alone (host/cluster.h checks them against the model's layers).
+inline void validate_layout_options(Config& c, bool gpus_given, bool replicas_given) {
+    auto require = [](bool ok, const std::string& msg) {
+        if (!ok) throw UsageError(msg);
+    };
+    require(!gpus_given || c.gpus >= 1, "--gpus 0 plans no GPU: give at least 1 (e.g. --gpus 8, one node)");
+    require(c.gpus_per_node >= 1, strf("--gpus-per-node %d: a node holds at least 1 GPU (8 is usual)", c.gpus_per_node));
+    require(c.tp >= 1, strf("--tp %d: a tensor-parallel group is at least 1 GPU (--tp 1: no tensor parallelism)", c.tp));
+    require(c.pp >= 1, strf("--pp %d: a pipeline has at least 1 stage (--pp 1: no pipeline)", c.pp));
+    require(c.intra_link_gbps >= 0, strf("--intra-link-gbps must be >= 0 (0 = the preset's), got %g", c.intra_link_gbps));
+    require(c.dry_run || (c.tp == 1 && c.pp == 1),
+            strf("--tp %d --pp %d: the trainers run data parallelism only (R copies of the whole model); a layout "
+                 "with tensor or pipeline parallelism is a plan: add --dry-run",
+                 c.tp, c.pp));
+    if (!gpus_given) return;
+    const long long mp = (long long)c.tp * c.pp;
+    if (c.gpus % mp != 0) {  // the valid counts nearby: whole replicas in whole nodes
+        long long step = c.gpus <= c.gpus_per_node ? mp : std::lcm(mp, (long long)c.gpus_per_node);
+        long long below = c.gpus / step * step, above = below + step;
+        throw UsageError(strf("--gpus %d is not divisible by --tp %d × --pp %d = %lld GPUs per replica: --gpus %s%s "
+                              "divides",
+                              c.gpus, c.tp, c.pp, mp,
+                              below > 0 ? strf("%s or ", with_commas(below).c_str()).c_str() : "",
+                              with_commas(above).c_str()));
+    }
+    if (c.gpus > c.gpus_per_node && c.gpus % c.gpus_per_node != 0) {
+        long long below = (long long)c.gpus / c.gpus_per_node * c.gpus_per_node, above = below + c.gpus_per_node;
+        throw UsageError(strf("--gpus %d is not a whole number of nodes of --gpus-per-node %d: --gpus %s or %s",
+                              c.gpus, c.gpus_per_node, with_commas(below).c_str(), with_commas(above).c_str()));
+    }
+    const long long R = c.gpus / mp;
+    require(!replicas_given || c.replicas == R,
+            strf("--replicas %d disagrees with --gpus %d / (--tp %d × --pp %d) = %lld replicas: give one of them, or "
+                 "--replicas %lld",
+                 c.replicas, c.gpus, c.tp, c.pp, R, R));
+    c.replicas = (int)R;
+}
+
 // "--dry-run" or "--resume" last or followed by another option means 1: the two switches that
 // may go without their value (the launch scripts take --dry-run both ways too).
 inline bool switch_alone(int argc, char** argv, int i) {
@@ -512,6 +563,7 @@ inline bool parse_command_line(int argc, char** argv, Config& c) {
     if (has("train-tokens") && has("steps"))
         throw UsageError("--train-tokens and --steps both set the run's length: give one of them");
     validate_config(c);
+    validate_layout_options(c, has("gpus"), has("replicas"));
     c.given = given;
     return true;
 }

@@ -137,6 +137,32 @@ inline DeviceSpeed device_speed(const std::string& preset, double tflops, double
     return d;
 }
 
+// The links of a cluster layout (host/cluster.h), per GPU, one direction, in Gbit/s: what a
+// GPU can send while it receives as much. docs/planning.md, "Links", gives the sources.
+struct LinkPreset {
+    const char* name;
+    double gbps;  // each way, per GPU
+    bool intra;   // within a node (true) or between nodes
+    const char* what;
+};
+inline const LinkPreset LINK_PRESETS[] = {
+    {"nvlink4", 3600, true, "NVLink 4 (H100 SXM): 900 GB/s per GPU both ways together, 450 GB/s each way"},
+    {"pcie5", 512, true, "PCIe 5.0 x16: 64 GB/s each way"},
+    {"ndr", 400, false, "InfiniBand NDR: one 400 Gbit/s adapter per GPU"},
+    {"eth100", 100, false, "100 Gbit/s Ethernet per GPU"},
+};
+// The preset `name` of the kind asked for (intra- or inter-node); a one-line error otherwise.
+inline const LinkPreset& link_preset(const std::string& name, bool intra) {
+    std::string known;
+    for (const LinkPreset& l : LINK_PRESETS)
+        if (l.intra == intra) {
+            if (name == l.name) return l;
+            known += (known.empty() ? "" : ", ") + std::string(l.name);
+        }
+    throw UsageError(strf("--%s: unknown %s link '%s'; known: %s", intra ? "intra-link" : "inter-link",
+                          intra ? "intra-node" : "inter-node", name.c_str(), known.c_str()));
+}
+
 // What a step and the run cost, from the formulas above. Times are estimates: the device at
 // its peak and the gradient sync not overlapped with compute.
 struct RunPlan {

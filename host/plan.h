@@ -57,6 +57,8 @@ BatchPlan plan_micro_batch(Config& cfg, const ModelConfig& mc, const Comm& comm,
     }
     BatchPlan plan = plan_batch(cfg.batch_size, T, R, cfg.total_batch);
     check_activation_sizes(mc, plan);
+    // a replica spread over --tp × --pp GPUs: its memory per GPU is the cluster plan's (host/cluster.h)
+    if (cfg.tp * cfg.pp > 1) return plan;
     if (available > 0 && bytes(plan.B) > available) {
         int B = fitting();
         if (B == 0) throw too_big();

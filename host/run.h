@@ -23,6 +23,7 @@
 #include "batch.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "cluster.h"
 #include "comm.h"
 #include "corpus.h"
 #include "cost.h"
@@ -57,6 +58,7 @@ public:
         Trainer::check_options(cfg);
         if (cfg.threads == 0) check_omp_num_threads();  // --threads, when given, overrides it
         device = device_speed(cfg.device, cfg.device_tflops, cfg.link_gbps);
+        links = cluster_links(cfg, device);  // the layout's links (host/cluster.h): a bad name stops here
         comm.set_watchdog({cfg.comm_timeout, {}});
         check_checkpoint_to_resume(cfg);
 
@@ -81,6 +83,7 @@ public:
         // is timed or anything allocated; a resumed run keeps the choices of its checkpoint
         adopt_recorded_choices(cfg, Trainer::run_time_choices(), mc.num_params(),
                                [&](const std::string& line) { say(line); });
+        layout = cluster_layout(cfg, mc.L, planned_replicas(cfg, comm));  // --gpus, --tp, --pp (a plan)
         double available = 0;
         plan = plan_micro_batch<Trainer>(cfg, mc, comm, available);
         Trainer::choose_kernels(cfg, mc, plan, available, comm);
@@ -124,6 +127,16 @@ public:
         const SyncTypes sync{cfg.grad_sync_dtype == "bf16" ? 2 : 4,
                              cfg.zero && plan.R > 1 ? Trainer::GATHERED_WEIGHT_BYTES : 0};
         for (const std::string& line : describe_costs(mc, plan, cfg.steps, device, sync)) say(line);
+        if (cfg.dry_run && (cfg.gpus > 0 || layout.T * layout.P > 1)) {
+            if (layout.T * layout.P > 1)
+                say(strf("(the lines above count each replica as one device; the layout below spreads it over T·P = %d "
+                         "GPUs)",
+                         layout.T * layout.P));
+            for (const std::string& line :
+                 cluster_plan(layout, mc, plan, cfg.steps, device, links,
+                              Trainer::memory_use(mc, plan.B, plan.T, plan.R, cfg), cfg, sync))
+                say(line);
+        }
         if (cfg.dry_run) {
             for (const std::string& line : accumulation_table(mc, plan, cfg.steps, device, sync.grad_bytes)) say(line);
             Config with = cfg;
@@ -233,6 +246,8 @@ private:
     ModelConfig mc;
     bool builtin = true;
     BatchPlan plan;
+    ClusterLayout layout;  // the GPUs the plan lays out (host/cluster.h); one a replica unless --tp/--pp
+    ClusterLinks links;    // and the links between them
     std::string division;  // --train-tokens: the arithmetic of the steps, as printed
     std::unique_ptr<DataLoader> train_data, val_data;  // null only in a dry run without the data
     ValidationSet val;
@@ -298,8 +313,16 @@ private:
                 for (const std::string& w : {byte_level_warning(*train_data, "training", mc.V),
                                              byte_level_warning(*val_data, "validation", mc.V)})
                     if (!w.empty()) say(w);
-            train_data->configure(plan.B, plan.T, plan.A, plan.R, comm.rank, cfg.shuffle, cfg.seed);
-            if (cfg.val_every > 0) val = validation_set(*val_data, cfg.val_tokens, plan.T, comm.rank, comm.world);
+            try {
+                train_data->configure(plan.B, plan.T, plan.A, plan.R, comm.rank, cfg.shuffle, cfg.seed);
+                if (cfg.val_every > 0) val = validation_set(*val_data, cfg.val_tokens, plan.T, comm.rank, comm.world);
+            } catch (const UsageError&) {
+                throw;
+            } catch (const Error& e) {  // a plan needs no data: what a real run would refuse is a warning
+                if (!cfg.dry_run) throw;
+                say(std::string("warning: a real run would stop here, the plan goes on without the data: ") + e.what());
+                train_data.reset(), val_data.reset();
+            }
         }
         if (!cfg.hellaswag.empty()) read_unless_dry_run([&] { hellaswag = read_eval_file(cfg.hellaswag, mc.V, plan.T); });
         // HellaSwag with the validation loss unless --eval-every says otherwise; with neither, at the start and end

@@ -211,6 +211,10 @@ mutations=(
 "CPU runtime: cudaGetErrorName does not know cudaErrorIllegalState (a code the runtime returns)|cpu_cuda/runtime.h|/{401, \"cudaErrorIllegalState\"/d|auto|./test/cpu_runtime/execution -tc=cudaGetErrorName*"
 "CPU runtime: cudaDeviceSynchronize inside a stream capture answers as outside one|cpu_cuda/runtime.h|s#    if (cpu_cuda::invalidate_captures()) {#    if (false) {#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=cudaDeviceSynchronize:*"
 "CPU runtime: a launch that failed as it ran is not answered by the next cudaDeviceSynchronize|cpu_cuda/exec.h|/^        pending_error = failed_launch_code;\$/d|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=cudaDeviceSynchronize:*"
+# ---- issue 47: cluster layouts on paper (host/cluster.h)
+"cluster plan: the 1F1B bubble (P-1)/(A+P), not (P-1)/(A+P-1)|host/cluster.h|s#return (P - 1.0) / (A + P - 1.0);#return (P - 1.0) / (A + P);#|train|bash test/tools/cluster_plan.sh"
+"cluster plan: the data-parallel sync of 1/T of the parameters, not 1/(T·P)|host/cluster.h|s#double shard = params / mp;#double shard = params / T;#|train|bash test/tools/cluster_plan.sh"
+"a dry run stops on data a real run refuses, again|host/run.h|s#say(std::string(\"warning: a real run would stop here#throw; say(std::string(\"warning: a real run would stop here#|train|bash test/tools/cluster_plan.sh"
 )
 
 # The programs make test builds: what "auto" chooses from.

@@ -84,6 +84,7 @@ suite "make bench's Llama line, with and without PyTorch (no timing compared)" b
 suite "the README's commands (docs/commands.txt)" bash test/tools/readme_commands.sh
 suite "quoted outputs and names: the checker fails on a planted digit or name; the pages' quick checks" bash test/tools/quoted_outputs.sh
 suite "the GPU check's plan, usage and summary (scripts/gpu_check.sh, no GPU)" bash test/tools/gpu_check.sh
+suite "cluster layouts in the plan: Llama-3 70B on 16,384 GPUs by hand, bad layouts, a plan without data" bash test/tools/cluster_plan.sh
 suite "every preset GPU: kernel variants, refusals, one chunked step (CPU runtime)" bash test/gpu_trainer/devices.sh
 suite "compile matrix: sm_75 to sm_120, fp32 and bf16 (nvcc, no GPU)" bash test/gpu_trainer/compile_matrix.sh
 
