@@ -83,6 +83,7 @@ struct Config {
     int gpus = 0, gpus_per_node = 8, tp = 1, pp = 1;
     std::string intra_link, inter_link;  // link presets (host/cost.h); "" = the device's / ndr
     float intra_link_gbps = 0;           // overrides the intra-node link; --link-gbps the inter-node one
+    std::string noise_from;  // --dry-run: an earlier run's log.jsonl, its batch and noise scale beside the plan's
     // replicas: a collective that has not completed after this many seconds ends the job
     // (a frozen or dead replica would otherwise hang every other one); 0 = wait forever
     float comm_timeout = 600;
@@ -192,6 +193,7 @@ inline std::vector<Option> option_table(Config& c) {
         {"pp", 0, "int", &c.pp, "layout: pipeline stages P, 1F1B (a plan: --dry-run only)"},
         {"intra-link", 0, "str", &c.intra_link, "layout: intra-node link nvlink4 or pcie5; \"\" = the device's"},
         {"inter-link", 0, "str", &c.inter_link, "layout: inter-node link ndr or eth100; \"\" = ndr"},
+        {"noise-from", 0, "str", &c.noise_from, "plan (--dry-run): an earlier run's log.jsonl, to compare its batch and noise scale"},
         {"intra-link-gbps", 0, "float", &c.intra_link_gbps, "layout: intra-node Gbit/s each way per GPU (overrides)"},
         {"device-memory", 0, "bytes", &c.device_memory, "memory per replica, e.g. 80GB; 0 = what is free"},
         {"comm-timeout", 0, "float", &c.comm_timeout, "replicas: seconds a collective may wait; 0 = forever"},
@@ -428,6 +430,8 @@ inline void validate_layout_options(Config& c, bool gpus_given, bool replicas_gi
     require(c.tp >= 1, strf("--tp %d: a tensor-parallel group is at least 1 GPU (--tp 1: no tensor parallelism)", c.tp));
     require(c.pp >= 1, strf("--pp %d: a pipeline has at least 1 stage (--pp 1: no pipeline)", c.pp));
     require(c.intra_link_gbps >= 0, strf("--intra-link-gbps must be >= 0 (0 = the preset's), got %g", c.intra_link_gbps));
+    require(c.dry_run || c.noise_from.empty(),
+            "--noise-from LOG compares a plan's batch with an earlier run's: give it with --dry-run");
     require(c.dry_run || (c.tp == 1 && c.pp == 1),
             strf("--tp %d --pp %d: the trainers run data parallelism only (R copies of the whole model); a layout "
                  "with tensor or pipeline parallelism is a plan: add --dry-run",

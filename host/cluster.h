@@ -29,6 +29,11 @@
 //     1 − bubble, and the communication is added without overlap (an upper bound on the step).
 #pragma once
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -225,5 +230,79 @@ inline std::vector<std::string> cluster_plan(const ClusterLayout& l, const Model
                            "idles; A >= %s (a global batch of %s tokens at this B and R) keeps it under 10%%",
                            A, 100 * bubble, n(accumulation_for_bubble(P, 0.10)).c_str(),
                            n(accumulation_for_bubble(P, 0.10) * p.B * p.T * (long long)R).c_str()));
+    return out;
+}
+
+// --noise-from LOG (--dry-run): an earlier run's global batch and the noise scale it measured
+// (the "config" and "train" records of its log.jsonl, host/log.h), beside the plan's batch.
+// A different -d makes each optimizer step average a different amount of data, so the same
+// learning rate is no longer the same step; scaling rules are rough guides, and B_noise (the
+// batch beyond which more tokens per step buy little, docs/noise-scale.md) says which side
+// of that knee the new batch is on.
+struct LoggedBatch {
+    long long global_batch = 0;  // tokens per optimizer step, the last "config" record's
+    int noise_step = 0;          // the last step whose noise_scale is a number; 0 = none logged
+    double noise_scale = 0;      // B_noise there, tokens
+};
+
+// The number after "KEY": in one JSON line of the log; false when absent or not a number.
+inline bool logged_number(const std::string& line, const char* key, double& value) {
+    const std::string quoted = std::string("\"") + key + "\":";
+    size_t at = line.find(quoted);
+    if (at == std::string::npos) return false;
+    const char* start = line.c_str() + at + quoted.size();
+    char* end = nullptr;
+    value = strtod(start, &end);
+    return end != start && std::isfinite(value);
+}
+
+inline LoggedBatch read_logged_batch(const std::string& file) {
+    FILE* f = fopen(file.c_str(), "rb");
+    if (!f) throw Error(strf("--noise-from '%s': cannot open it (%s)", file.c_str(), strerror(errno)));
+    LoggedBatch b;
+    std::string line;
+    for (int ch; (ch = fgetc(f)) != EOF || !line.empty();) {
+        if (ch != '\n' && ch != EOF) {
+            line += (char)ch;
+            continue;
+        }
+        double v, step;
+        if (line.find("\"type\":\"config\"") != std::string::npos && logged_number(line, "global_batch", v) && v >= 1)
+            b.global_batch = (long long)v;
+        if (line.find("\"type\":\"train\"") != std::string::npos && logged_number(line, "noise_scale", v) && v > 0 &&
+            logged_number(line, "step", step))
+            b.noise_scale = v, b.noise_step = (int)step;
+        line.clear();
+        if (ch == EOF) break;
+    }
+    fclose(f);
+    if (b.global_batch == 0)
+        throw Error(strf("--noise-from '%s' has no \"config\" record with a global_batch: is it a trainer's log.jsonl?",
+                         file.c_str()));
+    return b;
+}
+
+inline std::vector<std::string> batch_change_lines(const LoggedBatch& was, long long global, const std::string& file) {
+    auto n = [](long long v) { return with_commas(v); };
+    std::vector<std::string> out;
+    if (global == was.global_batch)
+        out.push_back(strf("batch: %s tokens per step, as in '%s': each step averages the same amount of data",
+                           n(global).c_str(), file.c_str()));
+    else
+        out.push_back(strf("batch: %s tokens per step against %s in '%s' (x%.3g): each optimizer step now averages a "
+                           "different amount of data, so the same learning rate is not the same step; scaling rules "
+                           "(the rate in proportion to the batch, or to its square root) are rough guides: check the "
+                           "new rate against the validation loss",
+                           n(global).c_str(), n(was.global_batch).c_str(), file.c_str(),
+                           (double)global / was.global_batch));
+    if (was.noise_step == 0)
+        out.push_back(strf("noise scale: none logged in '%s' (it is measured with A >= 2 or R >= 2 and --noise-ema > 0)",
+                           file.c_str()));
+    else
+        out.push_back(strf("noise scale: B_noise ~ %s tokens at step %d of '%s'; this batch is %.3g x B_noise (well "
+                           "below it a larger batch saves steps almost in proportion; well above it the extra tokens "
+                           "buy little)",
+                           n(std::llround(was.noise_scale)).c_str(), was.noise_step, file.c_str(),
+                           global / was.noise_scale));
     return out;
 }

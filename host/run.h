@@ -59,6 +59,7 @@ public:
         if (cfg.threads == 0) check_omp_num_threads();  // --threads, when given, overrides it
         device = device_speed(cfg.device, cfg.device_tflops, cfg.link_gbps);
         links = cluster_links(cfg, device);  // the layout's links (host/cluster.h): a bad name stops here
+        if (!cfg.noise_from.empty()) logged = read_logged_batch(cfg.noise_from);  // --noise-from: before any line
         comm.set_watchdog({cfg.comm_timeout, {}});
         check_checkpoint_to_resume(cfg);
 
@@ -137,6 +138,10 @@ public:
                               Trainer::memory_use(mc, plan.B, plan.T, plan.R, cfg), cfg, sync))
                 say(line);
         }
+        if (cfg.dry_run && !cfg.noise_from.empty())  // an earlier run's batch and noise scale beside this one's
+            for (const std::string& line :
+                 batch_change_lines(logged, plan.global_tokens(), cfg.noise_from))
+                say(line);
         if (cfg.dry_run) {
             for (const std::string& line : accumulation_table(mc, plan, cfg.steps, device, sync.grad_bytes)) say(line);
             Config with = cfg;
@@ -248,6 +253,7 @@ private:
     BatchPlan plan;
     ClusterLayout layout;  // the GPUs the plan lays out (host/cluster.h); one a replica unless --tp/--pp
     ClusterLinks links;    // and the links between them
+    LoggedBatch logged;    // --noise-from: an earlier run's batch and noise scale
     std::string division;  // --train-tokens: the arithmetic of the steps, as printed
     std::unique_ptr<DataLoader> train_data, val_data;  // null only in a dry run without the data
     ValidationSet val;

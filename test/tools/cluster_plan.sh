@@ -124,6 +124,8 @@ bad "--pp 128 above the 80 layers" '^train: --pp 128 is more pipeline stages tha
     $D --gpus 16384 --pp 128
 bad "--replicas disagreeing with --gpus" '^train: --replicas 100 disagrees with --gpus 16384 .* = 512 replicas' \
     $D --gpus 16384 --tp 8 --pp 4 --replicas 100
+bad "--noise-from outside --dry-run" '^train: --noise-from LOG compares .*: give it with --dry-run' \
+    ./train -n 1 --noise-from "$work/log.jsonl"
 bad "--intra-link unknown" "^train: --intra-link: unknown intra-node link 'ndr'; known: nvlink4, pcie5" \
     $D --tp 8 --intra-link ndr
 bad "--inter-link unknown" "^train: --inter-link: unknown inter-node link 'x'; known: ndr, eth100" $D --tp 8 --inter-link x
@@ -154,6 +156,38 @@ has "$work/nodata" "... and its table of splits" '^the same 4,194,304 tokens per
 ./train --layers 1 --heads 2 --channels 32 --max-seq-len 1024 -t 1024 -b 8 -d 4194304 -n 1 -o '' >"$work/real" 2>&1; rc=$?
 [ $rc -eq 1 ] && grep -q "too few for one step" "$work/real" && pass "a real run on too little data still stops, exit 1" ||
     { fail "a real run on too little data: exit status $rc"; cat "$work/real"; }
+
+# ---- --noise-from LOG: an earlier run's batch and noise scale beside the plan's. The log is
+# written here by hand in the trainers' format (host/log.h): a run of 131,072 tokens a step that
+# measured B_noise = 41,000 tokens at step 50 (the later step's null is skipped). Against a plan of
+# -d 524,288: x4 the batch; 524,288 / 41,000 = 12.8 x B_noise.
+cat >"$work/log.jsonl" <<'LOG'
+{"type":"config","L":12,"NH":12,"C":768,"V":50257,"Vp":50304,"maxT":1024,"B":16,"T":1024,"A":8,"R":1,"global_batch":131072,"steps":100,"start":0,"lr":0.0006}
+{"type":"train","step":49,"steps":100,"tokens":6422528,"loss":4.1,"noise_scale":38000.0}
+{"type":"train","step":50,"steps":100,"tokens":6553600,"loss":4.0,"noise_scale":4.1e+04}
+{"type":"val","step":50,"tokens":6553600,"val_loss":4.2}
+{"type":"train","step":51,"steps":100,"tokens":6684672,"loss":4.0,"noise_scale":null}
+LOG
+$G124 -b 64 --gpus 8 --noise-from "$work/log.jsonl" >"$work/nf" 2>&1
+has "$work/nf" "--noise-from: -d 524,288 against the log's 131,072 tokens a step, x4: a different amount of data a step" \
+    "^batch: 524,288 tokens per step against 131,072 in '.*log.jsonl' \(x4\): each optimizer step now averages a different amount of data"
+has "$work/nf" "... learning-rate scaling rules are rough guides, checked against the validation loss" \
+    'scaling rules .* are rough guides: check the new rate against the validation loss'
+has "$work/nf" "... B_noise 41,000 tokens at step 50 (the last number logged), 12.8 x B_noise" \
+    "^noise scale: B_noise ~ 41,000 tokens at step 50 of '.*'; this batch is 12\.8 x B_noise"
+./train --dry-run --preset gpt2-124m -t 1024 -d 131072 -b 16 --device-memory 1TB --noise-from "$work/log.jsonl" >"$work/nf1" 2>&1
+has "$work/nf1" "--noise-from: the log's own batch, the same amount of data a step" \
+    '^batch: 131,072 tokens per step, as in .*: each step averages the same amount of data'
+grep -v noise_scale "$work/log.jsonl" >"$work/quiet.jsonl"
+$G124 -b 64 --noise-from "$work/quiet.jsonl" >"$work/nf2" 2>&1
+has "$work/nf2" "--noise-from a log without a noise scale says so" "^noise scale: none logged in '.*quiet.jsonl'"
+# a log that cannot be read, or is not a trainer's: one line, exit 1, before any plan line
+for log in "$work/missing.jsonl" "$work/a"; do
+    ./train --dry-run --preset gpt2-124m -t 1024 -d 131072 -b 16 --noise-from "$log" >"$work/nfo" 2>"$work/nfe"; rc=$?
+    if [ $rc -eq 1 ] && [ ! -s "$work/nfo" ] && [ "$(wc -l <"$work/nfe")" -eq 1 ] &&
+       grep -qF -- "--noise-from '$log'" "$work/nfe"; then pass "--noise-from $(basename "$log"): one line, exit 1"
+    else fail "--noise-from $(basename "$log"): exit $rc"; cat "$work/nfe" "$work/nfo"; fi
+done
 
 # ---- the GPU trainer's planner: the same host/ headers, its own memory sizes
 if [ -x ./train_gpt_cpu ]; then
