@@ -131,7 +131,10 @@ inline Settings read_settings() {
         if (const char* v = getenv(name)) {
             char* end;
             long n = strtol(v, &end, 10);
-            if (end == v || *end || n < lo || n > hi) bad_setting(name, v, "a whole number in range");
+            if (end == v || *end || n < lo || n > hi) {
+                const std::string expected = "a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+                bad_setting(name, v, expected.c_str());
+            }
             value = (int)n;
         }
     };

@@ -129,8 +129,10 @@ inline DeviceSpeed device_speed(const std::string& preset, double tflops, double
         else throw UsageError("--device: unknown device '" + preset + "'; known: " + device_preset_names() +
                               "; for the kernel plan only: " + device_limit_names());
     }
-    if (!(tflops >= 0 && tflops < 1e6)) throw UsageError(strf("--device-tflops must be a positive number, not %g", tflops));
-    if (!(link_gbps >= 0 && link_gbps < 1e9)) throw UsageError(strf("--link-gbps must be a positive number, not %g", link_gbps));
+    if (!(tflops >= 0 && tflops < 1e6))
+        throw UsageError(strf("--device-tflops must be from 0 (the preset's) to below 1e6 TFLOP/s, not %g", tflops));
+    if (!(link_gbps >= 0 && link_gbps < 1e9))
+        throw UsageError(strf("--link-gbps must be from 0 (the preset's) to below 1e9 Gbit/s, not %g", link_gbps));
     if (tflops > 0) d.tflops = tflops;
     if (link_gbps > 0) d.link_gbps = link_gbps;
     if (d.name.empty() && (tflops > 0 || link_gbps > 0)) d.name = "the device given";

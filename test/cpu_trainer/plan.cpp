@@ -409,8 +409,9 @@ TEST_CASE("bad device figures: one line naming the problem, exit 2") {
         const char* says;
     } cases[] = {
         {"--device b300", "unknown device 'b300'; known: h100-sxm, h200, h100-pcie, a100-sxm"},
-        {"--device-tflops -1", "--device-tflops must be a positive number"},
-        {"--link-gbps -5", "--link-gbps must be a positive number"},
+        {"--device-tflops -1", "--device-tflops must be from 0 (the preset's) to below 1e6 TFLOP/s, not -1"},
+        {"--device-tflops 1e30", "--device-tflops must be from 0 (the preset's) to below 1e6 TFLOP/s, not 1e+30"},
+        {"--link-gbps -5", "--link-gbps must be from 0 (the preset's) to below 1e9 Gbit/s, not -5"},
         {"--device-tflops nan", "--device-tflops expects a number"},
         {"--replicas 2 -n 1", "--replicas 2, but 1 process was started"},
     };

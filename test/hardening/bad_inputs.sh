@@ -366,6 +366,7 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
 1 | '$D/mixed/b.bin' holds uint32 tokens but '$D/mixed/a.bin' holds uint16 tokens: every shard of a run must be of one kind | | -i '$D/mixed/*.bin' -j $D/good.bin --vocab 256
 1 | OMP_NUM_THREADS=100000 is more than the | OMP_NUM_THREADS=100000 | --threads 0
 2 | CPU_CUDA_NCCL_TIMEOUT='5x' is not valid | CPU_CUDA_NCCL_TIMEOUT=5x |
+2 | CPU_CUDA_STACK_KB='1' is not valid: expected a whole number from 16 to 1048576 | CPU_CUDA_STACK_KB=1 |
 2 | TRAIN_GPT_ATTENTION_PICK='slow' is not valid: expected fused or cublas | TRAIN_GPT_ATTENTION_PICK=slow |"
     # CPU_CUDA_THREADS: at most what vm.max_map_count leaves the fibers' stacks (1024 CUDA threads
     # of a block on each OS thread, 2 maps each, half of the maps): its documented maximum,
