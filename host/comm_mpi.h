@@ -18,13 +18,27 @@
 // Open MPI's launcher tells each process the job's size; a process that MPI starts alone
 // although that variable names more (it was set by hand, or inherited from an mpirun this
 // process was not started by) would train on its own without a word.
-inline void check_launcher_world(int world) {
+// The same for the PMI variables other launchers set (MPICH's Hydra, srun with PMI): a job size
+// above MPI's, or a rank outside it.
+// `before`: the PMI variables as the process found them (MPI_Init may rewrite them).
+inline void check_launcher_world(int world, const std::vector<std::pair<std::string, std::string>>& before) {
     const char* size = getenv("OMPI_COMM_WORLD_SIZE");
     if (size && atoi(size) > world)
         throw Error(strf("OMPI_COMM_WORLD_SIZE is %s, but MPI's job holds %d process%s: this one was not started "
                          "by mpirun (or by the mpirun of another MPI than the one it was built with); launch it with "
                          "mpirun -np %s, or unset the OMPI_* variables",
                          size, world, world == 1 ? "" : "es", size));
+    for (const auto& [name_, value] : before) {
+        const char *name = name_.c_str(), *v = value.c_str();
+        char* end = nullptr;
+        long n = strtol(v, &end, 10);
+        const bool is_size = name_ == "PMI_SIZE";
+        if (end == v || *end || n < 0 || (is_size ? n > world : n >= world))
+            throw Error(strf("%s is '%s', but MPI's job holds %d process%s: this one was not started by the launcher "
+                             "those variables describe (or by one of another MPI than the one it was built with); "
+                             "launch it with mpirun or srun, or unset the PMI_* and PMIX_* variables",
+                             name, v, world, world == 1 ? "" : "es"));
+    }
 }
 
 // The roll call over point-to-point messages on a communicator of its own, so that they
@@ -202,10 +216,13 @@ inline Comm Comm::init(int* argc, char*** argv) {
     // process rather than let MPI try to start a runtime of its own.
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK")) {
         prefer_ring_allreduce();
+        std::vector<std::pair<std::string, std::string>> pmi;  // as found, before MPI_Init
+        for (const char* name : {"PMI_SIZE", "PMI_RANK", "PMIX_RANK"})
+            if (const char* v = getenv(name)) pmi.emplace_back(name, v);
         MPI_Init(argc, argv);
         MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
         MPI_Comm_size(MPI_COMM_WORLD, &c.world);
-        check_launcher_world(c.world);
+        check_launcher_world(c.world, pmi);
         MPI_Comm node;  // the ranks sharing this host
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c.rank, MPI_INFO_NULL, &node);
         MPI_Comm_rank(node, &c.local_rank);

@@ -301,6 +301,14 @@ while IFS='|' read -r code expect args limit; do
     fi
     check "$name" "$code" "$expect" "$TINY $args"
 done <<<"$cases"
+# launcher variables naming a job of 2 this process is not in (MPI_Init alone): refused, exit 1
+if ldd "$TRAIN" | grep -q libmpi; then
+    check "[1] PMI_SIZE=2 PMI_RANK=1 $(basename "$TRAIN")" 1 "PMI_SIZE is '2', but MPI's job holds 1 process" \
+        "env PMI_SIZE=2 PMI_RANK=1 $TINY"
+    check "[1] PMIX_RANK=1 $(basename "$TRAIN")" 1 "PMIX_RANK is '1', but MPI's job holds 1 process" "env PMIX_RANK=1 $TINY"
+else
+    not_run "PMI_SIZE=2 without a launcher ($TRAIN was built without MPI)"
+fi
 
 # environment variables that set a count are checked like the option that sets it (--threads
 # 0: OMP_NUM_THREADS is in effect; at 100,000 OpenMP crashed starting the threads)
@@ -379,6 +387,9 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
     fi
     if ldd "$GPU_TRAIN" | grep -q libmpi; then  # MPI_Init alone, though the variables name a job of 2
         gpu_cases+=$'\n1 | OMPI_COMM_WORLD_SIZE is 2, but MPI\'s job holds 1 process: this one was not started by mpirun | OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 |'
+        # other launchers' variables (MPICH's Hydra, srun with PMI) naming a job this process is not in
+        gpu_cases+=$'\n1 | PMI_SIZE is \'2\', but MPI\'s job holds 1 process: this one was not started by the launcher | PMI_SIZE=2 PMI_RANK=1 |'
+        gpu_cases+=$'\n1 | PMIX_RANK is \'1\', but MPI\'s job holds 1 process | PMIX_RANK=1 |'
     else
         not_run "OMPI_COMM_WORLD_SIZE=2 without mpirun ($GPU_TRAIN was built without MPI)"
     fi
