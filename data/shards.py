@@ -29,7 +29,9 @@ Only the standard library is imported at module level, so that
 text_to_shards.py in byte mode (and the tests) work without numpy.
 Download helpers import their optional dependencies lazily.
 """
+import contextlib
 import os
+import stat
 import struct
 import sys
 from array import array
@@ -137,15 +139,25 @@ class ShardWriter:
         self.count += len(data) // self.token_bytes
 
     def close(self):
-        if self.count >= 2 ** 31:
-            raise ValueError("%s: %d tokens do not fit in the int32 header" % (self.path, self.count))
-        self._f.seek(0)
-        self._f.write(_pack_header([self._magic, self._version, self.count], "i"))
-        self._f.close()
+        """Patch the count in and close; on any error (a full disk shows here, when the buffer is
+        flushed) the half-written file is removed before the error goes on."""
+        try:
+            if self.count >= 2 ** 31:
+                raise ValueError("%s: %d tokens do not fit in the int32 header" % (self.path, self.count))
+            self._f.seek(0)
+            self._f.write(_pack_header([self._magic, self._version, self.count], "i"))
+            self._f.close()
+        except BaseException:
+            self.abort()
+            raise
 
     def abort(self):
-        self._f.close()
-        os.remove(self.path)
+        try:
+            self._f.close()  # flushes what is buffered, which fails again on a full disk
+        except OSError:
+            pass
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path)
 
     def __enter__(self):
         return self
@@ -306,6 +318,58 @@ def die(msg):
     """One clear line on stderr and a non-zero exit."""
     print("error: " + msg, file=sys.stderr)
     sys.exit(1)
+
+
+def usage_error(msg):
+    """A command-line misuse: one line on stderr and exit 2, like the trainers."""
+    print("error: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def file_kind(path):
+    """What a path that is not a regular file is, in words ("a directory", "a FIFO (named pipe)", ...);
+    None for a regular file (or a link to one), "missing" when nothing is there."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # nothing there (or a file where a folder would be)
+        return "missing"
+    except OSError as e:
+        return "unreadable (%s)" % e.strerror
+    for test, kind in ((stat.S_ISREG, None), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def check_input_file(path):
+    """An input that is missing, a directory, a FIFO or a device: one line naming it and what it
+    is, exit 1 (before any long work; a FIFO would otherwise block or be read only once)."""
+    kind = file_kind(path)
+    if kind == "missing":
+        die("input file not found: %s" % path)
+    if kind is not None:
+        die("input %s is %s, not a regular file" % (path, kind))
+
+
+def check_output_dir(path):
+    """The folder shards will be written in, checked before any long work without making it: it must
+    be a writable folder, or not exist yet under a writable folder. One line and exit 1 otherwise."""
+    kind = file_kind(path)
+    if kind == "missing":
+        parent = os.path.dirname(os.path.abspath(path))
+        while file_kind(parent) == "missing":
+            parent = os.path.dirname(parent)
+        if file_kind(parent) != "a directory":
+            die("cannot make the output folder %s: %s is %s, not a folder"
+                % (path, parent, file_kind(parent) or "a file"))
+        if not os.access(parent, os.W_OK | os.X_OK):
+            die("cannot make the output folder %s: %s is not writable" % (path, parent))
+    elif kind != "a directory":
+        die("output folder %s is %s, not a folder" % (path, kind or "a file"))
+    elif not os.access(path, os.W_OK | os.X_OK):
+        die("output folder %s is not writable" % path)
 
 
 def check_range(option, value, low, high, what):

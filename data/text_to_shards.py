@@ -35,8 +35,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shards import (GPT2_EOT, ShardWriter, byte_tokenizer_table, die, gpt2_encoding,  # noqa: E402
-                    gpt2_tokenizer_table, token_bytes_for_vocab, write_tokenizer)
+from shards import (GPT2_EOT, ShardWriter, byte_tokenizer_table, check_input_file,  # noqa: E402
+                    check_output_dir, check_range, die, gpt2_encoding, gpt2_tokenizer_table,
+                    token_bytes_for_vocab, usage_error, write_tokenizer)
 import llama3_tokenizer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,6 +54,8 @@ def read_text(path):
             return f.read()
     except UnicodeDecodeError as e:
         die("%s is not valid UTF-8 (%s); --tokenizer bytes accepts any bytes" % (path, e))
+    except OSError as e:
+        die("cannot read %s: %s" % (path, e.strerror or e))
     return None  # not reached: die() exits
 
 
@@ -87,8 +90,11 @@ def tokenize_llama3(tok, paths, blank_line_docs):
 def tokenize_bytes(paths):
     data = bytearray()
     for p in paths:
-        with open(p, "rb") as f:
-            data += f.read()
+        try:
+            with open(p, "rb") as f:
+                data += f.read()
+        except OSError as e:
+            die("cannot read %s: %s" % (p, e.strerror or e))
     return bytes(data)  # token i is data[i]; shards.py widens bytes to uint16
 
 
@@ -115,13 +121,19 @@ def main(argv=None):
     if (args.tokenizer == "llama3") != (args.tokenizer_model is not None):
         ap.error("--tokenizer llama3 needs --tokenizer-model PATH, and --tokenizer-model needs --tokenizer llama3")
 
+    # The command line first (exit 2), then the files (exit 1), all before tokenizing.
+    check_range("--shard-tokens", args.shard_tokens, 1, 2 ** 31 - 1, "tokens per shard")
+    if args.val_tokens is not None:
+        check_range("--val-tokens", args.val_tokens, 0, 2 ** 31 - 1, "tokens")
+    if args.name is not None and (not args.name or "/" in args.name or os.sep in args.name or "\0" in args.name):
+        usage_error("--name %r is a file name prefix: it must be non-empty, without '/'" % args.name)
+    if args.out_dir == "":
+        usage_error("--out-dir is empty: give a folder")
     for p in args.inputs:
-        if not os.path.isfile(p):
-            die("input file not found: %s" % p)
-    if args.shard_tokens < 1:
-        die("--shard-tokens must be positive")
+        check_input_file(p)
     name = args.name or os.path.splitext(os.path.basename(args.inputs[0]))[0]
     out_dir = args.out_dir or os.path.join(HERE, name)
+    check_output_dir(out_dir)
 
     enc, why, llama = None, None, None
     if args.tokenizer == "llama3":
@@ -157,6 +169,9 @@ def main(argv=None):
     if token_bytes == 2 and vocab > 65536:
         die("--token-bytes 2: uint16 tokens cannot hold the vocabulary of %s; use 4" % format(vocab, ","))
     total = len(tokens)
+    if total == 0:
+        die("the input has no tokens (%s %s empty)"
+            % (", ".join(args.inputs), "is" if len(args.inputs) == 1 else "are"))
     val = args.val_tokens
     if val is None:
         val = min(int(total * DEFAULT_VAL_FRACTION), DEFAULT_VAL_CAP)
@@ -164,16 +179,25 @@ def main(argv=None):
         die("--val-tokens %d must be in [0, %d): the %d tokens must leave some for training"
             % (val, total, total))
 
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        die("cannot make the output folder %s: %s" % (out_dir, e.strerror or e))
     # Shards of an earlier run with more files would otherwise match the trainer's glob.
     for old in glob.glob(os.path.join(out_dir, name + "_val_*.bin")) + \
             glob.glob(os.path.join(out_dir, name + "_train_*.bin")):
-        os.remove(old)
+        try:
+            os.remove(old)
+        except OSError as e:
+            die("cannot remove the earlier run's shard %s: %s" % (old, e.strerror or e))
 
     def write(index, split, lo, hi):
         path = os.path.join(out_dir, "%s_%s_%06d.bin" % (name, split, index))
-        with ShardWriter(path, token_bytes) as w:
-            w.write(tokens[lo:hi])
+        try:
+            with ShardWriter(path, token_bytes) as w:  # removes a half-written shard on an error
+                w.write(tokens[lo:hi])
+        except OSError as e:  # a full disk, a quota, a file size limit
+            die("cannot write %s: %s (the partial shard is removed)" % (path, e.strerror or e))
         print("wrote %s %s tokens to %s" % (format(hi - lo, ","), split, path))
 
     if val:
@@ -185,11 +209,19 @@ def main(argv=None):
 
     tok_path = os.path.join(out_dir, name + "_tokenizer.bin")
     if kind == "gpt2":
-        write_tokenizer(tok_path, gpt2_tokenizer_table(enc), GPT2_EOT)
+        table, start = gpt2_tokenizer_table(enc), GPT2_EOT
     elif kind == "llama3":
-        write_tokenizer(tok_path, llama_table, llama.bos_id)  # samples start as documents do
+        table, start = llama_table, llama.bos_id  # samples start as documents do
     else:
-        write_tokenizer(tok_path, byte_tokenizer_table(), BYTES_START_TOKEN)
+        table, start = byte_tokenizer_table(), BYTES_START_TOKEN
+    try:
+        write_tokenizer(tok_path, table, start)
+    except OSError as e:
+        try:
+            os.remove(tok_path)
+        except OSError:
+            pass
+        die("cannot write %s: %s (the partial file is removed)" % (tok_path, e.strerror or e))
 
     print("%s tokens: %s val, %s train; tokenizer %s%s"
           % (format(total, ","), format(val, ","), format(total - val, ","), kind,

@@ -194,6 +194,89 @@ def text_to_shards_rejects_impossible_val_split():
     assert "error:" in p.stderr, p.stderr
 
 
+def text_to_shards_refusal(args, preexec_fn=None):
+    """Runs text_to_shards.py in byte mode; (exit status, its stderr's lines, stdout)."""
+    full_env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    p = subprocess.run([sys.executable, "-S", "data/text_to_shards.py", "--tokenizer", "bytes"] + args, cwd=ROOT,
+                       capture_output=True, text=True, env=full_env, timeout=120, preexec_fn=preexec_fn)
+    return p.returncode, p.stderr.strip().splitlines(), p.stdout
+
+
+@check
+def text_to_shards_checks_its_inputs_and_output_first():
+    # Each was a traceback, or a misleading line ("not found" for a directory, "--val-tokens 0
+    # must be in [0, 0)" for an empty file). One line naming the file and what is wrong; exit 2
+    # for the command line, 1 for the files; nothing made before the refusal.
+    d = os.path.join(TMP.name, "refusals")
+    os.makedirs(d)
+    text, empty, a_dir, a_file = (os.path.join(d, n) for n in ("a.txt", "empty.txt", "folder", "file"))
+    with open(text, "w") as f:
+        f.write("some text to shard\n" * 20)
+    open(empty, "w").close()
+    os.mkdir(a_dir)
+    with open(a_file, "w") as f:
+        f.write("not a folder\n")
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    out = os.path.join(d, "out")
+    cases = [([empty, "--out-dir", out], 1, "the input has no tokens (%s is empty)" % empty),
+             ([a_dir, "--out-dir", out], 1, "input %s is a directory, not a regular file" % a_dir),
+             ([fifo, "--out-dir", out], 1, "input %s is a FIFO (named pipe), not a regular file" % fifo),
+             ([os.path.join(d, "nope"), "--out-dir", out], 1, "input file not found: "),
+             ([text, "--out-dir", a_file], 1, "output folder %s is a file, not a folder" % a_file),
+             ([text, "--out-dir", "/dev/null"], 1, "output folder /dev/null is a character device, not a folder"),
+             ([text, "--out-dir", os.path.join(a_file, "sub")], 1, "%s is a file, not a folder" % a_file),
+             ([text, "--out-dir", out, "--name", "x/y"], 2, "--name 'x/y' is a file name prefix"),
+             ([text, "--out-dir", out, "--name", ""], 2, "--name '' is a file name prefix"),
+             ([text, "--out-dir", out, "--shard-tokens", "0"], 2, "--shard-tokens 0 is out of range"),
+             ([text, "--out-dir", out, "--val-tokens", "-1"], 2, "--val-tokens -1 is out of range")]
+    for args, code, why in cases:
+        rc, lines, _ = text_to_shards_refusal(args)
+        assert rc == code and len(lines) == 1 and why in lines[0], \
+            "%s: exit %d (want %d), stderr %s" % (" ".join(args), rc, code, lines[-3:])
+        assert not os.path.exists(out), "%s: made %s before refusing" % (" ".join(args), out)
+
+
+@check
+def text_to_shards_refuses_a_read_only_output_folder():
+    if os.geteuid() == 0:
+        raise Skip("running as root: a read-only folder is writable to root")
+    d = tempfile.mkdtemp(dir=TMP.name)
+    text = os.path.join(d, "a.txt")
+    with open(text, "w") as f:
+        f.write("some text to shard\n" * 20)
+    ro = os.path.join(d, "readonly")
+    os.mkdir(ro, 0o555)
+    rc, lines, _ = text_to_shards_refusal([text, "--out-dir", ro])
+    assert rc == 1 and len(lines) == 1 and "output folder %s is not writable" % ro in lines[0], (rc, lines)
+
+
+@check
+def text_to_shards_write_error_is_one_line_and_removes_the_partial_shard():
+    # A full disk: a file size limit (RLIMIT_FSIZE; Python ignores SIGXFSZ, so the write fails
+    # with EFBIG) stands in for it, on the same path: the OSError at the buffer's flush. The val
+    # shard (1024 + 200 bytes) fits under 2000 bytes, the first train shard (1024 + 1400) does not.
+    import resource
+    src = os.path.join(bytes_run()["out"], "..", "sample.txt")
+    out = os.path.join(TMP.name, "full")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+    rc, lines, stdout = text_to_shards_refusal([src, "--out-dir", out, "--name", "s", "--val-tokens",
+                                                str(VAL_TOKENS), "--shard-tokens", str(SHARD_TOKENS)], limit)
+    train = os.path.join(out, "s_train_000001.bin")
+    assert rc == 1 and len(lines) == 1 and lines[0].startswith("error: cannot write %s: " % train) and \
+        "partial shard is removed" in lines[0], (rc, lines)
+    assert sorted(os.listdir(out)) == ["s_val_000000.bin"], "left behind: %s" % os.listdir(out)
+    # the tokenizer file on a full device: a link to /dev/full (ENOSPC on every write)
+    if not os.path.exists("/dev/full"):
+        raise Skip("no /dev/full here (the file size limit case passed)")
+    tok = os.path.join(out, "s_tokenizer.bin")
+    os.symlink("/dev/full", tok)
+    rc, lines, _ = text_to_shards_refusal([src, "--out-dir", out, "--name", "s"])
+    assert rc == 1 and len(lines) == 1 and "cannot write %s: No space left on device" % tok in lines[0], (rc, lines)
+
+
 # --------------------------------------------------------------------------- shards.py
 
 @check
