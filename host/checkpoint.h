@@ -332,6 +332,8 @@ inline std::string read_llmc_llama_fields(ModelConfig& cfg, const int* h, long l
     cfg.Vp = cfg.V, cfg.tied = 0, cfg.norm_eps = 1e-5f, cfg.rope_theta = (float)h[11];
     cfg.rope_factor = h[12] ? 8.0f : 0.0f, cfg.rope_low_freq = 1, cfg.rope_high_freq = 4, cfg.rope_original_T = 8192;
     cfg.F = 1;  // its share is solved for below
+    // the other fields first: the count below divides by NH (a fuzzed header held NH = 0)
+    if (std::string problem = shape_problem(cfg, false); !problem.empty()) return problem;
     long long rest = checked_num_params(cfg), per_F = checked_product({3, cfg.L, cfg.C});
     long long floats = (file_size - 1024) / 4 - (rest - per_F);  // F·3LC
     if (rest < 0 || per_F <= 0 || floats <= 0 || floats % per_F != 0 || floats / per_F > (1 << 20))

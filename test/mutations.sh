@@ -218,6 +218,7 @@ mutations=(
 "cluster plan: the data-parallel sync of 1/T of the parameters, not 1/(T·P)|host/cluster.h|s#double shard = params / mp;#double shard = params / T;#|train|bash test/tools/cluster_plan.sh"
 "--noise-from: the first noise scale logged, not the last|host/cluster.h|s#logged_number(line, \"step\", step))#logged_number(line, \"step\", step) \&\& b.noise_step == 0)#|train|bash test/tools/cluster_plan.sh"
 "launcher variables: PMI_SIZE and PMIX_RANK not checked against MPI's job|host/comm_mpi.h|s#(is_size ? n > world : n >= world))#(false))#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
+"llm.c's Llama-3 header: F solved for before the other fields are checked (NH = 0: SIGFPE)|host/checkpoint.h|s#    if (std::string problem = shape_problem(cfg, false); !problem.empty()) return problem;#    (void)0;#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
 "a dry run stops on data a real run refuses, again|host/run.h|s#say(std::string(\"warning: a real run would stop here#throw; say(std::string(\"warning: a real run would stop here#|train|bash test/tools/cluster_plan.sh"
 )
 

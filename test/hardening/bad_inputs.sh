@@ -77,6 +77,8 @@ mkdir -p "$D/model_dir.bin"
 # a Llama from a one-step run (NH = 2, so KVH = 1), its K/V heads damaged; a run directory of it
 eval "$TINY --model llama3 -o $D/run_llama" >/dev/null || { echo "FAIL could not make the Llama files"; exit 1; }
 cp "$D/run_llama/model_00000001.bin" "$D/llama_kvh.bin" && put32 "$D/llama_kvh.bin" 6 3
+# llm.c's own Llama-3 layout (no [16] extension: F is solved from the size) with NH = 0 (SIGFPE once)
+cp "$D/run_llama/model_00000001.bin" "$D/llmc_nh0.bin" && put32 "$D/llmc_nh0.bin" 16 0 && put32 "$D/llmc_nh0.bin" 5 0
 mkdir -p "$D/r_llama" && cp "$D/run_llama/"*_00000001.bin "$D/r_llama/"
 
 E=test/golden/hellaswag_tiny.bin  # 64 examples, tokens below 91, endings of up to 16 tokens
@@ -200,6 +202,7 @@ cases=$(cat <<EOF
 1 | '$D/model_magic.bin' is not a model file (magic 1, expected 20240326 for GPT-2 or 20240803 for Llama-3) | -e $D/model_magic.bin
 1 | '$M' holds a gpt2 model, not the llama3 that --model asks for | -e $M --model llama3
 1 | '$D/llama_kvh.bin' has an impossible shape: NH = 2 is not a multiple of KVH = 3 | -e $D/llama_kvh.bin
+1 | '$D/llmc_nh0.bin' has an impossible shape: header field [5] NH = 0 is out of range | -e $D/llmc_nh0.bin
 1 | '$D/r_llama/model_00000001.bin' has another model shape than this run: family: llama3 against gpt2 | -n 4 --resume 1 -o $D/r_llama
 1 | '$D/r_llama/model_00000001.bin' has another model shape than this run: KVH (--kv-heads): 1 against 2 | -n 4 --resume 1 -o $D/r_llama --model llama3 --kv-heads 2
 1 | '$D/model_bf16.bin': model version 5 is not supported (expected 3, float32); this is a bf16 file | -e $D/model_bf16.bin
