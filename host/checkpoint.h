@@ -158,6 +158,15 @@ inline const RealField REAL_FIELDS[] = {
     {"rope_high_freq", 25, "--rope-high-freq", &ModelConfig::rope_high_freq},
 };
 
+// Whether the option NAME (long name, without "--") sets part of a model's shape: a field
+// above, or what F and the head are derived from.
+inline bool is_shape_option(const std::string& name) {
+    for (const ShapeField& f : SHAPE_FIELDS)
+        if (name == f.option + 2) return true;
+    for (const RealField& f : REAL_FIELDS)
+        if (name == f.option + 2) return true;
+    return name == "tied" || name == "ffn-multiple-of" || name == "ffn-multiplier";
+}
 // Every field of c's family with its value as text, the family first: what two shapes are
 // compared by, and what the replicas of a run must agree on.
 inline std::vector<std::pair<std::string, std::string>> shape_values(const ModelConfig& c) {

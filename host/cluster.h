@@ -31,9 +31,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -257,25 +257,17 @@ inline bool logged_number(const std::string& line, const char* key, double& valu
 }
 
 inline LoggedBatch read_logged_batch(const std::string& file) {
-    FILE* f = fopen(file.c_str(), "rb");
-    if (!f) throw Error(strf("--noise-from '%s': cannot open it (%s)", file.c_str(), strerror(errno)));
+    std::ifstream in(file);
+    if (!in) throw Error(strf("--noise-from '%s': cannot open it (%s)", file.c_str(), strerror(errno)));
     LoggedBatch b;
-    std::string line;
-    for (int ch; (ch = fgetc(f)) != EOF || !line.empty();) {
-        if (ch != '\n' && ch != EOF) {
-            line += (char)ch;
-            continue;
-        }
+    for (std::string line; std::getline(in, line);) {
         double v, step;
         if (line.find("\"type\":\"config\"") != std::string::npos && logged_number(line, "global_batch", v) && v >= 1)
             b.global_batch = (long long)v;
         if (line.find("\"type\":\"train\"") != std::string::npos && logged_number(line, "noise_scale", v) && v > 0 &&
             logged_number(line, "step", step))
             b.noise_scale = v, b.noise_step = (int)step;
-        line.clear();
-        if (ch == EOF) break;
     }
-    fclose(f);
     if (b.global_batch == 0)
         throw Error(strf("--noise-from '%s' has no \"config\" record with a global_batch: is it a trainer's log.jsonl?",
                          file.c_str()));

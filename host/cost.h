@@ -249,16 +249,25 @@ inline std::vector<std::string> describe_costs(const ModelConfig& c, const Batch
     return lines;
 }
 
+// The replica counts the dry run's tables list for p's global batch, B fixed: R = 1, 2, 4, ...
+// while R·B·T divides it (R counted in 64 bits, so it cannot wrap to 0; a row whose A would
+// not fit plan_batch's int is left out), and p.R itself.
+inline std::vector<int> table_replica_counts(const BatchPlan& p) {
+    std::vector<int> Rs;
+    long long global = p.global_tokens(), per_replica_round = (long long)p.B * p.T;
+    for (long long R = 1; R <= INT_MAX && global % (per_replica_round * R) == 0; R *= 2)
+        if (global / (per_replica_round * R) <= INT_MAX) Rs.push_back((int)R);
+    if (std::find(Rs.begin(), Rs.end(), p.R) == Rs.end()) Rs.push_back(p.R), std::sort(Rs.begin(), Rs.end());
+    return Rs;
+}
+
 // The same global batch split over other replica counts, B fixed: R doubles and A halves
 // until A = 1. The last column is what the sync would cost if it ran after every
 // micro-batch instead of once per step: A times as much.
 inline std::vector<std::string> accumulation_table(const ModelConfig& c, const BatchPlan& p, int steps,
                                                    const DeviceSpeed& d, int grad_bytes = 4) {
-    std::vector<int> Rs;
-    long long global = p.global_tokens(), per_replica_round = (long long)p.B * p.T;
-    for (long long R = 1; R <= INT_MAX && global % (per_replica_round * R) == 0; R *= 2)  // 64-bit: no wrap to 0
-        if (global / (per_replica_round * R) <= INT_MAX) Rs.push_back((int)R);  // A fits plan_batch's int
-    if (std::find(Rs.begin(), Rs.end(), p.R) == Rs.end()) Rs.push_back(p.R), std::sort(Rs.begin(), Rs.end());
+    const std::vector<int> Rs = table_replica_counts(p);
+    long long global = p.global_tokens();
     bool timed = d.tflops > 0;
     std::vector<std::string> rows;
     rows.push_back(strf("the same %s tokens per step over other replica counts (B=%d, T=%d: the same memory per "
@@ -292,11 +301,7 @@ inline std::vector<std::string> accumulation_table(const ModelConfig& c, const B
 template <class Memory>
 std::vector<std::string> zero_table(const ModelConfig& c, const BatchPlan& p, int weight_bytes, Memory memory,
                                     int grad_bytes = 4) {
-    std::vector<int> Rs;
-    long long global = p.global_tokens(), per_replica_round = (long long)p.B * p.T;
-    for (long long R = 1; R <= INT_MAX && global % (per_replica_round * R) == 0; R *= 2)  // 64-bit: no wrap to 0
-        if (global / (per_replica_round * R) <= INT_MAX) Rs.push_back((int)R);  // A fits plan_batch's int
-    if (std::find(Rs.begin(), Rs.end(), p.R) == Rs.end()) Rs.push_back(p.R), std::sort(Rs.begin(), Rs.end());
+    const std::vector<int> Rs = table_replica_counts(p);
     std::vector<std::string> rows;
     rows.push_back(strf("memory per replica and sync bytes per replica per step, without and with ZeRO stage 1 "
                         "(--zero 1: AdamW's state%s sharded over the replicas; B=%d, T=%d):",

@@ -66,12 +66,11 @@ public:
         // model shape: from a checkpoint, or from the options
         mc = model_shape(cfg);
         if (!cfg.load.empty()) {  // the file's shape wins: say so for the shape options given with it
-            std::string ignored;
-            for (const char* name : {"layers", "heads", "channels", "max-seq-len", "vocab", "padded-vocab", "kv-heads",
-                                     "ffn-hidden", "ffn-multiple-of", "ffn-multiplier", "norm-eps", "rope-theta",
-                                     "rope-factor", "rope-low-freq", "rope-high-freq", "rope-original-len", "tied"})
-                if (std::find(cfg.given.begin(), cfg.given.end(), name) != cfg.given.end())
-                    ignored += std::string(ignored.empty() ? "" : ", ") + "--" + name;
+            std::string ignored;  // in the command line's order, each once
+            for (size_t i = 0; i < cfg.given.size(); i++)
+                if (is_shape_option(cfg.given[i]) &&
+                    std::find(cfg.given.begin(), cfg.given.begin() + i, cfg.given[i]) == cfg.given.begin() + i)
+                    ignored += std::string(ignored.empty() ? "" : ", ") + "--" + cfg.given[i];
             if (!ignored.empty())
                 say(strf("note: %s ignored: the model's shape is the one in '%s' (%s)", ignored.c_str(),
                          cfg.load.c_str(), describe_model(mc).c_str()));
