@@ -567,6 +567,13 @@ class Runner {
     std::vector<float> partial_sums_;  // the bias gradient per chunk of columns: each task owns rows
 };
 
+// A product runs on the host's thread, after its stream's queued work (streams.h) and not
+// after other streams' (the legacy default stream's rule aside).
+inline DeviceAccess::Ordered after_stream(cudaStream_t stream) {
+    wait_for_stream(stream);
+    return {};
+}
+
 // Checks the operands' memory, then computes. Arguments have been validated. On a capturing
 // stream (capture.h) the product becomes a graph node instead, its scalars already read, as
 // cuBLAS reads host-side alpha and beta at the call.
@@ -579,6 +586,7 @@ inline cublasStatus_t execute(const Gemm& g, cudaStream_t stream) {
         return CUBLAS_STATUS_SUCCESS;
     }
     if (!operands_in_memory(g, g.k > 0 && g.alpha != 0)) return CUBLAS_STATUS_EXECUTION_FAILED;
+    std::lock_guard<std::recursive_mutex> one_grid(device_mutex());  // (a kernel may run on a stream's worker)
     Runner(g).compute();
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -768,7 +776,7 @@ inline const char* cublasGetStatusString(cublasStatus_t status) { return cpu_cud
 inline cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
                                   int n, int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
                                   const float* beta, float* C, int ldc) {
-    cpu_cuda::DeviceAccess access;
+    cpu_cuda::DeviceAccess access{cpu_cuda::blas::after_stream(handle ? handle->stream : nullptr)};
     return cpu_cuda::blas::gemm("cublasSgemm", handle, transa, transb, m, n, k, alpha, A, CUDA_R_32F, lda, 0, B,
                                 CUDA_R_32F, ldb, 0, beta, C, CUDA_R_32F, ldc, 0, 1, CUBLAS_COMPUTE_32F);
 }
@@ -778,7 +786,7 @@ inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOpe
                                                 const float* A, int lda, long long strideA, const float* B, int ldb,
                                                 long long strideB, const float* beta, float* C, int ldc,
                                                 long long strideC, int batchCount) {
-    cpu_cuda::DeviceAccess access;
+    cpu_cuda::DeviceAccess access{cpu_cuda::blas::after_stream(handle ? handle->stream : nullptr)};
     return cpu_cuda::blas::gemm("cublasSgemmStridedBatched", handle, transa, transb, m, n, k, alpha, A, CUDA_R_32F,
                                 lda, strideA, B, CUDA_R_32F, ldb, strideB, beta, C, CUDA_R_32F, ldc, strideC,
                                 batchCount, CUBLAS_COMPUTE_32F);
@@ -789,7 +797,7 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t tran
                                    const void* B, cudaDataType Btype, int ldb, const void* beta, void* C,
                                    cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                                    cublasGemmAlgo_t algo) {
-    cpu_cuda::DeviceAccess access;
+    cpu_cuda::DeviceAccess access{cpu_cuda::blas::after_stream(handle ? handle->stream : nullptr)};
     if (handle && !cpu_cuda::blas::valid_algo(algo)) return CUBLAS_STATUS_NOT_SUPPORTED;
     return cpu_cuda::blas::gemm("cublasGemmEx", handle, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype,
                                 ldb, 0, beta, C, Ctype, ldc, 0, 1, computeType);
@@ -802,7 +810,7 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOp
                                                  const void* beta, void* C, cudaDataType Ctype, int ldc,
                                                  long long strideC, int batchCount,
                                                  cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
-    cpu_cuda::DeviceAccess access;
+    cpu_cuda::DeviceAccess access{cpu_cuda::blas::after_stream(handle ? handle->stream : nullptr)};
     if (handle && !cpu_cuda::blas::valid_algo(algo)) return CUBLAS_STATUS_NOT_SUPPORTED;
     return cpu_cuda::blas::gemm("cublasGemmStridedBatchedEx", handle, transa, transb, m, n, k, alpha, A, Atype, lda,
                                 strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount,
@@ -1260,7 +1268,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
                                      cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
                                      const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t stream) {
     using namespace cpu_cuda::blas;
-    cpu_cuda::DeviceAccess access;
+    cpu_cuda::DeviceAccess access{cpu_cuda::blas::after_stream(stream)};
     const char* call = "cublasLtMatmul";
     if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (!desc || !Adesc || !Bdesc || !Cdesc || !Ddesc || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
@@ -1337,7 +1345,7 @@ inline cublasStatus_t cublasSgemmBatched(cublasHandle_t handle, cublasOperation_
                                          int m, int n, int k, const float* alpha, const float* const Aarray[], int lda,
                                          const float* const Barray[], int ldb, const float* beta,
                                          float* const Carray[], int ldc, int batchCount) {
-    cpu_cuda::DeviceAccess access;
+    cpu_cuda::DeviceAccess access{cpu_cuda::blas::after_stream(handle ? handle->stream : nullptr)};
     cublasStatus_t status =
         cpu_cuda::blas::check_gemm(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc, batchCount);
     if (status != CUBLAS_STATUS_SUCCESS || batchCount == 0) return status;
@@ -1358,7 +1366,7 @@ inline cublasStatus_t cublasSgemmBatched(cublasHandle_t handle, cublasOperation_
 inline cublasStatus_t cublasDgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
                                   int n, int k, const double* alpha, const double* A, int lda, const double* B, int ldb,
                                   const double* beta, double* C, int ldc) {
-    cpu_cuda::DeviceAccess access;
+    cpu_cuda::DeviceAccess access{cpu_cuda::blas::after_stream(handle ? handle->stream : nullptr)};
     cublasStatus_t status = cpu_cuda::blas::check_gemm(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc, 1);
     if (status != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0) return status;
     if (cpu_cuda::capturing(handle->stream)) {

@@ -9,7 +9,7 @@
 //   settings.h     the CPU_CUDA_* switches
 //   processors.h   the processors the pool may use: the affinity mask, the cgroup's CPU quota
 //   memory.h       device memory: tracking, guard pages, NaN fill, range checks
-//   streams.h      the work a stream runs after the call that enqueued it has returned
+//   streams.h      each stream's queue and worker: streams independent of each other, as on a GPU
 //   pool.h         the OS threads that run blocks and matrix tiles
 //   fiber.h        fibers: the CUDA threads of a block
 //   capture.h      what a CUDA graph holds, and the streams that record into one

@@ -1158,9 +1158,14 @@ inline std::string race_check(const Launch& l, const std::vector<const void*>& p
     return "";
 }
 
-// Validates and runs a launch; the error a GPU would give goes to cudaGetLastError.
-inline cudaError_t execute(const Launch& l, const void* kernel, const std::vector<const void*>& pointers) {
-    DeviceAccess access;
+// One kernel runs at a time, whichever thread launched it (the host's, or a stream's worker):
+// the pool, the fibers and the race detector serve one grid at a time.
+inline std::recursive_mutex& device_mutex() {
+    static std::recursive_mutex m;
+    return m;
+}
+// What a GPU refuses at the launch itself (the launch returns it); printed with the kernel's name.
+inline cudaError_t refuse_launch(const Launch& l, const void* kernel) {
     install_fault_handler();
     if (sticky_error != cudaSuccess) return sticky();
     cudaError_t e;
@@ -1169,6 +1174,15 @@ inline cudaError_t execute(const Launch& l, const void* kernel, const std::vecto
         fprintf(stderr, "cpu_cuda: kernel '%s' not launched: %s\n", l.kernel, refused.c_str());
         return set_error(e);
     }
+    return cudaSuccess;
+}
+// Validates and runs a launch whose stream has no work queued before it (LaunchConfig::launch
+// has seen to that); the error a GPU would give goes to cudaGetLastError, and one that the
+// kernel met while it ran also to the next synchronization (pending_error).
+inline cudaError_t execute(const Launch& l, const void* kernel, const std::vector<const void*>& pointers) {
+    DeviceAccess access{DeviceAccess::Ordered{}};
+    if (cudaError_t e = refuse_launch(l, kernel)) return e;
+    std::lock_guard<std::recursive_mutex> one_grid(device_mutex());
     std::string err = settings().racecheck ? race_check(l, pointers) : run_grid(l, settings().schedule, false);
     if (!err.empty()) {
         fprintf(stderr, "cpu_cuda: %s\n", err.c_str());
@@ -1345,6 +1359,13 @@ KeptPointers kept_arguments(const std::tuple<A...>& args) {
     return kept;
 }
 
+template <class... P>
+struct KernelCall;
+template <class T>
+struct is_kernel_call : std::false_type {};
+template <class... P>
+struct is_kernel_call<KernelCall<P...>> : std::true_type {};
+
 template <class Thunk>
 struct LaunchConfig {
     const char* kernel;
@@ -1353,7 +1374,12 @@ struct LaunchConfig {
     dim3 grid, block;
     size_t smem;
     bool cooperative = false;
-    cudaStream_t stream = nullptr;  // (work runs at once, in order; a capturing stream records it)
+    cudaStream_t stream = nullptr;  // (a capturing stream records the launch; a busy one queues it)
+    // A launch can be queued when its thunk can be copied for later: a kernel named at the call
+    // (a lambda that captures nothing) or a function pointer (KernelCall). One that captured a local
+    // variable by reference (a kernel in a function-pointer variable) runs on this thread,
+    // after the stream's queued work.
+    static constexpr bool can_queue = std::is_empty<Thunk>::value || is_kernel_call<Thunk>::value;
 
     template <class... A>
     void operator()(A&&... args) const {
@@ -1386,6 +1412,21 @@ struct LaunchConfig {
             bound.args);
         if (!ok) return set_error(cudaErrorIllegalAddress);  // where a GPU would fault
         Launch l{kernel, grid, block, smem, &Bound<Thunk, std::decay_t<A>...>::invoke, &bound, cooperative};
+        if (queue_behind(stream)) {
+            if (!can_queue) {
+                stream_queue(stream).drain();
+                return execute(l, address, pointers);
+            }
+            // checked now, as a GPU refuses a launch; run later, behind the stream's work, on
+            // copies of the arguments (a failure then shows at the next synchronization)
+            if (cudaError_t e = refuse_launch(l, address)) return e;
+            stream_queue(stream).enqueue([later = *this, bound, pointers] {
+                Launch q{later.kernel, later.grid, later.block, later.smem, &Bound<Thunk, std::decay_t<A>...>::invoke,
+                         &bound, later.cooperative};
+                execute(q, later.address, pointers);
+            });
+            return cudaSuccess;
+        }
         return execute(l, address, pointers);
     }
 };

@@ -265,7 +265,7 @@ inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     if (cpu_cuda::capturing(stream))
         return cpu_cuda::graph_error(cudaErrorNotSupported, "cudaGraphLaunch",
                                      "a graph launched into a capturing stream (a child graph) is not supported on the CPU runtime");
-    cpu_cuda::stream_queue(stream).drain();  // after the stream's earlier work
+    cpu_cuda::wait_for_stream(stream);  // after the stream's earlier work (its nodes run on this thread)
     for (const cpu_cuda::GraphWork& step : exec->steps)
         if (cudaError_t e = step(stream)) return e;
     return cudaSuccess;
@@ -340,7 +340,8 @@ inline cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureS
     return cudaSuccess;
 }
 
-// fn(data) after the stream's earlier work; in a capture, a host node
+// fn(data) after the stream's earlier work, on the stream's worker thread (the call returns at
+// once, as CUDA's does); in a capture, a host node
 inline cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
     if (!fn) return cpu_cuda::set_error(cudaErrorInvalidValue);
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
@@ -349,11 +350,8 @@ inline cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void
             fn(data);
             return cudaSuccess;
         });
-    if (cpu_cuda::stream_busy(stream)) {
-        cpu_cuda::stream_queue(stream).enqueue([fn, data] { fn(data); });
-        return cudaSuccess;
-    }
-    fn(data);
+    cpu_cuda::queue_behind(stream);  // (the legacy default stream's rule)
+    cpu_cuda::stream_queue(stream).enqueue([fn, data] { fn(data); });  // on the stream's worker, as on a GPU
     return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy3D(const cudaMemcpy3DParms* p) {

@@ -225,18 +225,23 @@ inline Memory& memory() {
 }
 
 // Entered by every runtime call that touches device memory. First, a call from the host
-// waits for the work queued on streams (streams.h), which runs before it in stream order.
-// Then, with CPU_CUDA_PROTECT=1, it opens device memory to the runtime for the call's
-// duration; nested scopes (a cuBLAS call that launches work) and the stream workers'
-// scopes open it once between them: protection is the process's, so the count is too.
+// waits for the work queued on streams that CUDA orders before it (streams.h): by default, as
+// an operation on the legacy default stream; an operation in a stream's order has done its
+// own waiting (queue_behind, wait_for_stream) and says so with `Ordered`. Then, with
+// CPU_CUDA_PROTECT=1, it opens device memory to the runtime for the call's duration; nested
+// scopes (a cuBLAS call that launches work) and the stream workers' scopes open it once
+// between them: protection is the process's, so the count is too.
 struct DeviceAccess {
     static std::mutex& mutex() {
         static std::mutex m;
         return m;
     }
     static inline int depth = 0;
-    DeviceAccess() {
-        settle();
+    struct Ordered {};
+    DeviceAccess() : DeviceAccess(Ordered{}, true) {}
+    explicit DeviceAccess(Ordered) : DeviceAccess(Ordered{}, false) {}
+    DeviceAccess(Ordered, bool as_default_stream) {
+        if (as_default_stream) settle_default();
         if (!settings().protect_host) return;
         std::lock_guard<std::mutex> lock(mutex());
         if (depth++ == 0) memory().set_access(true);

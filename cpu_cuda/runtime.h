@@ -1,15 +1,19 @@
 // cpu_cuda/runtime.h: the CUDA runtime API the project calls, on the CPU. The functions
 // are the toolkit's own declarations (cuda_runtime_api.h), defined here.
 //
-// Streams run their work in order. Kernels, memsets and most copies run at once, within
-// their call; collectives, and what is enqueued behind one, run on the stream's worker
-// (streams.h), so cudaStreamQuery can answer "not ready". Events are host timestamps. Launches and copies are checked as a GPU would check them, and more:
+// Streams run their work in order, each independent of the others (streams.h): kernels,
+// memsets and most copies run at once, within their call, on a stream with nothing queued;
+// collectives, host functions, waits on events still to come, and what is enqueued behind
+// them run on the stream's worker, so cudaStreamQuery can answer "not ready" and the host
+// never waits for one stream to go on with another. Events are host timestamps. Launches and copies are checked as a GPU would check them, and more:
 // copies and memsets must stay inside one allocation (a GPU might silently corrupt memory
 // instead), and the error codes are CUDA's.
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <memory>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -27,10 +31,38 @@
 struct CUstream_st {
     unsigned flags;
 };
+namespace cpu_cuda {
+// How far an event's records have come: the count of records made, and the number of the last
+// one done. Shared with the waits queued on streams (cudaStreamWaitEvent), which may outlive
+// the event (CUDA lets a program destroy an event that a stream still waits for).
+struct EventClock {
+    std::atomic<uint64_t> made{0}, done{0};
+    static std::mutex& mutex() {
+        static std::mutex m;
+        return m;
+    }
+    static std::condition_variable& changed() {
+        static std::condition_variable c;
+        return c;
+    }
+    void finish(uint64_t record) {
+        {
+            std::lock_guard<std::mutex> lock(mutex());
+            if (record > done) done = record;
+        }
+        changed().notify_all();
+    }
+    void wait_for(uint64_t record) {
+        std::unique_lock<std::mutex> lock(mutex());
+        changed().wait(lock, [&] { return done >= record; });
+    }
+};
+}  // namespace cpu_cuda
 struct CUevent_st {
-    double ms;  // host time of the last record, in ms
-    bool recorded;
+    std::atomic<double> ms{0.0};  // host time of the last record, in ms
+    std::atomic<bool> recorded{false};
     std::atomic<int> pending{0};  // records queued behind a stream's work, not yet done
+    std::shared_ptr<cpu_cuda::EventClock> clock = std::make_shared<cpu_cuda::EventClock>();
     CUgraph_st* captured_in = nullptr;           // recorded on a capturing stream: that capture's graph,
     std::vector<CUgraphNode_st*> captured_nodes;  // and the nodes a stream waiting on it then depends on
 };
@@ -158,11 +190,20 @@ inline cudaError_t copy(void* dst, const void* src, size_t count, cudaMemcpyKind
         (dst_device && !check_range(dst, count, call, "destination")))
         return set_error(cudaErrorInvalidValue);
     const bool pageable = !memory().find(src, count) || !memory().find(dst, count);
-    if (async && !pageable && stream_busy(stream)) {
-        stream_queue(stream).enqueue([=] {
-            DeviceAccess access;
-            memmove(dst, src, count);
-        });
+    if (async) {
+        if (queue_behind(stream)) {
+            if (pageable) {
+                stream_queue(stream).drain();
+            } else {
+                stream_queue(stream).enqueue([=] {
+                    DeviceAccess access;
+                    memmove(dst, src, count);
+                });
+                return cudaSuccess;
+            }
+        }
+        DeviceAccess access{DeviceAccess::Ordered{}};
+        memmove(dst, src, count);
         return cudaSuccess;
     }
     DeviceAccess access;
@@ -170,10 +211,19 @@ inline cudaError_t copy(void* dst, const void* src, size_t count, cudaMemcpyKind
     return cudaSuccess;
 }
 
-inline cudaError_t fill(void* p, int value, size_t count, const char* call) {
+// cudaMemset, and cudaMemsetAsync on `stream` (queued behind the stream's work, if it has some).
+inline cudaError_t fill(void* p, int value, size_t count, const char* call, bool async = false,
+                        cudaStream_t stream = nullptr) {
     if (count == 0) return cudaSuccess;
-    DeviceAccess access;
     if (!check_range(p, count, call, "destination")) return set_error(cudaErrorInvalidValue);
+    if (async && queue_behind(stream)) {
+        stream_queue(stream).enqueue([=] {
+            DeviceAccess access;
+            memset(p, value, count);
+        });
+        return cudaSuccess;
+    }
+    DeviceAccess access{DeviceAccess::Ordered{}, !async};
     memset(p, value, count);
     return cudaSuccess;
 }
@@ -601,7 +651,7 @@ inline cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_
             return cpu_cuda::fill(p, value, count, call);
         });
     }
-    return cpu_cuda::fill(p, value, count, "cudaMemsetAsync");
+    return cpu_cuda::fill(p, value, count, "cudaMemsetAsync", true, stream);
 }
 
 // ----------------------------------------------------------------------------
@@ -610,6 +660,10 @@ inline cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
     if (!s) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *s = new CUstream_st{flags};
+    cpu_cuda::StreamQueue& queue = cpu_cuda::stream_queue(*s);
+    queue.nonblocking = flags & cudaStreamNonBlocking;
+    const bool delayed = ++cpu_cuda::streams_created() == cpu_cuda::settings().delay_stream;
+    queue.delay_ms = delayed ? cpu_cuda::settings().delay_ms : 0;
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
     cpu_cuda::live_handles().insert(*s);
     return cudaSuccess;
@@ -640,14 +694,14 @@ inline bool cpu_cuda_valid_event(cudaEvent_t e) {
 }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
     if (!e) return cpu_cuda::set_error(cudaErrorInvalidValue);
-    *e = new CUevent_st{0.0, false, {}, nullptr, {}};
+    *e = new CUevent_st{};
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
     cpu_cuda::live_handles().insert(*e);
     return cudaSuccess;
 }
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    if (cpu_cuda_valid_event(e) && e->pending) cpu_cuda::settle();  // its record is still queued
+    if (cpu_cuda_valid_event(e)) e->clock->wait_for(e->clock->made);  // its records still queued
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
     if (!cpu_cuda::live_handles().erase(e)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     delete e;
@@ -688,33 +742,39 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
         return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::record_in_capture(e, s)) return cudaSuccess;
     e->captured_in = nullptr;
-    if (cpu_cuda::stream_busy(s)) {  // the event completes when the stream's queued work has
+    const uint64_t record = ++e->clock->made;
+    if (cpu_cuda::queue_behind(s)) {  // the event completes when the stream's queued work has
         e->pending++;
-        cpu_cuda::stream_queue(s).enqueue([e] {
+        cpu_cuda::stream_queue(s).enqueue([e, clock = e->clock, record] {
             e->ms = cpu_cuda::now_ms(), e->recorded = true;
             e->pending--;
+            clock->finish(record);  // (after which the event may be destroyed)
         });
         return cudaSuccess;
     }
     e->ms = cpu_cuda::now_ms(), e->recorded = true;
+    e->clock->finish(record);
     return cudaSuccess;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!cpu_cuda_valid_event(e)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
-    if (e->pending) cpu_cuda::settle();
+    e->clock->wait_for(e->clock->made);  // its last record
     return cpu_cuda::sticky();
 }
 inline cudaError_t cudaEventQuery(cudaEvent_t e) {
     if (!cpu_cuda_valid_event(e)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     return e->pending ? cudaErrorNotReady : cudaSuccess;
 }
-// The stream's later work runs after the event's: the host waits for it here (more than CUDA
-// waits, never less).
+// The stream's later work runs after the event's last record: when that is still queued on a
+// stream, a wait for it is queued on `s` (the host goes on, as on a GPU), and s's later work
+// queues behind the wait.
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
     if (!cpu_cuda::valid_stream(s) || !cpu_cuda_valid_event(e))
         return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::wait_in_capture(s, e)) return cudaSuccess;
-    if (e->pending) cpu_cuda::settle();
+    const uint64_t record = e->clock->made;
+    if (e->clock->done >= record) return cudaSuccess;
+    cpu_cuda::stream_queue(s).enqueue([clock = e->clock, record] { clock->wait_for(record); });
     return cudaSuccess;
 }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

@@ -37,6 +37,8 @@ struct Settings {
     size_t stack_bytes = 64 << 10;  // CPU_CUDA_STACK_KB: each CUDA thread's stack
     double nccl_timeout_s = 300;  // CPU_CUDA_NCCL_TIMEOUT: seconds a rank waits for the others
     bool wmma_shuffled = false;   // CPU_CUDA_WMMA_LAYOUT=shuffled: WMMA fragments' elements on permuted lanes
+    int delay_stream = 0;         // CPU_CUDA_DELAY_STREAM=K:MS: the K-th stream created (from 1) runs all its
+    int delay_ms = 0;             //   work queued, each piece MS ms late (streams.h); 0 = none
 };
 
 // "80GB", "512MiB", "1e9" -> bytes; 0 on a malformed value.
@@ -171,6 +173,13 @@ inline Settings read_settings() {
     if (const char* v = getenv("CPU_CUDA_WMMA_LAYOUT")) {
         if (strcmp(v, "natural") && strcmp(v, "shuffled")) bad_setting("CPU_CUDA_WMMA_LAYOUT", v, "natural or shuffled");
         s.wmma_shuffled = v[0] == 's';
+    }
+    if (const char* v = getenv("CPU_CUDA_DELAY_STREAM"); v && *v) {  // (empty: none)
+        int k = 0, ms = 0, used = 0;
+        if (sscanf(v, "%d:%d%n", &k, &ms, &used) != 2 || v[used] || k < 1 || k > 1000 || ms < 1 || ms > 10000)
+            bad_setting("CPU_CUDA_DELAY_STREAM", v,
+                        "K:MS, the K-th stream the program creates (1 to 1000) and a delay of MS ms (1 to 10000)");
+        s.delay_stream = k, s.delay_ms = ms;
     }
     return s;
 }

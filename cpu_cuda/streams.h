@@ -1,21 +1,32 @@
-// cpu_cuda/streams.h: the work a stream runs after the call that enqueued it has returned.
+// cpu_cuda/streams.h: each stream's work, in order, independent of the other streams.
 //
-// Most of the runtime is synchronous: a kernel, a memset or a cuBLAS call has run when its
-// call returns. A GPU is not, and a host that waits for a collective the way CUDA programs
-// do (cudaStreamQuery in a loop, under a timeout) must see a collective in flight: so NCCL's
-// collectives, and the copies, event records and collectives enqueued behind one, go into
-// the stream's queue, which a worker thread of its own runs in order. cudaStreamQuery
-// answers cudaErrorNotReady until the queue is empty.
+// Each stream has a queue, which a worker thread of its own runs in order. An operation in a
+// stream's order (a kernel, an asynchronous copy or memset, an event record, a wait on an
+// event, a collective, a host function) runs at once on the calling thread when the stream
+// has nothing queued, and is queued behind the stream's work when it has: so the host never
+// waits for one stream's work to go on with another's, as on a GPU. Collectives and host
+// functions are always queued (they may wait a long time), and so is a wait on an event whose
+// record is still queued on another stream (cudaStreamWaitEvent returns at once, as CUDA's).
 //
-// Every other call waits for every queue first (settle(): memory.h's DeviceAccess calls it
-// when a host thread enters the runtime), so work still runs in stream order, and no
-// synchronous call ever sees a buffer that queued work has not finished with. That waits
-// more than CUDA would, never less.
+// The legacy default stream's rule (CUDA's "implicit synchronization"): its work waits for the
+// earlier work of every blocking stream (created without cudaStreamNonBlocking), and theirs
+// for its. Here the host waits for those queues before such an operation (settle_default);
+// the calls in nobody's stream order (cudaMalloc, cudaMemcpy, cudaMemset, ...) act on the
+// legacy default stream, and cudaDeviceSynchronize, cudaFree and the like wait for every
+// queue (settle). Where the runtime cannot queue an operation (a cuBLAS product, a graph's
+// launch) the host waits for its stream's queue first. That waits more than CUDA in places,
+// never less, and never for a stream that CUDA does not order before the operation.
+//
+// CPU_CUDA_DELAY_STREAM=K:MS (settings.h) queues all of the K-th created stream's work (0: the
+// legacy default stream's) and starts each piece MS milliseconds late, so that an event wait
+// missing between that stream and another one shows as a wrong result instead of passing by luck.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <pthread.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -30,6 +41,8 @@ inline thread_local bool on_stream_worker = false;  // true on the threads that 
 
 class StreamQueue {
   public:
+    bool nonblocking = false;  // created with cudaStreamNonBlocking: outside the legacy stream's rule
+    int delay_ms = 0;          // CPU_CUDA_DELAY_STREAM: everything queued, each piece this much late
     // Runs `task` on the worker after everything enqueued before it.
     void enqueue(std::function<void()> task) {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -61,6 +74,7 @@ class StreamQueue {
             std::function<void()> task = std::move(tasks_.front());
             tasks_.pop_front();
             lock.unlock();
+            if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
             task();
             lock.lock();
             unfinished_--;
@@ -88,6 +102,11 @@ inline StreamQueues*& stream_queues_ptr() {
     }();
     return q;
 }
+// Streams created so far by cudaStreamCreate* (CPU_CUDA_DELAY_STREAM counts them from 1).
+inline std::atomic<int>& streams_created() {
+    static std::atomic<int> n{0};
+    return n;
+}
 inline const void* queue_key(const void* stream) {
     return stream == (const void*)cudaStreamLegacy || stream == (const void*)cudaStreamPerThread ? nullptr : stream;
 }
@@ -106,16 +125,39 @@ inline bool stream_busy(const void* stream) {
     return it != q.queues.end() && it->second->busy();
 }
 // Waits for every stream's queued work (a call from a worker thread waits for nothing:
-// its own queue would never drain).
-inline void settle() {
+// its own queue would never drain), or, with only_blocking, for the legacy default stream's
+// and the blocking streams' (the legacy stream's rule above), and, with but_default, not for
+// the legacy default stream's own.
+inline void settle(bool only_blocking = false, bool but_default = false) {
     if (on_stream_worker) return;
     std::vector<StreamQueue*> all;
     {
         StreamQueues& q = *stream_queues_ptr();
         std::lock_guard<std::mutex> lock(q.mutex);
-        for (auto& kv : q.queues) all.push_back(kv.second.get());
+        for (auto& kv : q.queues)
+            if ((!only_blocking || !kv.second->nonblocking) && (!but_default || kv.first != nullptr))
+                all.push_back(kv.second.get());
     }
     for (StreamQueue* s : all) s->drain();
+}
+// What an operation on the legacy default stream waits for, and a call in no stream's order.
+inline void settle_default() { settle(true); }
+inline bool is_default_stream(const void* stream) { return queue_key(stream) == nullptr; }
+// Before an operation in `stream`'s order, from the host: waits for the work of other streams
+// that CUDA orders before it (the legacy stream's rule), and answers whether the operation
+// must be queued behind the stream's own (it has work queued, or it is the delayed stream).
+// A worker thread runs what it has been given, at once.
+inline bool queue_behind(const void* stream) {
+    if (on_stream_worker) return false;
+    StreamQueue& own = stream_queue(stream);
+    if (is_default_stream(stream)) settle(true, true);  // every blocking stream's work
+    else if (!own.nonblocking) stream_queue(nullptr).drain();  // the legacy default stream's
+    return own.delay_ms > 0 || own.busy();
+}
+// The same, for an operation that runs on the host's thread whatever the stream has queued:
+// it waits for the stream's queue too.
+inline void wait_for_stream(const void* stream) {
+    if (queue_behind(stream)) stream_queue(stream).drain();
 }
 
 }  // namespace cpu_cuda

@@ -220,6 +220,11 @@ mutations=(
 "launcher variables: PMI_SIZE and PMIX_RANK not checked against MPI's job|host/comm_mpi.h|s#(is_size ? n > world : n >= world))#(false))#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
 "llm.c's Llama-3 header: F solved for before the other fields are checked (NH = 0: SIGFPE)|host/checkpoint.h|s#    if (std::string problem = shape_problem(cfg, false); !problem.empty()) return problem;#    (void)0;#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
 "a dry run stops on data a real run refuses, again|host/run.h|s#say(std::string(\"warning: a real run would stop here#throw; say(std::string(\"warning: a real run would stop here#|train|bash test/tools/cluster_plan.sh"
+"CPU runtime: cudaStreamWaitEvent ignores a record still queued on another stream|cpu_cuda/runtime.h|s#cpu_cuda::stream_queue(s).enqueue(\[clock = e->clock, record\] { clock->wait_for(record); });#(void)record;#|test/cpu_runtime/execution|./test/cpu_runtime/execution -tc=streams*are*independent*"
+"CPU runtime: a launch on a stream with queued work runs at once, ahead of that work|cpu_cuda/exec.h|s#        if (queue_behind(stream)) {#        if (false \&\& queue_behind(stream)) {#|test/cpu_runtime/execution|./test/cpu_runtime/execution -tc=streams*are*independent*"
+"CPU runtime: CPU_CUDA_DELAY_STREAM delays nothing|cpu_cuda/streams.h|s#    return own.delay_ms > 0 \|\| own.busy();#    return own.busy();#|test/cpu_runtime/execution|./test/cpu_runtime/execution -tc=CPU_CUDA_DELAY_STREAM*"
+"overlapped sync: a bucket's collectives not ordered after the compute stream's backward (no wait on bucket_ready)|gpu/replicas.cuh|s#CUDA_CHECK(cudaStreamWaitEvent(side, bucket_ready, 0));#(void)0;#|train_gpt_cpu|bash test/replicas/grad_sync.sh"
+"overlapped sync: the last bucket started after the final wait|host/gradsync.h|/^        while (next_ < buckets_.size()) start(next_++);$/d; s#^        comm.wait_sums();$#&\n        while (next_ < buckets_.size()) start(next_++);#|train_gpt_cpu|bash test/replicas/grad_sync.sh"
 )
 
 # The programs make test builds: what "auto" chooses from.

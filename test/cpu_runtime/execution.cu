@@ -16,7 +16,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <map>
 #include <set>
 #include <functional>
@@ -783,6 +785,136 @@ TEST_CASE("streams and events: in order, timed, and checked handles") {
     CHECK(cudaStreamSynchronize(s) == cudaErrorInvalidResourceHandle);
     cudaEventDestroy(start), cudaEventDestroy(stop);
     cudaGetLastError();
+}
+
+// Streams are independent, as on a GPU: what one stream has queued holds up neither the host
+// nor another stream; only an event wait orders one stream after another.
+__global__ void copy_flag(float* x, const volatile int* flag, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = (float)*flag;
+}
+__global__ void plus_one(float* y, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] + 1;
+}
+struct Sleeper {
+    volatile int* flag;
+    double seconds;
+};
+void sleep_then_set(void* p) {  // a host function: sleeps, then sets the flag to 7
+    Sleeper* s = (Sleeper*)p;
+    std::this_thread::sleep_for(std::chrono::duration<double>(s->seconds));
+    *s->flag = 7;
+}
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+template <class T>
+bool all_equal(const std::vector<T>& v, T want) {
+    for (T x : v)
+        if (!(x == want)) return false;  // (NaN fails)
+    return true;
+}
+
+TEST_CASE("streams are independent: work queued on one holds up neither the host nor another stream") {
+    // A host function keeps stream a busy for 1 s. The calls that follow it on a return at once
+    // (< 0.5 s: half the second, room for a loaded machine) and their work runs after it, in
+    // order; stream b's work, and the legacy stream's copies (a and b are non-blocking: CUDA's
+    // legacy stream does not wait for them), run at once; b waits for a through an event only.
+    const int n = 256;
+    cudaStream_t a = nullptr, b = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) == cudaSuccess);
+    REQUIRE(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) == cudaSuccess);
+    cudaEvent_t a_done = nullptr;
+    REQUIRE(cudaEventCreate(&a_done) == cudaSuccess);
+    int* flag = nullptr;
+    REQUIRE(cudaMallocHost((void**)&flag, sizeof(int)) == cudaSuccess);
+    *flag = 0;
+    Dev<float> x(std::vector<float>(n, 0.0f)), y(std::vector<float>(n, 0.0f)), z(std::vector<float>(n, -1.0f));
+    Sleeper sleeper{flag, 1.0};
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(cudaLaunchHostFunc(a, sleep_then_set, &sleeper) == cudaSuccess);
+    copy_flag<<<1, n, 0, a>>>(x.p, flag, n);  // x = 7, once the host function has run
+    CHECK(cudaGetLastError() == cudaSuccess);
+    fill_ones<<<1, 2048, 0, a>>>(x.p, n);  // refused at the launch (over 1024 threads), queue or not
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
+    CHECK(cudaEventRecord(a_done, a) == cudaSuccess);
+    CHECK(cudaEventQuery(a_done) == cudaErrorNotReady);
+    CHECK(cudaStreamQuery(a) == cudaErrorNotReady);
+    fill_ones<<<1, n, 0, b>>>(y.p, n);  // b has nothing queued: runs now
+    CHECK(cudaStreamQuery(b) == cudaSuccess);
+    CHECK(all_equal(y.host(), 1.0f));
+    CHECK(all_equal(x.host(), 0.0f));  // a's kernel has not run yet
+    CHECK(cudaStreamWaitEvent(b, a_done, 0) == cudaSuccess);  // returns at once; b's later work waits
+    CHECK(cudaStreamQuery(b) == cudaErrorNotReady);
+    plus_one<<<1, n, 0, b>>>(z.p, x.p, n);  // z = x + 1 = 8, after a's work
+    CHECK(seconds_since(t0) < 0.5);
+    CHECK(cudaStreamSynchronize(b) == cudaSuccess);
+    CHECK(seconds_since(t0) >= 0.9);  // (1 s, less the clock's rounding)
+    CHECK(cudaStreamQuery(a) == cudaSuccess);  // b waited for the event, which came after a's work
+    CHECK(all_equal(z.host(), 8.0f));
+    CHECK(all_equal(x.host(), 7.0f));
+    CHECK(cudaEventDestroy(a_done) == cudaSuccess);
+    CHECK(cudaFreeHost(flag) == cudaSuccess);
+    CHECK(cudaStreamDestroy(a) == cudaSuccess);
+    CHECK(cudaStreamDestroy(b) == cudaSuccess);
+}
+
+TEST_CASE("the legacy default stream waits for the blocking streams, not for the non-blocking ones") {
+    // CUDA's implicit synchronization: work on the legacy default stream (here cudaMemcpy) waits
+    // for every blocking stream's earlier work; a non-blocking stream is outside that rule.
+    const int n = 64;
+    cudaStream_t blocking = nullptr;
+    REQUIRE(cudaStreamCreate(&blocking) == cudaSuccess);
+    int* flag = nullptr;
+    REQUIRE(cudaMallocHost((void**)&flag, sizeof(int)) == cudaSuccess);
+    *flag = 0;
+    Dev<float> x(std::vector<float>(n, 0.0f));
+    Sleeper sleeper{flag, 0.5};
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(cudaLaunchHostFunc(blocking, sleep_then_set, &sleeper) == cudaSuccess);
+    copy_flag<<<1, n, 0, blocking>>>(x.p, flag, n);
+    CHECK(seconds_since(t0) < 0.25);
+    CHECK(all_equal(x.host(), 7.0f));  // the copy waited for the blocking stream
+    CHECK(seconds_since(t0) >= 0.4);
+    CHECK(cudaFreeHost(flag) == cudaSuccess);
+    CHECK(cudaStreamDestroy(blocking) == cudaSuccess);
+}
+
+TEST_CASE("CPU_CUDA_DELAY_STREAM: the delayed stream's work runs late, so that a missing event wait shows") {
+    // In a child (the setting is the process's): the next stream created is delayed by 200 ms a
+    // piece. A kernel of stream b that reads what the delayed stream a writes, without waiting,
+    // reads the old values (x + 1 = 1); after an event wait, the new ones (2).
+    std::string err;
+    int status = in_child(
+        [] {
+            cpu_cuda::settings().delay_stream = cpu_cuda::streams_created() + 1;
+            cpu_cuda::settings().delay_ms = 200;
+            const int n = 64;
+            cudaStream_t a = nullptr, b = nullptr;
+            cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);  // delayed
+            cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+            cudaEvent_t written;
+            cudaEventCreate(&written);
+            float *x, *early, *late;
+            cudaMalloc(&x, n * 4), cudaMalloc(&early, n * 4), cudaMalloc(&late, n * 4);
+            cudaMemset(x, 0, n * 4);
+            fill_ones<<<1, n, 0, a>>>(x, n);  // queued, 200 ms late
+            bool queued = cudaStreamQuery(a) == cudaErrorNotReady;
+            cudaEventRecord(written, a);
+            plus_one<<<1, n, 0, b>>>(early, x, n);  // no wait: before a's kernel
+            cudaStreamWaitEvent(b, written, 0);
+            plus_one<<<1, n, 0, b>>>(late, x, n);
+            cudaStreamSynchronize(b);
+            std::vector<float> e(n), l(n);
+            cudaMemcpy(e.data(), early, n * 4, cudaMemcpyDeviceToHost);
+            cudaMemcpy(l.data(), late, n * 4, cudaMemcpyDeviceToHost);
+            fprintf(stderr, "queued %d early %g late %g\n", queued, e[0], l[n - 1]);
+            _exit(queued && all_equal(e, 1.0f) && all_equal(l, 2.0f) ? 0 : 1);
+        },
+        &err);
+    INFO(err);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
 }
 
 TEST_CASE("device count, properties and selection") {

@@ -378,6 +378,8 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
 1 | OMP_NUM_THREADS=100000 is more than the | OMP_NUM_THREADS=100000 | --threads 0
 2 | CPU_CUDA_NCCL_TIMEOUT='5x' is not valid | CPU_CUDA_NCCL_TIMEOUT=5x |
 2 | CPU_CUDA_STACK_KB='1' is not valid: expected a whole number from 16 to 1048576 | CPU_CUDA_STACK_KB=1 |
+2 | CPU_CUDA_DELAY_STREAM='0:5' is not valid: expected K:MS, the K-th stream the program creates (1 to 1000) | CPU_CUDA_DELAY_STREAM=0:5 |
+2 | CPU_CUDA_DELAY_STREAM='2' is not valid: expected K:MS | CPU_CUDA_DELAY_STREAM=2 |
 2 | TRAIN_GPT_ATTENTION_PICK='slow' is not valid: expected fused or cublas | TRAIN_GPT_ATTENTION_PICK=slow |"
     # CPU_CUDA_THREADS: at most what vm.max_map_count leaves the fibers' stacks (1024 CUDA threads
     # of a block on each OS thread, 2 maps each, half of the maps): its documented maximum,

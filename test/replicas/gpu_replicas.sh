@@ -173,46 +173,49 @@ else
 fi
 wait 2>/dev/null
 
-# ---- a rank that freezes (SIGSTOP): the others stop within seconds of --comm-timeout. The
-# CPU runtime's collectives run after their call returns, as on a GPU, and the results come
-# back through pinned memory, so the watchdog polls while one is in flight; the runtime's
-# own bound (CPU_CUDA_NCCL_TIMEOUT, 300 s) must not be what ends it. Without MPI no rank can
-# be asked where it waits: the line names the collective and the timeout.
-# --grad-sync end: with the bucketed sync (overlap, now on at A = 1 too) the CPU runtime blocks
-# at the next launch on the side stream's collective before the watchdog's wait is reached,
-# which a GPU does not (a known defect of the runtime's settle(), open in the hardening issue);
-# the end-of-step all-reduce is what these two cases check.
-CPU_CUDA_NCCL_TIMEOUT=300 slurm_start 2 "$work/frozen" -b 4 -n 100000 --comm-timeout 3 --grad-sync end
-for _ in $(seq 300); do grep -q "step     2/" "$work/frozen.0.out" 2>/dev/null && break; sleep 0.1; done
-kill -STOP "${pids[1]}"
-start=$SECONDS
-wait_all 60 "${pids[0]}"; rc=$?
-took=$((SECONDS - start))
-kill -9 "${pids[1]}"; wait "${pids[1]}" 2>/dev/null
-if [ $rc -ne 0 ] && [ $took -le 15 ] && grep -q "did not complete within --comm-timeout 3 s" "$work/frozen.0.out"; then
-    pass "a frozen rank ends the job in ${took} s, at --comm-timeout"
-else
-    tail -3 "$work/frozen.0.out"; fail "frozen rank (still running, or no --comm-timeout error, after ${took} s)"
-fi
+# ---- a rank that freezes (SIGSTOP): the others stop within seconds of --comm-timeout, in
+# every sync mode: the all-reduce at the end of the step (--grad-sync end), the buckets
+# overlapped with the backward on a side stream (the default), and those in bf16. The CPU
+# runtime's collectives run after their call returns and its streams are independent, as on a
+# GPU (cpu_cuda/streams.h): the compute stream's work does not wait for a collective in flight
+# on the side stream, so the watchdog's wait is reached; the runtime's own bound
+# (CPU_CUDA_NCCL_TIMEOUT, 300 s) must not be what ends it. Without MPI no rank can be asked
+# where it waits: the line names the collective and the timeout.
+for sync in "--grad-sync end" "--grad-sync overlap" "--grad-sync overlap --grad-sync-dtype bf16"; do
+    CPU_CUDA_NCCL_TIMEOUT=300 slurm_start 2 "$work/frozen" -b 4 -n 100000 --comm-timeout 3 $sync
+    for _ in $(seq 300); do grep -q "step     2/" "$work/frozen.0.out" 2>/dev/null && break; sleep 0.1; done
+    kill -STOP "${pids[1]}"
+    start=$SECONDS
+    wait_all 60 "${pids[0]}"; rc=$?
+    took=$((SECONDS - start))
+    kill -9 "${pids[1]}"; wait "${pids[1]}" 2>/dev/null
+    if [ $rc -ne 0 ] && [ $took -le 15 ] && grep -q "did not complete within --comm-timeout 3 s" "$work/frozen.0.out"; then
+        pass "$sync: a frozen rank ends the job in ${took} s, at --comm-timeout"
+    else
+        tail -3 "$work/frozen.0.out"; fail "$sync: frozen rank (still running, or no --comm-timeout error, after ${took} s)"
+    fi
+done
 
 # ---- the same under mpirun: MPI asks the ranks where they wait, so the line names the
-# frozen rank (by the pid the start-up lines print) and the gradients' all-reduce
+# frozen rank (by the pid the start-up lines print) and the collective it did not come to
 if [ "$has_mpi" = yes ]; then
-    log="$work/mfrozen.out"
-    CPU_CUDA_NCCL_TIMEOUT=300 timeout 120 $MPIRUN -np 2 $TINY -b 4 -n 100000 -o "" --comm-timeout 3 --grad-sync end \
-        >"$log" 2>&1 &
-    job=$!
-    for _ in $(seq 300); do grep -q "^step     2/" "$log" && break; sleep 0.1; done
-    pid=$(sed -n "s/^rank 1 on .*, pid \([0-9]*\)$/\1/p" "$log")
-    [ -n "$pid" ] && kill -STOP "$pid"
-    start=$SECONDS
-    wait $job; rc=$?
-    took=$((SECONDS - start))
-    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null  # in case mpirun left it behind, stopped
-    if [ -n "$pid" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 15 ] &&
-       grep -q "rank 1 (.*pid $pid) did not arrive at the all-reduce of .* within --comm-timeout 3 s" "$log"; then
-        pass "mpirun: a frozen rank ends the job in ${took} s with a line naming it"
-    else tail -5 "$log"; fail "mpirun: frozen rank (exit $rc after ${took} s)"; fi
+    for sync in "--grad-sync end" "--grad-sync overlap" "--grad-sync overlap --grad-sync-dtype bf16"; do
+        log="$work/mfrozen.out"
+        CPU_CUDA_NCCL_TIMEOUT=300 timeout 120 $MPIRUN -np 2 $TINY -b 4 -n 100000 -o "" --comm-timeout 3 $sync \
+            >"$log" 2>&1 &
+        job=$!
+        for _ in $(seq 300); do grep -q "^step     2/" "$log" && break; sleep 0.1; done
+        pid=$(sed -n "s/^rank 1 on .*, pid \([0-9]*\)$/\1/p" "$log")
+        [ -n "$pid" ] && kill -STOP "$pid"
+        start=$SECONDS
+        wait $job; rc=$?
+        took=$((SECONDS - start))
+        [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null  # in case mpirun left it behind, stopped
+        if [ -n "$pid" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 15 ] &&
+           grep -qE "rank 1 \(.*pid $pid\) did not arrive at the (all-reduce|barrier) of .* within --comm-timeout 3 s" "$log"; then
+            pass "mpirun $sync: a frozen rank ends the job in ${took} s with a line naming it"
+        else tail -5 "$log"; fail "mpirun $sync: frozen rank (exit $rc after ${took} s)"; fi
+    done
 fi
 
 # ---- NCCL's start-up is waited for under the watchdog too: rank 0 of 2, whose rank 1 never

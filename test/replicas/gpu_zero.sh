@@ -167,24 +167,24 @@ else tail -3 "$work/dead.0.out"; fail "--zero 1: killed rank (exit $rc after ${t
 # the others wait in (ZeRO's reduce-scatter or all-gather, or the step's scalar all-reduce,
 # depending on where it stopped)
 if [ "$has_mpi" = yes ]; then
-    log="$work/mfrozen.out"
-    # --grad-sync end: the bucketed sync's frozen peer blocks the CPU runtime before the watchdog
-    # waits (test/replicas/gpu_replicas.sh says why; a GPU does not block there)
-    CPU_CUDA_NCCL_TIMEOUT=300 timeout 120 $MPIRUN -np 2 $TINY -b 4 -d $((8 * T)) -n 100000 --zero 1 -o "" \
-        --comm-timeout 3 --grad-sync end >"$log" 2>&1 &
-    job=$!
-    for _ in $(seq 300); do grep -q "^step     2/" "$log" 2>/dev/null && break; sleep 0.1; done
-    pid=$(sed -n "s/^rank 1 on .*, pid \([0-9]*\)$/\1/p" "$log")
-    [ -n "$pid" ] && kill -STOP "$pid"
-    start=$SECONDS
-    wait $job; rc=$?
-    took=$((SECONDS - start))
-    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null  # in case mpirun left it behind, stopped
-    name="--zero 1, mpirun: a frozen rank ends the job in ${took} s with a line naming it"
-    if [ -n "$pid" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 15 ] &&
-       grep -qE "rank 1 \(.*pid $pid\) did not arrive at the (reduce-scatter|all-gather|all-reduce) of .* within --comm-timeout 3 s" "$log"; then
-        pass "$name: $(grep -oE 'at the (reduce-scatter|all-gather|all-reduce)' "$log" | head -1)"
-    else tail -5 "$log"; fail "$name (exit $rc)"; fi
+    for sync in "--grad-sync end" "--grad-sync overlap"; do  # (overlap: the buckets' reduces on a side stream)
+        log="$work/mfrozen.out"
+        CPU_CUDA_NCCL_TIMEOUT=300 timeout 120 $MPIRUN -np 2 $TINY -b 4 -d $((8 * T)) -n 100000 --zero 1 -o "" \
+            --comm-timeout 3 $sync >"$log" 2>&1 &
+        job=$!
+        for _ in $(seq 300); do grep -q "^step     2/" "$log" 2>/dev/null && break; sleep 0.1; done
+        pid=$(sed -n "s/^rank 1 on .*, pid \([0-9]*\)$/\1/p" "$log")
+        [ -n "$pid" ] && kill -STOP "$pid"
+        start=$SECONDS
+        wait $job; rc=$?
+        took=$((SECONDS - start))
+        [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null  # in case mpirun left it behind, stopped
+        name="--zero 1 $sync, mpirun: a frozen rank ends the job in ${took} s with a line naming it"
+        if [ -n "$pid" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 15 ] &&
+           grep -qE "rank 1 \(.*pid $pid\) did not arrive at the (reduce-scatter|all-gather|all-reduce) of .* within --comm-timeout 3 s" "$log"; then
+            pass "$name: $(grep -oE 'at the (reduce-scatter|all-gather|all-reduce)' "$log" | head -1)"
+        else tail -5 "$log"; fail "$name (exit $rc)"; fi
+    done
 fi
 
 finish

@@ -89,6 +89,19 @@ else
     PER=8 check_overlap ./train_gpt_cpu 2 0 0
     PER=8 check_overlap ./train_gpt_cpu 4 0 0
     PER=8 check_overlap ./train_gpt_cpu 2 1 0
+    # The CPU runtime's streams are as independent as a GPU's (cpu_cuda/streams.h), and
+    # CPU_CUDA_DELAY_STREAM=K:MS makes the K-th stream created run its work MS ms late a piece:
+    # stream 1 is the compute stream (gpu/common.cuh), 2 the sync's side stream (gpu/replicas.cuh).
+    # With the compute stream late, a bucket's collective must wait for its gradients (the event
+    # bucket_ready); with the side stream late, the clipping and AdamW must wait for the sums
+    # (sums_done, and every bucket started before the final wait). Either wait missing moves the
+    # weights (test/mutations.sh); with both in place the run is --grad-sync end's, bit for bit.
+    for delay in 1:1 2:20; do
+        name="train_gpt_cpu R=2 A=2: overlap with stream ${delay%%:*}'s work ${delay##*:} ms late a piece (CPU_CUDA_DELAY_STREAM=$delay) = end within 0"
+        if CPU_CUDA_DELAY_STREAM=$delay run "$work/delay${delay%%:*}" 2 ./train_gpt_cpu --grad-sync overlap --grad-bucket 0 &&
+           python3 test/replicas/compare_runs.py --tol 0 "$work/train_gpt_cpu20a2.end" "$work/delay${delay%%:*}" $STEPS
+        then pass "$name"; else fail "$name"; fi
+    done
     # bf16 changes the arithmetic, so the state file records it (int32 [24] bytes of text at
     # [32]), and a resume with another type says so; the bf16 run differs from fp32 (a sync
     # that silently stayed fp32 would not) and agrees with it within 1e-2 relative: bf16's
