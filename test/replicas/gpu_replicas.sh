@@ -24,6 +24,7 @@ TINY="./train_gpt_cpu --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source test/suite_lib.sh  # pass, fail, skip, check, finish
+suite_arguments "" "$@"  # --help: the usage; it takes no arguments
 
 [ -x ./train_gpt_cpu ] || { echo "./train_gpt_cpu is not built (make train_gpt_cpu)"; echo "0 passed, 1 failed"; exit 1; }
 has_mpi=$(mpi_ok ./train_gpt_cpu && echo yes)
