@@ -220,6 +220,11 @@ mutations=(
 "launcher variables: PMI_SIZE and PMIX_RANK not checked against MPI's job|host/comm_mpi.h|s#(is_size ? n > world : n >= world))#(false))#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
 "llm.c's Llama-3 header: F solved for before the other fields are checked (NH = 0: SIGFPE)|host/checkpoint.h|s#    if (std::string problem = shape_problem(cfg, false); !problem.empty()) return problem;#    (void)0;#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
 "a dry run stops on data a real run refuses, again|host/run.h|s#say(std::string(\"warning: a real run would stop here#throw; say(std::string(\"warning: a real run would stop here#|train|bash test/tools/cluster_plan.sh"
+"OMP_NUM_THREADS: a malformed value left for libgomp (its warnings before the trainer's line)|host/cpus.h|s#        if (name\[i\] .. omp_num_threads_well_formed(s + i)) continue;#        continue;#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
+"launcher variables: SLURM_NTASKS that is not a number ignored (a run alone without a note)|host/comm.h|s#^    check_slurm_task_variables();\$#    (void)0;#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
+"mpirun: a command-line error printed by every rank|host/run.h|s#        if (comm.rank == 0) fprintf(stderr#        if (true) fprintf(stderr#|train|bash test/replicas/cpu_replicas.sh"
+"mpirun: a command-line error ends the job by MPI_Abort (its banner; the other ranks killed, not exiting 2)|host/run.h|s#        if (comm.world > 1) comm.finalize();#        comm.abort_all(2);#|train|bash test/replicas/cpu_replicas.sh"
+"multihost.sh: its arguments not checked (--help ran the whole suite)|test/replicas/multihost.sh|/^suite_arguments \"\$usage\" \"\$@\"\$/d|none|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
 )
 
 # The programs make test builds: what "auto" chooses from.
