@@ -156,6 +156,22 @@ else
     skip "evaluation under mpirun" "train_gpt_cpu was built without MPI"
 fi
 
+# ---- a command-line error under mpirun: one line (rank 0's), mpirun and each rank exit 2 (each
+# rank's status through a shell that records it and exits 0: mpirun ends the others once one
+# exits non-zero). The lines after it about the non-zero exit are mpirun's own.
+if [ "$has_mpi" = yes ]; then
+    out=$(timeout 120 $MPIRUN -np 2 $TINY -b 4 -n 2 -o "" --bogus-option 2>&1); rc=$?
+    timeout 120 $MPIRUN -np 2 sh -c '"$@" 2>/dev/null; echo $? >'"$work"'/usage_rc.$OMPI_COMM_WORLD_RANK' sh \
+        $TINY -b 4 -n 2 -o "" --bogus-option >/dev/null 2>&1
+    statuses=$(cat "$work"/usage_rc.0 "$work"/usage_rc.1 2>/dev/null | tr '\n' ' ')
+    name="mpirun -np 2 ./train_gpt_cpu --bogus-option: one line, by one rank; mpirun and every rank exit 2"
+    if [ $rc -eq 2 ] && [ "$(grep -c '^train_gpt_cpu:' <<<"$out")" -eq 1 ] && ! grep -q MPI_ABORT <<<"$out" &&
+       [ "$statuses" = "2 2 " ]; then pass "$name"
+    else echo "$out" | head -5; echo "   the ranks' statuses: $statuses"; fail "$name (exit $rc)"; fi
+else
+    skip "a command-line error under mpirun" "train_gpt_cpu was built without MPI"
+fi
+
 # ---- a rank that dies mid-run: the others stop with an error naming it, within seconds
 slurm_start 2 "$work/dead" -b 4 -n 100000
 for _ in $(seq 300); do grep -q "step     2/" "$work/dead.0.out" 2>/dev/null && break; sleep 0.1; done
