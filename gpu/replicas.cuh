@@ -457,6 +457,7 @@ inline void adopt_launcher_ranks(Comm& comm, const std::string& init_file) {
     if (ompi_size && atoi(ompi_size) > 1)
         throw Error("started by mpirun, but this train_gpt was built without MPI (install libopenmpi-dev and "
                     "rebuild), or launch with srun and --nccl-init-file");
+    check_slurm_task_variables();  // (host/comm.h) a count or rank that is not a number
     const char* procid = getenv("SLURM_PROCID");
     const char* ntasks_name = getenv("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
     const char* ntasks = getenv(ntasks_name);

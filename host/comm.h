@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <climits>
 #include <csignal>
 #include <cstdint>
@@ -268,7 +269,26 @@ private:
 // MPI); it does not read Slurm's task variables. A process that finds them saying "one of
 // several tasks" yet runs alone says so once: srun --ntasks N would otherwise start N
 // separate trainings without a word.
+// Slurm's task variables as a process started alone reads them (both trainers): a count or a
+// rank that is not a whole number is no environment srun gives its tasks, and one line says so,
+// exit 2 (SLURM_NTASKS=abc once trained alone without a note). Whether a number names this
+// process's job is each trainer's own check (the GPU trainer's slurm_number, exit 1).
+inline void check_slurm_task_variables() {
+    for (const char* name : {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID"}) {
+        const char* text = getenv(name);
+        if (!text) continue;
+        char* end = nullptr;
+        errno = 0;
+        strtoll(text, &end, 10);
+        if (end == text || *end || errno)
+            throw UsageError(strf("%s is '%s', not a whole number: not the environment srun gives its tasks; "
+                                  "unset the SLURM_* variables to train alone",
+                                  name, text));
+    }
+}
+
 inline void note_ignored_slurm_tasks() {
+    check_slurm_task_variables();
     const char* ntasks = getenv("SLURM_STEP_NUM_TASKS") ? getenv("SLURM_STEP_NUM_TASKS") : getenv("SLURM_NTASKS");
     const char* procid = getenv("SLURM_PROCID");
     if (!ntasks || !procid || atoi(ntasks) <= 1) return;

@@ -129,25 +129,77 @@ inline void check_thread_count(int threads) {
                          threads, procs, procs == 1 ? "" : "s"));
 }
 
+// OMP_NUM_THREADS's syntax as check_omp_num_threads takes it: whole numbers from 1, separated
+// by commas. No allocation, no errno: the .preinit_array hook below calls it before the C library is set up.
+inline bool omp_num_threads_well_formed(const char* text) {
+    bool digits = false;
+    long long n = 0;
+    for (const char* p = text;; p++) {
+        if (*p >= '0' && *p <= '9') {
+            n = n * 10 + (*p - '0');
+            if (n > 2147483647) return false;  // more than an int (and than any processor count)
+            digits = true;
+        } else if (*p == ',' || *p == 0) {
+            if (!digits || n < 1) return false;
+            if (*p == 0) return true;
+            digits = false, n = 0;
+        } else {
+            return false;
+        }
+    }
+}
+
+// libgomp reads OMP_NUM_THREADS in its shared library's constructor, before main() and before
+// this program's own constructors, and prints its own warning for a value it cannot take (0,
+// "abc", -1: "libgomp: Invalid value ...") before the trainer could say anything. A function in
+// the executable's .preinit_array runs before any shared library's initializer (glibc; it gets
+// argc, argv and the environment, which getenv cannot read yet, and a setenv there is lost): a
+// malformed value is renamed in place, OMP_NUM_THREADS=abc becoming TRAIN_OMP_NUM=abc, so
+// libgomp never sees it, and check_omp_num_threads refuses it with the trainer's one line unless
+// --threads is given. In place, because the CPU trainer starts itself again once (train.cpp,
+// choose_passive_openmp_wait) with the environment as it is then.
+constexpr const char* OMP_NUM_THREADS_WITHHELD = "TRAIN_OMP_NUM";
+inline const char* omp_num_threads_withheld() {
+    const char* text = getenv(OMP_NUM_THREADS_WITHHELD);
+    return text && !omp_num_threads_well_formed(text) ? text : nullptr;  // only what the hook below renamed
+}
+#if defined(__linux__) && defined(__ELF__)
+static void withhold_malformed_omp_num_threads(int, char**, char** envp) {
+    static const char name[] = "OMP_NUM_THREADS=";
+    for (char** p = envp; p && *p; p++) {
+        char* s = *p;
+        size_t i = 0;
+        while (name[i] && s[i] == name[i]) i++;
+        if (name[i] || omp_num_threads_well_formed(s + i)) continue;
+        size_t j = 0;  // the new name is shorter: write it, then move the value (and its 0) after it
+        for (const char* n = OMP_NUM_THREADS_WITHHELD; *n; n++) s[j++] = *n;
+        s[j++] = '=';
+        for (;; i++, j++)
+            if ((s[j] = s[i]) == 0) break;
+    }
+}
+__attribute__((section(".preinit_array"), used)) static void (*const withhold_omp_num_threads_hook)(
+    int, char**, char**) = withhold_malformed_omp_num_threads;
+#endif
+
 // OMP_NUM_THREADS sets the count that --threads 0 leaves to OpenMP, which reads it before
 // main() and starts that many threads at the first parallel region (at 100,000 it crashed):
 // each of its counts (a list gives one per nesting level) is checked like --threads.
 inline void check_omp_num_threads() {
     const char* text = getenv("OMP_NUM_THREADS");
+    if (!text) text = omp_num_threads_withheld();  // malformed: kept from libgomp (above)
     if (!text) return;
+    if (!omp_num_threads_well_formed(text))
+        throw UsageError(strf("OMP_NUM_THREADS='%s' is not a thread count (a whole number from 1, or a list of "
+                              "them separated by commas); unset it, or pass --threads",
+                              text));
     std::string list = text;
     size_t pos = 0;
     do {
         size_t comma = list.find(',', pos);
         std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
         pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
-        char* end = nullptr;
-        errno = 0;
-        long long n = item.empty() || !isdigit((unsigned char)item[0]) ? -1 : strtoll(item.c_str(), &end, 10);
-        if (n < 1 || *end || errno)
-            throw UsageError(strf("OMP_NUM_THREADS='%s' is not a thread count (a whole number from 1, or a list of "
-                                  "them separated by commas); unset it, or pass --threads",
-                                  text));
+        long long n = strtoll(item.c_str(), nullptr, 10);
         int procs = affinity_processors();
         if (n > procs)
             throw Error(strf("OMP_NUM_THREADS=%s is more than the %d processor%s this process may use (unset it for "

@@ -17,6 +17,11 @@ struct Error : std::runtime_error {
 struct UsageError : Error {
     using Error::Error;
 };
+// A UsageError found in the command line alone, which every replica of a job is given: every rank
+// meets it, at the same place, before any collective; one of them prints it (host/run.h).
+struct CommandLineError : UsageError {
+    using UsageError::UsageError;
+};
 
 inline std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 inline std::string strf(const char* fmt, ...) {

@@ -54,8 +54,12 @@ public:
     // ---- set up: options, model shape, batch plan, data, evaluation file, tokenizer.
     // False after --help.
     bool set_up(int argc, char** argv) {
-        if (!parse_command_line(argc, argv, cfg)) return false;
-        Trainer::check_options(cfg);
+        try {  // the command line alone: the same on every rank
+            if (!parse_command_line(argc, argv, cfg)) return false;
+            Trainer::check_options(cfg);
+        } catch (const UsageError& e) {
+            throw CommandLineError(e.what());
+        }
         if (cfg.threads == 0) check_omp_num_threads();  // --threads, when given, overrides it
         device = device_speed(cfg.device, cfg.device_tflops, cfg.link_gbps);
         links = cluster_links(cfg, device);  // the layout's links (host/cluster.h): a bad name stops here
@@ -555,6 +559,14 @@ int run_reporting_errors(int argc, char** argv) {
         int code = run_training<Trainer>(argc, argv, comm);
         comm.finalize();
         return code;
+    } catch (const CommandLineError& e) {
+        // Every rank has this command line and stops here: rank 0 alone prints the line (under
+        // mpirun every rank once printed it), and each rank leaves with 2 once all have come,
+        // so that none is killed before rank 0 has written it.
+        if (comm.rank == 0) fprintf(stderr, "%s: %s\n", program, e.what());
+        fflush(stderr);
+        if (comm.world > 1) comm.finalize();
+        return 2;
     } catch (const UsageError& e) {
         fprintf(stderr, "%s: %s\n", program, e.what());
         comm.abort_all(2);

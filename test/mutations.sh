@@ -225,6 +225,11 @@ mutations=(
 "CPU runtime: CPU_CUDA_DELAY_STREAM delays nothing|cpu_cuda/streams.h|s#    return own.delay_ms > 0 \|\| own.busy();#    return own.busy();#|test/cpu_runtime/execution|./test/cpu_runtime/execution -tc=CPU_CUDA_DELAY_STREAM*"
 "overlapped sync: a bucket's collectives not ordered after the compute stream's backward (no wait on bucket_ready)|gpu/replicas.cuh|s#CUDA_CHECK(cudaStreamWaitEvent(side, bucket_ready, 0));#(void)0;#|train_gpt_cpu|bash test/replicas/grad_sync.sh"
 "overlapped sync: the last bucket started after the final wait|host/gradsync.h|/^        while (next_ < buckets_.size()) start(next_++);$/d; s#^        comm.wait_sums();$#&\n        while (next_ < buckets_.size()) start(next_++);#|train_gpt_cpu|bash test/replicas/grad_sync.sh"
+"OMP_NUM_THREADS: a malformed value left for libgomp (its warnings before the trainer's line)|host/cpus.h|s#        if (name\[i\] .. omp_num_threads_well_formed(s + i)) continue;#        continue;#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
+"launcher variables: SLURM_NTASKS that is not a number ignored (a run alone without a note)|host/comm.h|s#^    check_slurm_task_variables();\$#    (void)0;#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
+"mpirun: a command-line error printed by every rank|host/run.h|s#        if (comm.rank == 0) fprintf(stderr#        if (true) fprintf(stderr#|train|bash test/replicas/cpu_replicas.sh"
+"mpirun: a command-line error ends the job by MPI_Abort (its banner; the other ranks killed, not exiting 2)|host/run.h|s#        if (comm.world > 1) comm.finalize();#        comm.abort_all(2);#|train|bash test/replicas/cpu_replicas.sh"
+"multihost.sh: its arguments not checked (--help ran the whole suite)|test/replicas/multihost.sh|/^suite_arguments \"\$usage\" \"\$@\"\$/d|none|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
 )
 
 # The programs make test builds: what "auto" chooses from.

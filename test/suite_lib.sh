@@ -24,3 +24,16 @@ finish() {
     echo "$passed passed, $failed failed, $skipped skipped"
     [ "$failed" -eq 0 ]
 }
+# suite_arguments USAGE "$@": a suite's command line, checked before it runs anything. --help
+# or -h prints "usage: USAGE" and exits 0; any other argument is one line on stderr and exit 2
+# (a suite that takes none once ran whole on --help). USAGE "" names the suite alone: it takes
+# no arguments. A suite with arguments of its own handles them first and passes the rest.
+suite_arguments() {
+    local usage=${1:-"bash $0   (no arguments: runs every case; the closing line says N passed, M failed)"}
+    shift
+    [ $# -eq 0 ] && return 0
+    case $1 in
+    -h | --help) echo "usage: $usage"; exit 0 ;;
+    *) echo "$(basename "$0"): unknown argument '$1' (--help: the usage)" >&2; exit 2 ;;
+    esac
+}

@@ -319,6 +319,17 @@ check "[1] OMP_NUM_THREADS=100000 $(basename "$TRAIN") --threads 0" 1 "OMP_NUM_T
     "env OMP_NUM_THREADS=100000 $TINY --threads 0"
 check "[1] OMP_NUM_THREADS=1,100000 $(basename "$TRAIN") --threads 0" 1 "OMP_NUM_THREADS=100000 is more than the" \
     "env OMP_NUM_THREADS=1,100000 $TINY --threads 0"
+# a value OpenMP cannot take: the trainer's line alone (libgomp's own warnings, printed while the
+# program loaded, once came before it); with --threads given, the run goes on without a word
+for value in 0 abc -1; do
+    check "[2] OMP_NUM_THREADS=$value $(basename "$TRAIN") --threads 0" 2 "OMP_NUM_THREADS='$value' is not a thread count" \
+        "env OMP_NUM_THREADS=$value $TINY --threads 0"
+done
+err=$(eval "timeout 60 env OMP_NUM_THREADS=abc $TINY --threads 1" 2>&1 >/dev/null); rc=$?
+if [ $rc -eq 0 ] && [ -z "$err" ]; then pass "OMP_NUM_THREADS=abc $(basename "$TRAIN") --threads 1 trains, nothing on stderr"
+else fail "OMP_NUM_THREADS=abc --threads 1 (exit $rc): $err"; fi
+# Slurm's task variables that are not numbers, alone (no launcher): one line, not a run alone without a word
+check "[2] SLURM_NTASKS=abc $(basename "$TRAIN")" 2 "SLURM_NTASKS is 'abc', not a whole number" "env SLURM_NTASKS=abc $TINY"
 
 # ---- not errors, but they must say so: resuming a finished run, stale temporaries
 out=$(eval "$TINY --resume 1 -o $D/r_complete" 2>&1); rc=$?
@@ -376,6 +387,9 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
 1 | '$D/fifo' is a named pipe (FIFO), not a model file | | -e $D/fifo
 1 | '$D/mixed/b.bin' holds uint32 tokens but '$D/mixed/a.bin' holds uint16 tokens: every shard of a run must be of one kind | | -i '$D/mixed/*.bin' -j $D/good.bin --vocab 256
 1 | OMP_NUM_THREADS=100000 is more than the | OMP_NUM_THREADS=100000 | --threads 0
+2 | OMP_NUM_THREADS='0' is not a thread count | OMP_NUM_THREADS=0 | --threads 0
+2 | OMP_NUM_THREADS='abc' is not a thread count | OMP_NUM_THREADS=abc | --threads 0
+2 | SLURM_NTASKS is 'abc', not a whole number | SLURM_NTASKS=abc |
 2 | CPU_CUDA_NCCL_TIMEOUT='5x' is not valid | CPU_CUDA_NCCL_TIMEOUT=5x |
 2 | CPU_CUDA_STACK_KB='1' is not valid: expected a whole number from 16 to 1048576 | CPU_CUDA_STACK_KB=1 |
 2 | CPU_CUDA_DELAY_STREAM='0:5' is not valid: expected K:MS, the K-th stream the program creates (1 to 1000) | CPU_CUDA_DELAY_STREAM=0:5 |
@@ -419,5 +433,20 @@ if [ -n "$GPU_TRAIN" ] && [ -x "$GPU_TRAIN" ]; then
         pass "$(basename "$GPU_TRAIN") --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 plans"
     else fail "$(basename "$GPU_TRAIN") --dry-run -b 2 -t 1 -d 4294967296 --replicas 2 (exit $rc): $(tail -2 <<<"$out")"; fi
 fi
+
+# ---- the shell suites' own command lines (test/suite_lib.sh, suite_arguments): --help is a usage
+# line and exit 0, an unknown argument one line and exit 2, and neither runs a case
+# (test/replicas/multihost.sh --help once started the whole suite)
+for suite in $(grep -l '^suite_arguments ' test/*/*.sh); do
+    out=$(timeout 20 bash "$suite" --help 2>&1); rc=$?
+    err=$(timeout 20 bash "$suite" --bogus-argument 2>&1 >/dev/null); rc2=$?
+    stdout=$(timeout 20 bash "$suite" --bogus-argument 2>/dev/null)
+    if [ $rc -eq 0 ] && [ "$(grep -c '' <<<"$out")" -eq 1 ] && grep -q "^usage: bash $suite" <<<"$out" &&
+       [ $rc2 -eq 2 ] && [ "$(printf '%s' "$err" | grep -c '')" -eq 1 ] &&
+       grep -qF "$(basename "$suite"): unknown argument '--bogus-argument'" <<<"$err" && [ -z "$stdout" ]; then
+        pass "bash $suite --help: its usage, exit 0; --bogus-argument: one line, exit 2; no case run"
+    else fail "bash $suite --help (exit $rc): $(head -3 <<<"$out"); --bogus-argument (exit $rc2): $(head -3 <<<"$err")"; fi
+done
+grep -q '^suite_arguments ' test/replicas/multihost.sh || fail "test/replicas/multihost.sh does not check its arguments"
 
 finish

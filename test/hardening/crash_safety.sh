@@ -10,6 +10,7 @@ TRAIN=${TRAIN:-./train}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source test/suite_lib.sh  # pass, fail, skip, check, finish
+suite_arguments "" "$@"  # --help: the usage; it takes no arguments
 source test/mpi_lib.sh  # OMPI_ALLOW_RUN_AS_ROOT, $MPIRUN, mpi_ok
 
 # A small model with a long position table (maxT = 32768: 2.2M parameters, most of them in

@@ -17,6 +17,7 @@ TINY="./train --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source test/suite_lib.sh  # pass, fail, skip, check, finish
+suite_arguments "" "$@"  # --help: the usage; it takes no arguments
 
 compare() { python3 test/replicas/compare_runs.py "$@"; }  # losses, norms, weights within 1e-5
 
@@ -96,6 +97,22 @@ out=$(timeout 60 $MPIRUN -np 1 $TINY -b 4 -n 2 -o "" : -np 1 $TINY -b 4 -n 2 -o 
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "cannot open model file '/nonexistent.bin'" <<<"$out"; then
     pass "a failing rank ends the job with its error"
 else echo "$out" | tail -5; fail "failing rank (exit $rc)"; fi
+
+# ---- a command-line error under mpirun: every rank meets it, one prints it (each once did,
+# with Open MPI's MPI_ABORT banner), and every rank exits 2. Open MPI's own lines about a
+# process's non-zero exit follow; they are mpirun's, not the trainer's. Each rank's status is
+# read through a shell that records it and exits 0 (mpirun ends the others once one exits non-zero).
+for bad in "--bogus-option" "--lr-final-frac -5"; do
+    out=$(timeout 60 $MPIRUN -np 3 $TINY -b 4 -n 2 -o "" $bad 2>&1); rc=$?
+    rm -f "$work"/usage_rc.*
+    timeout 60 $MPIRUN -np 3 sh -c '"$@" 2>/dev/null; echo $? >'"$work"'/usage_rc.$OMPI_COMM_WORLD_RANK' sh \
+        $TINY -b 4 -n 2 -o "" $bad >/dev/null 2>&1
+    statuses=$(cat "$work"/usage_rc.0 "$work"/usage_rc.1 "$work"/usage_rc.2 2>/dev/null | tr '\n' ' ')
+    name="mpirun -np 3 ./train $bad: one line, by one rank; mpirun and every rank exit 2"
+    if [ $rc -eq 2 ] && [ "$(grep -c '^train:' <<<"$out")" -eq 1 ] && ! grep -q MPI_ABORT <<<"$out" &&
+       [ "$statuses" = "2 2 2 " ]; then pass "$name"
+    else echo "$out" | head -5; echo "   the ranks' statuses: $statuses"; fail "$name (exit $rc)"; fi
+done
 
 # ---- a frozen replica ends the job: SIGSTOP one rank in the middle of training; with
 # --comm-timeout 3 the others must end the job within seconds, with one line naming the

@@ -24,6 +24,7 @@ TINY="$TRAIN --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T --val-eve
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source test/suite_lib.sh  # pass, fail, skip, check, finish
+suite_arguments "" "$@"  # --help: the usage; it takes no arguments
 compare() { python3 test/replicas/compare_runs.py --states "$@"; }
 
 run() {  # DIR R ZERO B SEQUENCES STEPS [more options]: a run of R processes, its output in DIR.out

@@ -24,6 +24,7 @@ TINY="./train_gpt_cpu --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source test/suite_lib.sh  # pass, fail, skip, check, finish
+suite_arguments "" "$@"  # --help: the usage; it takes no arguments
 
 [ -x ./train_gpt_cpu ] || { echo "./train_gpt_cpu is not built (make train_gpt_cpu)"; echo "0 passed, 1 failed"; exit 1; }
 has_mpi=$(mpi_ok ./train_gpt_cpu && echo yes)
@@ -153,6 +154,22 @@ if [ "$has_mpi" = yes ]; then
     else echo "   mpirun: $three"; fail "evaluation over 2 ranks under mpirun"; fi
 else
     skip "evaluation under mpirun" "train_gpt_cpu was built without MPI"
+fi
+
+# ---- a command-line error under mpirun: one line (rank 0's), mpirun and each rank exit 2 (each
+# rank's status through a shell that records it and exits 0: mpirun ends the others once one
+# exits non-zero). The lines after it about the non-zero exit are mpirun's own.
+if [ "$has_mpi" = yes ]; then
+    out=$(timeout 120 $MPIRUN -np 2 $TINY -b 4 -n 2 -o "" --bogus-option 2>&1); rc=$?
+    timeout 120 $MPIRUN -np 2 sh -c '"$@" 2>/dev/null; echo $? >'"$work"'/usage_rc.$OMPI_COMM_WORLD_RANK' sh \
+        $TINY -b 4 -n 2 -o "" --bogus-option >/dev/null 2>&1
+    statuses=$(cat "$work"/usage_rc.0 "$work"/usage_rc.1 2>/dev/null | tr '\n' ' ')
+    name="mpirun -np 2 ./train_gpt_cpu --bogus-option: one line, by one rank; mpirun and every rank exit 2"
+    if [ $rc -eq 2 ] && [ "$(grep -c '^train_gpt_cpu:' <<<"$out")" -eq 1 ] && ! grep -q MPI_ABORT <<<"$out" &&
+       [ "$statuses" = "2 2 " ]; then pass "$name"
+    else echo "$out" | head -5; echo "   the ranks' statuses: $statuses"; fail "$name (exit $rc)"; fi
+else
+    skip "a command-line error under mpirun" "train_gpt_cpu was built without MPI"
 fi
 
 # ---- a rank that dies mid-run: the others stop with an error naming it, within seconds

@@ -25,6 +25,7 @@ TINY="$TRAIN_GPT --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T --val
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source test/suite_lib.sh  # pass, fail, skip, check, finish
+suite_arguments "" "$@"  # --help: the usage; it takes no arguments
 compare() { python3 test/replicas/compare_runs.py --states "$@"; }
 
 [ -x "$TRAIN_GPT" ] || { echo "$TRAIN_GPT is not built"; echo "0 passed, 1 failed"; exit 1; }

@@ -31,6 +31,7 @@ MODEL="--layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 * T)) -
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source test/suite_lib.sh  # pass, fail, skip, check, finish
+suite_arguments "" "$@"  # --help: the usage; it takes no arguments
 
 PER=4  # tokens' sequences per micro-batch summed over the replicas: B = PER/R, A = 8/PER
 run() {  # DIR R PROGRAM [options]

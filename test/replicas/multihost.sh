@@ -15,14 +15,19 @@
 # checkpoint that the remaining hosts resume exactly.
 set -u
 cd "$(dirname "$0")/../.."
+source test/suite_lib.sh  # pass, fail, skip, check, finish; suite_arguments
 source test/replicas/cluster.sh
-if [ "${1:-}" = --can-run ]; then cluster_can_run; exit; fi
+usage="bash test/replicas/multihost.sh [--can-run]   (--can-run: exit 1 and say why where the hosts cannot be made; without it, the cases)"
+if [ "${1:-}" = --can-run ]; then
+    [ $# -eq 1 ] && { cluster_can_run; exit; }
+    suite_arguments "$usage" "${@:2}"
+fi
+suite_arguments "$usage" "$@"
 why=$(cluster_can_run) || { echo "SKIP many hosts: $why"; echo "0 passed, 0 failed"; exit 0; }
 
 T=16 STEPS=30
 TINY="./train --layers 2 --heads 2 --channels 32 --max-seq-len 32 -t $T -d $((8 * T)) --val-every 10
       --val-tokens 2048 --sample-every 0 --threads 1 --warmup 5 -l 3e-3 --shuffle 1 -n $STEPS"
-source test/suite_lib.sh  # pass, fail, skip, check, finish
 compare() { python3 test/replicas/compare_runs.py "$@"; }
 
 cluster_up 4 || { echo "FAIL could not make the cluster"; echo "0 passed, 1 failed"; exit 1; }
