@@ -470,6 +470,7 @@ inline cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
 // it (cudaErrorStreamCaptureUnsupported) and invalidates the capture; after a launch that failed
 // it answers the failure (exec.h's pending_error).
 inline cudaError_t cudaDeviceSynchronize() {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaDeviceSynchronize")) return cpu_cuda::set_error(e);
     if (cpu_cuda::invalidate_captures()) {
         fprintf(stderr, "cpu_cuda: cudaDeviceSynchronize: called while a stream is capturing, which CUDA does not "
                         "permit; the capture is invalidated (cudaErrorStreamCaptureUnsupported)\n");
@@ -490,6 +491,7 @@ inline cudaError_t cudaDriverGetVersion(int* v) { return cudaRuntimeGetVersion(v
 // Memory
 
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+    if (cudaError_t e = cpu_cuda::refuse_unsafe("cudaMalloc")) return cpu_cuda::set_error(e);
     if (cpu_cuda::sticky_error != cudaSuccess) return cpu_cuda::sticky();
     if (!p) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *p = nullptr;
@@ -538,6 +540,7 @@ inline cudaError_t cudaStreamAttachMemAsync(cudaStream_t, void* p, size_t count,
     return cpu_cuda::managed_range(p, count);
 }
 inline cudaError_t cudaFree(void* p) {
+    if (cudaError_t e = cpu_cuda::refuse_unsafe("cudaFree")) return cpu_cuda::set_error(e);
     if (!p) return cudaSuccess;
     cpu_cuda::settle();  // as CUDA's cudaFree: queued work may still use it
     {
@@ -550,12 +553,14 @@ inline cudaError_t cudaFree(void* p) {
     return cpu_cuda::set_error(cudaErrorInvalidValue);
 }
 inline cudaError_t cudaMallocHost(void** p, size_t bytes) {
+    if (cudaError_t e = cpu_cuda::refuse_unsafe("cudaMallocHost")) return cpu_cuda::set_error(e);
     if (!p) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *p = cpu_cuda::memory().allocate(std::max<size_t>(bytes, 1), false);
     return *p ? cudaSuccess : cpu_cuda::set_error(cudaErrorMemoryAllocation);
 }
 inline cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) { return cudaMallocHost(p, bytes); }
 inline cudaError_t cudaFreeHost(void* p) {
+    if (cudaError_t e = cpu_cuda::refuse_unsafe("cudaFreeHost")) return cpu_cuda::set_error(e);
     if (!p) return cudaSuccess;
     cpu_cuda::settle();
     if (cpu_cuda::memory().release(p, false)) return cudaSuccess;
@@ -570,11 +575,13 @@ inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 }
 
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+    if (cudaError_t e = cpu_cuda::refuse_unsafe("cudaMemcpy")) return cpu_cuda::set_error(e);
     if (cpu_cuda::sticky_error != cudaSuccess) return cpu_cuda::sticky();
     return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpy");
 }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                                    cudaStream_t stream) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaMemcpyAsync")) return cpu_cuda::set_error(e);
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::capturing(stream)) {
         cpu_cuda::KeptPointers kept;
@@ -588,9 +595,11 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cud
     return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpyAsync", true, stream);
 }
 inline cudaError_t cudaMemset(void* p, int value, size_t count) {
+    if (cudaError_t e = cpu_cuda::refuse_unsafe("cudaMemset")) return cpu_cuda::set_error(e);
     return cpu_cuda::fill(p, value, count, "cudaMemset");
 }
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t stream) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaMemsetAsync")) return cpu_cuda::set_error(e);
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::capturing(stream)) {
         cpu_cuda::KeptPointers kept;
@@ -608,6 +617,7 @@ inline cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_
 // Streams and events
 
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaStreamCreate")) return cpu_cuda::set_error(e);
     if (!s) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *s = new CUstream_st{flags};
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
@@ -616,6 +626,7 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags
 }
 inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaStreamDestroy")) return cpu_cuda::set_error(e);
     if (cpu_cuda::valid_stream(s)) cpu_cuda::stream_queue(s).drain(), cpu_cuda::forget_capture(s);
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
     if (!cpu_cuda::live_handles().erase(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
@@ -624,13 +635,16 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 // Only queued work (streams.h) can still be running when a call has returned.
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaStreamSynchronize")) return cpu_cuda::set_error(e);
     if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
-    if (cpu_cuda::capturing(s)) return cpu_cuda::set_error(cudaErrorStreamCaptureUnsupported);  // (CUDA's answer)
+    if (cpu_cuda::capturing(s)) return cpu_cuda::set_error(cpu_cuda::refuse_capturing_stream(s, "cudaStreamSynchronize"));
     cpu_cuda::stream_queue(s).drain();
     return cpu_cuda::sync_error();
 }
 inline cudaError_t cudaStreamQuery(cudaStream_t s) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaStreamQuery")) return cpu_cuda::set_error(e);
     if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (cpu_cuda::capturing(s)) return cpu_cuda::set_error(cpu_cuda::refuse_capturing_stream(s, "cudaStreamQuery"));
     return cpu_cuda::stream_busy(s) ? cudaErrorNotReady : cudaSuccess;  // (not an error: not recorded)
 }
 
@@ -639,6 +653,7 @@ inline bool cpu_cuda_valid_event(cudaEvent_t e) {
     return e && cpu_cuda::live_handles().count(e);
 }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaEventCreate")) return cpu_cuda::set_error(e);
     if (!e) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *e = new CUevent_st{0.0, false, {}, nullptr, {}};
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
@@ -647,6 +662,7 @@ inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
 }
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaEventDestroy")) return cpu_cuda::set_error(e);
     if (cpu_cuda_valid_event(e) && e->pending) cpu_cuda::settle();  // its record is still queued
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
     if (!cpu_cuda::live_handles().erase(e)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
@@ -684,6 +700,7 @@ inline bool wait_in_capture(cudaStream_t s, cudaEvent_t e) {
 }
 }  // namespace cpu_cuda
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaEventRecord")) return cpu_cuda::set_error(e);
     if (!cpu_cuda_valid_event(e) || !cpu_cuda::valid_stream(s))
         return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::record_in_capture(e, s)) return cudaSuccess;
@@ -700,6 +717,7 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     return cudaSuccess;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaEventSynchronize")) return cpu_cuda::set_error(e);
     if (!cpu_cuda_valid_event(e)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (e->pending) cpu_cuda::settle();
     return cpu_cuda::sticky();
@@ -711,6 +729,7 @@ inline cudaError_t cudaEventQuery(cudaEvent_t e) {
 // The stream's later work runs after the event's: the host waits for it here (more than CUDA
 // waits, never less).
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaStreamWaitEvent")) return cpu_cuda::set_error(e);
     if (!cpu_cuda::valid_stream(s) || !cpu_cuda_valid_event(e))
         return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::wait_in_capture(s, e)) return cudaSuccess;

@@ -869,7 +869,7 @@ __global__ void read_surface(cudaSurfaceObject_t s, cudaSurfaceBoundaryMode mode
     *out = surf2Dread<float>(s, x, y, mode);
 }
 
-TEST_CASE("surfaces: byte offsets, and the three boundary modes") {
+TEST_CASE("surfaces: byte offsets (a misaligned one fails the launch), and the three boundary modes") {
     const int W = 3, H = 2;
     cudaChannelFormatDesc ch = cudaCreateChannelDesc<float>();
     cudaArray_t array;
@@ -902,6 +902,22 @@ TEST_CASE("surfaces: byte offsets, and the three boundary modes") {
         CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
     });
     CHECK(contains(err, "surf2Dwrite: 4 bytes at byte 0 of row 2 fall outside the surface of 12 bytes x 2 rows"));
+    // x counts bytes: a float at byte 2 would straddle elements 0 and 1, a misaligned access,
+    // which a GPU does not carry out (the launch fails and nothing is written), in every mode
+    for (cudaSurfaceBoundaryMode mode : {cudaBoundaryModeTrap, cudaBoundaryModeClamp, cudaBoundaryModeZero}) {
+        CAPTURE((int)mode);
+        err = capture_stderr([&] {
+            write_surface<<<1, 1>>>(s, mode, 2, 0, 9.0f);
+            CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+        });
+        CHECK(contains(err, "surf2Dwrite: x = 2 is not a multiple of the element's 4 bytes (a surface's x is a byte offset"));
+        err = capture_stderr([&] {
+            read_surface<<<1, 1>>>(s, mode, 7, 1, out.p);
+            CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+        });
+        CHECK(contains(err, "surf2Dread: x = 7 is not a multiple of the element's 4 bytes"));
+    }
+    CHECK(contents() == std::vector<float>{7, 0, 0, 0, 0, 5});
     CHECK(cudaDestroySurfaceObject(s) == cudaSuccess);
     CHECK(cudaFreeArray(array) == cudaSuccess);
 }
