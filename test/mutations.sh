@@ -220,6 +220,12 @@ mutations=(
 "launcher variables: PMI_SIZE and PMIX_RANK not checked against MPI's job|host/comm_mpi.h|s#(is_size ? n > world : n >= world))#(false))#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
 "llm.c's Llama-3 header: F solved for before the other fields are checked (NH = 0: SIGFPE)|host/checkpoint.h|s#    if (std::string problem = shape_problem(cfg, false); !problem.empty()) return problem;#    (void)0;#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
 "a dry run stops on data a real run refuses, again|host/run.h|s#say(std::string(\"warning: a real run would stop here#throw; say(std::string(\"warning: a real run would stop here#|train|bash test/tools/cluster_plan.sh"
+# ---- issue 48: what a GPU refuses, the CPU runtime refuses too (capture rules, host functions, surfaces)
+"CPU runtime: a CUDA call inside a host function (cudaLaunchHostFunc, a graph's host node) is not refused|cpu_cuda/capture.h|s#    if (in_host_fn == 0) return cudaSuccess;#    if (true) return cudaSuccess;#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=host*functions:*"
+"CPU runtime: cudaMalloc and the other unsafe calls allowed during a global-mode capture|cpu_cuda/capture.h|s#    if (forbidding.empty()) return cudaSuccess;#    if (true) return cudaSuccess;#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=stream*capture*modes:*"
+"CPU runtime: another thread's ThreadLocal capture forbids this thread's cudaMalloc (only Global ones do)|cpu_cuda/capture.h|s#thread_capture_mode == cudaStreamCaptureModeGlobal \&\& c.mode == cudaStreamCaptureModeGlobal#thread_capture_mode == cudaStreamCaptureModeGlobal \&\& c.mode != cudaStreamCaptureModeRelaxed#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=stream*capture*modes:*"
+"CPU runtime: cudaStreamSynchronize on a capturing stream leaves the capture valid|cpu_cuda/capture.h|/^    invalidate_capture_of(stream);\$/d|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=cudaStreamSynchronize:*"
+"CPU runtime: a surface access at an x byte offset not a multiple of the element size is carried out|cpu_cuda/textures.h|s#    if (x % (long)bytes == 0) return;#    return;#|test/cpu_runtime/samples|./test/cpu_runtime/samples -tc=surfaces:*"
 )
 
 # The programs make test builds: what "auto" chooses from.
