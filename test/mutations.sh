@@ -226,6 +226,7 @@ mutations=(
 "CPU runtime: another thread's ThreadLocal capture forbids this thread's cudaMalloc (only Global ones do)|cpu_cuda/capture.h|s#thread_capture_mode == cudaStreamCaptureModeGlobal \&\& c.mode == cudaStreamCaptureModeGlobal#thread_capture_mode == cudaStreamCaptureModeGlobal \&\& c.mode != cudaStreamCaptureModeRelaxed#|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=stream*capture*modes:*"
 "CPU runtime: cudaStreamSynchronize on a capturing stream leaves the capture valid|cpu_cuda/capture.h|/^    invalidate_capture_of(stream);\$/d|test/cpu_runtime/kernel_features|./test/cpu_runtime/kernel_features -tc=cudaStreamSynchronize:*"
 "CPU runtime: a surface access at an x byte offset not a multiple of the element size is carried out|cpu_cuda/textures.h|s#    if (x % (long)bytes == 0) return;#    return;#|test/cpu_runtime/samples|./test/cpu_runtime/samples -tc=surfaces:*"
+"CPU runtime: cublasDgemmBatched computes the first product for every batch|cpu_cuda/cublas_cpu.h|s#handle, transa, transb, m, n, k, alpha, Aarray\[i\], lda, Barray\[i\], ldb, beta, Carray\[i\], ldc);#handle, transa, transb, m, n, k, alpha, Aarray[0], lda, Barray[0], ldb, beta, Carray[i], ldc);#|test/cpu_runtime/samples|./test/cpu_runtime/samples -tc=cuBLAS:*"
 )
 
 # The programs make test builds: what "auto" chooses from.

@@ -1127,9 +1127,9 @@ TEST_CASE("cooperative groups: coalesced_threads, tiles of 128 threads") {
 }
 
 // ----------------------------------------------------------------------------
-// cuBLAS: cublasDgemm (float64) and cublasSgemmBatched (arrays of pointers), against host loops
+// cuBLAS: cublasDgemm (float64), cublasSgemmBatched and cublasDgemmBatched (arrays of pointers), against host loops
 
-TEST_CASE("cuBLAS: cublasDgemm and cublasSgemmBatched") {
+TEST_CASE("cuBLAS: cublasDgemm, cublasSgemmBatched and cublasDgemmBatched") {
     cublasHandle_t h;
     REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
     const int m = 5, n = 4, k = 3;  // C (m x n) = 2 A^T B + 0.5 C, A stored k x m, column-major
@@ -1162,6 +1162,37 @@ TEST_CASE("cuBLAS: cublasDgemm and cublasSgemmBatched") {
             CUBLAS_STATUS_SUCCESS);
     // first: A = [1 3; 2 4] times I; second: [5 7; 6 8] times [2 1; 1 2]
     CHECK(fc.host() == std::vector<float>{1, 2, 3, 4, 17, 20, 19, 22});
+    // cublasDgemmBatched: three products C_b (3 x 2) = 1.5 A_b B_b^T - 0.25 C_b, A_b 3 x 4 and B_b
+    // 2 x 4 column-major, each batch's matrices at its own place in one allocation, against a
+    // plain double loop (the tolerance, 1e-15 relative: a sum of four float64 products in
+    // another order)
+    const int bm = 3, bn = 2, bk = 4, batches = 3;
+    std::vector<double> hA(batches * bm * bk), hB(batches * bn * bk), hC(batches * bm * bn);
+    for (size_t i = 0; i < hA.size(); i++) hA[i] = std::sin(0.7 * i + 0.1);
+    for (size_t i = 0; i < hB.size(); i++) hB[i] = std::cos(0.3 * i) - 0.5;
+    for (size_t i = 0; i < hC.size(); i++) hC[i] = 0.125 * i - 1;
+    Dev<double> bA(hA), bB(hB), bC(hC);
+    std::vector<const double*> ppa, ppb;
+    std::vector<double*> ppc;
+    for (int b = 0; b < batches; b++)
+        ppa.push_back(bA.p + b * bm * bk), ppb.push_back(bB.p + b * bn * bk), ppc.push_back(bC.p + b * bm * bn);
+    Dev<const double*> dpa(ppa), dpb(ppb);
+    Dev<double*> dpc(ppc);
+    const double balpha = 1.5, bbeta = -0.25;
+    REQUIRE(cublasDgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, bm, bn, bk, &balpha, dpa.p, bm, dpb.p, bn, &bbeta, dpc.p, bm,
+                               batches) == CUBLAS_STATUS_SUCCESS);
+    std::vector<double> bgot = bC.host();
+    for (int b = 0; b < batches; b++)
+        for (int j = 0; j < bn; j++)
+            for (int i = 0; i < bm; i++) {
+                double sum = 0;
+                for (int p = 0; p < bk; p++) sum += hA[b * bm * bk + p * bm + i] * hB[b * bn * bk + p * bn + j];
+                const double want = 1.5 * sum - 0.25 * hC[b * bm * bn + j * bm + i];
+                CHECK(bgot[b * bm * bn + j * bm + i] == doctest::Approx(want).epsilon(1e-15));
+            }
+    CHECK(cublasDgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, bm, bn, bk, &balpha, dpa.p, bm, dpb.p, bn, &bbeta, dpc.p, bm,
+                             -1) == CUBLAS_STATUS_INVALID_VALUE);  // a negative batch count
+    CHECK(bC.host() == bgot);  // left alone
     cublasDestroy(h);
 }
 
