@@ -1094,6 +1094,39 @@ __global__ void big_tiles(float* sums, float* picked, int* votes) {
                          4 * (int)tile.meta_group_rank();
 }
 
+// The same tiles partitioned from a block given a block_tile_memory (the form that GPUs before
+// compute capability 8.0 need for tiles over 32 threads): 64-thread tiles of a 192-thread block
+__global__ void tiles_with_scratch(int* sums, int* picked) {
+    __shared__ cg::block_tile_memory<256> scratch;
+    cg::thread_block block = cg::this_thread_block(scratch);
+    cg::thread_block_tile<64> tile = cg::tiled_partition<64>(block);
+    int v = (int)threadIdx.x * (int)threadIdx.x;
+    sums[threadIdx.x] = cg::reduce(tile, v, cg::plus<int>());
+    tile.sync();
+    picked[threadIdx.x] = tile.shfl_down(v, 40) + 1000000 * (int)tile.meta_group_rank();
+}
+
+TEST_CASE("cooperative groups: tiles of 64 threads from a block with block_tile_memory; a block too large for it") {
+    Dev<int> sums(192), picked(192);
+    sums.fill_nan(), picked.fill_nan();
+    tiles_with_scratch<<<1, 192>>>(sums.p, picked.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<int> su = sums.host(), pk = picked.host();
+    for (int t = 0; t < 192; t++) {
+        int base = t / 64 * 64, r = t % 64, want = 0;
+        for (int i = base; i < base + 64; i++) want += i * i;  // the tile's sum of squares
+        const int src = r + 40 < 64 ? t + 40 : t;               // shfl_down past the end keeps its own
+        CHECK(su[t] == want);
+        CHECK(pk[t] == src * src + 1000000 * (t / 64));
+    }
+    Dev<int> big_sums(512), big_picked(512);
+    std::string err = capture_stderr([&] {
+        tiles_with_scratch<<<1, 512>>>(big_sums.p, big_picked.p);  // 512 threads, scratch for 256
+        CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    });
+    CHECK(contains(err, "the block has 512 threads, more than the 256 its block_tile_memory<256> is sized for"));
+}
+
 TEST_CASE("cooperative groups: coalesced_threads, tiles of 128 threads") {
     Dev<int> counter(std::vector<int>{0}), slot(64);
     Dev<unsigned> sizes(64);
