@@ -229,6 +229,7 @@ mutations=(
 "CPU runtime: cublasDgemmBatched computes the first product for every batch|cpu_cuda/cublas_cpu.h|s#handle, transa, transb, m, n, k, alpha, Aarray\[i\], lda, Barray\[i\], ldb, beta, Carray\[i\], ldc);#handle, transa, transb, m, n, k, alpha, Aarray[0], lda, Barray[0], ldb, beta, Carray[i], ldc);#|test/cpu_runtime/samples|./test/cpu_runtime/samples -tc=cuBLAS:*"
 "CPU runtime: WMMA m16n16k8 tf32 products take the float inputs unrounded|cpu_cuda/wmma.h|s#    auto input = \[\](auto v) { return tf32 ? to_tf32(to_float(v)) : to_float(v); };#    auto input = [](auto v) { return to_float(v); };#|test/cpu_runtime/wmma|./test/cpu_runtime/wmma -tc=*tf32*"
 "CPU runtime: a block larger than its block_tile_memory<MaxBlockSize> is not refused|cpu_cuda/cooperative_groups.h|s#    if (threads > MaxBlockSize)#    if (false)#|test/cpu_runtime/samples|./test/cpu_runtime/samples -tc=*block_tile_memory*"
+"CPU runtime: cudaGetErrorName does not know cudaErrorNvlinkUncorrectable (a toolkit enumerator)|cpu_cuda/runtime.h|/{220, \"cudaErrorNvlinkUncorrectable\"/d|test/cpu_runtime/execution|./test/cpu_runtime/execution -tc=*every*enumerator*"
 )
 
 # The programs make test builds: what "auto" chooses from.
