@@ -10,11 +10,14 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace cpu_cuda {
@@ -72,6 +75,9 @@ struct Capture {
     const void* origin;
     std::vector<CUgraphNode_st*> frontier;
     bool invalidated = false;  // by a call CUDA does not permit during capture: its end gives no graph
+    // cudaStreamBeginCapture's mode and the thread that called it (kept on the origin stream's entry)
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+    std::thread::id thread{};
 };
 inline std::mutex& capture_mutex() {
     static std::mutex m;
@@ -94,6 +100,88 @@ inline bool invalidate_captures() {
     std::lock_guard<std::mutex> lock(capture_mutex());
     for (auto& c : captures()) c.second.invalidated = true;
     return !captures().empty();
+}
+// Marks the capture sequence that `stream` records into invalidated (every stream in it)
+inline void invalidate_capture_of(const void* stream) {
+    std::lock_guard<std::mutex> lock(capture_mutex());
+    auto it = captures().find(stream);
+    if (it == captures().end()) return;
+    for (auto& c : captures())
+        if (c.second.graph == it->second.graph) c.second.invalidated = true;
+}
+// cudaStreamSynchronize (or cudaStreamQuery) on a capturing stream. The programming guide's
+// stream capture section ("Prohibited and Unhandled Operations") says that synchronizing or
+// querying a capturing stream is invalid, and that an invalid operation invalidates the capture
+// it concerns: the call answers cudaErrorStreamCaptureUnsupported and the capture's end then
+// gives cudaErrorStreamCaptureInvalidated and no graph.
+inline cudaError_t refuse_capturing_stream(const void* stream, const char* call) {
+    invalidate_capture_of(stream);
+    fprintf(stderr, "cpu_cuda: %s: the stream is capturing, which CUDA does not permit; the capture is invalidated "
+                    "(cudaErrorStreamCaptureUnsupported)\n", call);
+    return cudaErrorStreamCaptureUnsupported;
+}
+
+// The calling thread's stream capture interaction mode (cudaThreadExchangeStreamCaptureMode):
+// Global unless changed, as CUDA's default.
+inline thread_local cudaStreamCaptureMode thread_capture_mode = cudaStreamCaptureModeGlobal;
+
+// A host function running (cudaLaunchHostFunc's fn, a graph's host node): set around each
+// fn(data) call, on the thread that runs it.
+inline thread_local int in_host_fn = 0;
+struct HostFnScope {
+    HostFnScope() { in_host_fn++; }
+    ~HostFnScope() { in_host_fn--; }
+    HostFnScope(const HostFnScope&) = delete;
+    HostFnScope& operator=(const HostFnScope&) = delete;
+};
+// CUDA's documentation of cudaLaunchHostFunc (and of host nodes, cudaGraphAddHostNode) says the
+// host function must not make CUDA API calls, and that such a call may answer
+// cudaErrorNotPermitted. Here it always does, with one line, so that a program that gets away
+// with one on this runtime does not meet it first on a GPU (where it may also deadlock).
+// cudaSuccess when the call is allowed.
+inline cudaError_t refuse_in_host_fn(const char* call) {
+    if (in_host_fn == 0) return cudaSuccess;
+    fprintf(stderr, "cpu_cuda: %s: called from a host function (cudaLaunchHostFunc or a graph's host node), which "
+                    "must not make CUDA calls (cudaErrorNotPermitted)\n", call);
+    return cudaErrorNotPermitted;
+}
+
+// A potentially unsafe call (cudaMalloc, cudaFree, a synchronous copy or memset: work that is not
+// on a stream, which a capture cannot record) while captures are under way. The rules are those
+// of cudaThreadExchangeStreamCaptureMode's documentation: a thread in Global mode (the default)
+// may not make one while it has a capture of its own begun in a mode other than Relaxed, nor
+// while any other thread has a capture begun in Global mode; in ThreadLocal mode only its own
+// captures count; in Relaxed mode none do. A refused call answers
+// cudaErrorStreamCaptureUnsupported and invalidates the captures that forbade it. Also refused
+// inside a host function (refuse_in_host_fn). cudaSuccess when the call is allowed.
+inline cudaError_t refuse_unsafe(const char* call) {
+    if (cudaError_t e = refuse_in_host_fn(call)) return e;
+    if (capturing_streams.load() == 0 || thread_capture_mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
+    std::lock_guard<std::mutex> lock(capture_mutex());
+    const std::thread::id me = std::this_thread::get_id();
+    std::set<const CUgraph_st*> forbidding;
+    for (const auto& [stream, c] : captures()) {
+        if (c.origin != stream) continue;  // (each sequence once: at the stream that began it)
+        const bool mine = c.thread == me;
+        if ((mine && c.mode != cudaStreamCaptureModeRelaxed) ||
+            (!mine && thread_capture_mode == cudaStreamCaptureModeGlobal && c.mode == cudaStreamCaptureModeGlobal))
+            forbidding.insert(c.graph);
+    }
+    if (forbidding.empty()) return cudaSuccess;
+    for (auto& c : captures())
+        if (forbidding.count(c.second.graph)) c.second.invalidated = true;
+    fprintf(stderr, "cpu_cuda: %s: not permitted during a stream capture begun in cudaStreamCaptureModeGlobal (or in "
+                    "ThreadLocal mode on this thread); the capture is invalidated (cudaErrorStreamCaptureUnsupported; "
+                    "make the call before the capture, or capture in cudaStreamCaptureModeRelaxed)\n", call);
+    return cudaErrorStreamCaptureUnsupported;
+}
+// What cudaStreamIsCapturing answers for a stream
+inline cudaStreamCaptureStatus capture_status(const void* stream) {
+    if (capturing_streams.load() == 0) return cudaStreamCaptureStatusNone;
+    std::lock_guard<std::mutex> lock(capture_mutex());
+    auto it = captures().find(stream);
+    if (it == captures().end()) return cudaStreamCaptureStatusNone;
+    return it->second.invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
 }
 // A destroyed stream leaves any capture it was in (a later stream may reuse its address)
 inline void forget_capture(const void* stream) {

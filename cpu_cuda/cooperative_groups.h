@@ -26,7 +26,8 @@
 // Not here: cg::memcpy_async, reduce_update_async: a program using them does
 // not compile. Here as well: coalesced_threads() / coalesced_group (sync, thread_rank, size,
 // shfl, shfl_up, shfl_down, ballot, any, all) and tiles of 64 to 1024 threads (sync, shfl*,
-// any, all, reduce, scans; their sync is a barrier of the tile's own).
+// any, all, reduce, scans; their sync is a barrier of the tile's own), with or without a
+// block_tile_memory (this_thread_block(scratch)).
 #pragma once
 #include <array>
 #include <map>
@@ -141,6 +142,27 @@ class thread_block {
     dim3 dim_threads() const { return cpu_cuda_blockDim; }
 };
 inline thread_block this_thread_block() { return {}; }
+// block_tile_memory: the shared scratch that the programming guide's cooperative groups need
+// for tiles of more than 32 threads on GPUs before compute capability 8.0, sized for blocks of
+// up to MaxBlockSize threads; this_thread_block(scratch) hands it to the block's tiles. The
+// runtime's big tiles exchange through their own storage, so it holds nothing here; a block
+// larger than MaxBlockSize (its scratch too small on such a GPU) fails the launch.
+template <unsigned MaxBlockSize = 1024>
+struct block_tile_memory {
+    static_assert(MaxBlockSize >= 1 && MaxBlockSize <= 1024, "block_tile_memory<MaxBlockSize>: 1 to 1024 threads");
+    char unused = 0;
+};
+template <unsigned MaxBlockSize>
+thread_block this_thread_block(block_tile_memory<MaxBlockSize>&, const char* file = __builtin_FILE(),
+                               int line = __builtin_LINE()) {
+    const unsigned threads = ::cpu_cuda::cg_detail::block_size();
+    if (threads > MaxBlockSize)
+        ::cpu_cuda::cg_detail::fail("this_thread_block", file, line,
+                                    "the block has " + std::to_string(threads) + " threads, more than the " +
+                                        std::to_string(MaxBlockSize) + " its block_tile_memory<" +
+                                        std::to_string(MaxBlockSize) + "> is sized for");
+    return {};
+}
 
 // The whole grid. sync() is a barrier across every thread of every block; it needs a launch by
 // cudaLaunchCooperativeKernel (elsewhere the launch fails naming the line), whose blocks exec.h

@@ -1396,3 +1396,25 @@ inline cublasStatus_t cublasDgemm(cublasHandle_t handle, cublasOperation_t trans
     });
     return CUBLAS_STATUS_SUCCESS;
 }
+// cublasDgemmBatched: cublasDgemm on each product of the arrays (in device memory) of pointers,
+// as cuBLAS documents the batched forms (one handle, the same shape and scalars for every
+// product). A product the arguments refuse stops the batch with its status.
+inline cublasStatus_t cublasDgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                         int m, int n, int k, const double* alpha, const double* const Aarray[], int lda,
+                                         const double* const Barray[], int ldb, const double* beta,
+                                         double* const Carray[], int ldc, int batchCount) {
+    cpu_cuda::DeviceAccess access;
+    cublasStatus_t status =
+        cpu_cuda::blas::check_gemm(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc, batchCount);
+    if (status != CUBLAS_STATUS_SUCCESS || batchCount == 0) return status;
+    size_t bytes = (size_t)batchCount * sizeof(void*);
+    if (!cpu_cuda::check_range(Aarray, bytes, "cublasDgemmBatched", "Aarray") ||
+        !cpu_cuda::check_range(Barray, bytes, "cublasDgemmBatched", "Barray") ||
+        !cpu_cuda::check_range(Carray, bytes, "cublasDgemmBatched", "Carray"))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    for (int i = 0; i < batchCount; i++) {
+        status = cublasDgemm(handle, transa, transb, m, n, k, alpha, Aarray[i], lda, Barray[i], ldb, beta, Carray[i], ldc);
+        if (status != CUBLAS_STATUS_SUCCESS) return status;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}

@@ -1390,6 +1390,7 @@ struct LaunchConfig {
         if (current_block)  // a launch inside a kernel
             current_block->fail(std::string("kernel '") + kernel +
                                 "' launched from device code: dynamic parallelism is not supported on the CPU runtime");
+        if (cudaError_t e = refuse_in_host_fn(kernel)) return set_error(e);
         if (capturing(stream)) {  // a graph's kernel node: this launch, with copies of the arguments
             LaunchConfig later = *this;
             later.stream = nullptr;

@@ -186,6 +186,7 @@ inline cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* node, cudaGraph_t graph
     const cudaHostFn_t fn = p->fn;
     void* data = p->userData;
     return cpu_cuda::add_node(node, graph, deps, n, cudaGraphNodeTypeHost, [fn, data](cudaStream_t) {
+        cpu_cuda::HostFnScope scope;  // (no CUDA calls in there: capture.h)
         fn(data);
         return cudaSuccess;
     }, "cudaGraphAddHostNode");
@@ -260,6 +261,7 @@ inline cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGrap
 }
 inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     if (!exec) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaGraphLaunch")) return cpu_cuda::set_error(e);
     if (cudaError_t e = cpu_cuda::refuse_dead(exec, "cudaGraphLaunch", "executable graph")) return e;
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::capturing(stream))
@@ -280,14 +282,20 @@ inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 // ----------------------------------------------------------------------------
 // Stream capture (capture.h holds the state; the calls that record are in exec.h and runtime.h)
 
-inline cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+// The mode says which captures forbid which threads the potentially unsafe calls (capture.h's
+// refuse_unsafe); a capture not begun in Relaxed mode must be ended by the thread that began it.
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaStreamBeginCapture")) return cpu_cuda::set_error(e);
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal && mode != cudaStreamCaptureModeRelaxed)
+        return cpu_cuda::graph_error(cudaErrorInvalidValue, "cudaStreamBeginCapture", "mode " + std::to_string((int)mode) +
+                                     " is not a cudaStreamCaptureMode (Global 0, ThreadLocal 1, Relaxed 2)");
     if (stream == nullptr || stream == cudaStreamLegacy)
         return cpu_cuda::graph_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture",
                                      "the legacy default stream cannot be captured; use a stream of your own");
     std::lock_guard<std::mutex> lock(cpu_cuda::capture_mutex());
     if (cpu_cuda::captures().count(stream)) return cpu_cuda::set_error(cudaErrorIllegalState);
-    cpu_cuda::captures()[stream] = {new CUgraph_st, stream, {}};
+    cpu_cuda::captures()[stream] = {new CUgraph_st, stream, {}, false, mode, std::this_thread::get_id()};
     cpu_cuda::graph_made(cpu_cuda::captures()[stream].graph);
     cpu_cuda::capturing_streams++;
     return cudaSuccess;
@@ -303,6 +311,8 @@ inline cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph)
     auto it = all.find(stream);
     if (it == all.end()) return cpu_cuda::set_error(cudaErrorIllegalState);
     if (it->second.origin != stream) return cpu_cuda::set_error(cudaErrorStreamCaptureUnmatched);
+    if (it->second.mode != cudaStreamCaptureModeRelaxed && it->second.thread != std::this_thread::get_id())
+        return cpu_cuda::set_error(cudaErrorStreamCaptureWrongThread);  // (cudaStreamBeginCapture's documentation)
     CUgraph_st* g = it->second.graph;
     const std::vector<CUgraphNode_st*> last = it->second.frontier;
     const bool invalidated = it->second.invalidated;
@@ -336,7 +346,15 @@ inline cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph)
 inline cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
     if (!status) return cpu_cuda::set_error(cudaErrorInvalidValue);
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
-    *status = cpu_cuda::capturing(stream) ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+    *status = cpu_cuda::capture_status(stream);
+    return cudaSuccess;
+}
+// Sets the calling thread's capture interaction mode to *mode and answers the one it had
+inline cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+    if (!mode || (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
+                  *mode != cudaStreamCaptureModeRelaxed))
+        return cpu_cuda::set_error(cudaErrorInvalidValue);
+    std::swap(*mode, cpu_cuda::thread_capture_mode);
     return cudaSuccess;
 }
 
@@ -344,14 +362,19 @@ inline cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureS
 // once, as CUDA's does); in a capture, a host node
 inline cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
     if (!fn) return cpu_cuda::set_error(cudaErrorInvalidValue);
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaLaunchHostFunc")) return cpu_cuda::set_error(e);
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::capturing(stream))
         return cpu_cuda::capture(stream, cudaGraphNodeTypeHost, [fn, data](cudaStream_t) {
+            cpu_cuda::HostFnScope scope;
             fn(data);
             return cudaSuccess;
         });
     cpu_cuda::queue_behind(stream);  // (the legacy default stream's rule)
-    cpu_cuda::stream_queue(stream).enqueue([fn, data] { fn(data); });  // on the stream's worker, as on a GPU
+    cpu_cuda::stream_queue(stream).enqueue([fn, data] {  // on the stream's worker, as on a GPU
+        cpu_cuda::HostFnScope scope;
+        fn(data);
+    });
     return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy3D(const cudaMemcpy3DParms* p) {

@@ -246,7 +246,9 @@ inline cudaError_t cudaPeekAtLastError() {
 
 // The error codes by number (their values are the toolkit's, stable across versions; numbers,
 // so that an older toolkit's headers, without the newest names, still compile), with CUDA's
-// names and its own wording. Unknown codes answer "unrecognized error code", as CUDA's do.
+// names and its own wording. Every enumerator of the toolkit's cudaError (driver_types.h, CUDA
+// 13.0) is here; where CUDA's wording was not at hand, the text is a short one written from the
+// header's description of the code. Unknown codes answer "unrecognized error code", as CUDA's do.
 namespace cpu_cuda {
 struct ErrorText {
     int code;
@@ -261,6 +263,9 @@ inline const ErrorText* error_text(cudaError_t e) {
         {3, "cudaErrorInitializationError", "initialization error"},
         {4, "cudaErrorCudartUnloading", "driver shutting down"},
         {5, "cudaErrorProfilerDisabled", "profiler disabled while using external profiling tool"},
+        {6, "cudaErrorProfilerNotInitialized", "profiler not initialized (deprecated)"},
+        {7, "cudaErrorProfilerAlreadyStarted", "profiler already started (deprecated)"},
+        {8, "cudaErrorProfilerAlreadyStopped", "profiler already stopped (deprecated)"},
         {9, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
         {12, "cudaErrorInvalidPitchValue", "invalid pitch argument"},
         {13, "cudaErrorInvalidSymbol", "invalid device symbol"},
@@ -276,35 +281,69 @@ inline const ErrorText* error_text(cudaError_t e) {
         {25, "cudaErrorSynchronizationError", "incorrect use of __syncthreads()"},
         {26, "cudaErrorInvalidFilterSetting", "linear filtering not supported for non-float type"},
         {27, "cudaErrorInvalidNormSetting", "read as normalized float not supported for 32-bit non float type"},
+        {28, "cudaErrorMixedDeviceExecution", "mixed device execution (deprecated)"},
         {31, "cudaErrorNotYetImplemented", "feature not yet implemented"},
+        {32, "cudaErrorMemoryValueTooLarge", "memory value too large (deprecated)"},
+        {34, "cudaErrorStubLibrary", "CUDA driver is a stub library"},
         {35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version"},
+        {36, "cudaErrorCallRequiresNewerDriver", "API call is not supported in the installed CUDA driver"},
         {37, "cudaErrorInvalidSurface", "invalid surface reference"},
+        {43, "cudaErrorDuplicateVariableName", "duplicate global variable looked up by string name"},
+        {44, "cudaErrorDuplicateTextureName", "duplicate texture looked up by string name"},
+        {45, "cudaErrorDuplicateSurfaceName", "duplicate surface looked up by string name"},
         {46, "cudaErrorDevicesUnavailable", "CUDA-capable device(s) is/are busy or unavailable"},
+        {49, "cudaErrorIncompatibleDriverContext", "incompatible driver context"},
         {52, "cudaErrorMissingConfiguration", "__global__ function call is not configured"},
         {53, "cudaErrorPriorLaunchFailure", "unspecified launch failure in prior launch"},
+        {65, "cudaErrorLaunchMaxDepthExceeded", "launch failed because launch would exceed cudaLimitDevRuntimeSyncDepth"},
+        {66, "cudaErrorLaunchFileScopedTex", "launch failed because kernel uses unsupported, file-scoped textures (texture objects are supported)"},
+        {67, "cudaErrorLaunchFileScopedSurf", "launch failed because kernel uses unsupported, file-scoped surfaces (surface objects are supported)"},
+        {68, "cudaErrorSyncDepthExceeded", "cudaDeviceSynchronize failed because caller's grid depth exceeds cudaLimitDevRuntimeSyncDepth"},
+        {69, "cudaErrorLaunchPendingCountExceeded", "launch failed because launch would exceed cudaLimitDevRuntimePendingLaunchCount"},
         {98, "cudaErrorInvalidDeviceFunction", "invalid device function"},
         {100, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
         {101, "cudaErrorInvalidDevice", "invalid device ordinal"},
+        {102, "cudaErrorDeviceNotLicensed", "device doesn't have valid Grid license"},
+        {103, "cudaErrorSoftwareValidityNotEstablished", "integrity checks failed"},
         {127, "cudaErrorStartupFailure", "device init failed"},
         {200, "cudaErrorInvalidKernelImage", "device kernel image is invalid"},
         {201, "cudaErrorDeviceUninitialized", "invalid device context"},
+        {205, "cudaErrorMapBufferObjectFailed", "mapping of buffer object failed"},
+        {206, "cudaErrorUnmapBufferObjectFailed", "unmapping of buffer object failed"},
+        {207, "cudaErrorArrayIsMapped", "array is mapped"},
+        {208, "cudaErrorAlreadyMapped", "resource already mapped"},
         {209, "cudaErrorNoKernelImageForDevice", "no kernel image is available for execution on the device"},
+        {210, "cudaErrorAlreadyAcquired", "resource already acquired"},
+        {211, "cudaErrorNotMapped", "resource not mapped"},
+        {212, "cudaErrorNotMappedAsArray", "resource not mapped as array"},
+        {213, "cudaErrorNotMappedAsPointer", "resource not mapped as pointer"},
         {214, "cudaErrorECCUncorrectable", "uncorrectable ECC error encountered"},
         {215, "cudaErrorUnsupportedLimit", "limit is not supported on this architecture"},
         {216, "cudaErrorDeviceAlreadyInUse", "exclusive-thread device already in use by a different thread"},
         {217, "cudaErrorPeerAccessUnsupported", "peer access is not supported between these two devices"},
         {218, "cudaErrorInvalidPtx", "a PTX JIT compilation failed"},
+        {219, "cudaErrorInvalidGraphicsContext", "invalid OpenGL or DirectX context"},
+        {220, "cudaErrorNvlinkUncorrectable", "uncorrectable NVLink error detected during the execution"},
+        {221, "cudaErrorJitCompilerNotFound", "PTX JIT compiler library not found"},
         {222, "cudaErrorUnsupportedPtxVersion", "the provided PTX was compiled with an unsupported toolchain."},
+        {223, "cudaErrorJitCompilationDisabled", "PTX JIT compilation was disabled"},
+        {224, "cudaErrorUnsupportedExecAffinity", "the provided execution affinity is not supported by the device"},
+        {225, "cudaErrorUnsupportedDevSideSync", "the PTX JIT compiled code contains an unsupported call to cudaDeviceSynchronize"},
+        {226, "cudaErrorContained", "an exception was contained by the GPU's error containment"},
         {300, "cudaErrorInvalidSource", "device kernel image is invalid"},
         {301, "cudaErrorFileNotFound", "file not found"},
+        {302, "cudaErrorSharedObjectSymbolNotFound", "shared object symbol not found"},
+        {303, "cudaErrorSharedObjectInitFailed", "shared object initialization failed"},
         {304, "cudaErrorOperatingSystem", "OS call failed or operation not supported on this OS"},
         {400, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
         {401, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
+        {402, "cudaErrorLossyQuery", "attempted introspection would discard important information"},
         {500, "cudaErrorSymbolNotFound", "named symbol not found"},
         {600, "cudaErrorNotReady", "device not ready"},
         {700, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
         {701, "cudaErrorLaunchOutOfResources", "too many resources requested for launch"},
         {702, "cudaErrorLaunchTimeout", "the launch timed out and was terminated"},
+        {703, "cudaErrorLaunchIncompatibleTexturing", "launch uses incompatible texturing mode"},
         {704, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"},
         {705, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"},
         {708, "cudaErrorSetOnActiveProcess", "cannot set while device is active in this process"},
@@ -320,10 +359,20 @@ inline const ErrorText* error_text(cudaError_t e) {
         {718, "cudaErrorInvalidPc", "invalid program counter"},
         {719, "cudaErrorLaunchFailure", "unspecified launch failure"},
         {720, "cudaErrorCooperativeLaunchTooLarge", "too many blocks in cooperative launch"},
+        {721, "cudaErrorTensorMemoryLeak", "tensor memory not completely freed when the kernel exited"},
         {800, "cudaErrorNotPermitted", "operation not permitted"},
         {801, "cudaErrorNotSupported", "operation not supported"},
         {802, "cudaErrorSystemNotReady", "system not yet initialized"},
         {803, "cudaErrorSystemDriverMismatch", "system has unsupported display driver / cuda driver combination"},
+        {804, "cudaErrorCompatNotSupportedOnDevice", "forward compatibility was attempted on non supported hardware"},
+        {805, "cudaErrorMpsConnectionFailed", "MPS client failed to connect to the MPS control daemon or the MPS server"},
+        {806, "cudaErrorMpsRpcFailure", "the remote procedural call between the MPS server and the MPS client failed"},
+        {807, "cudaErrorMpsServerNotReady", "MPS server is not ready to accept new MPS client requests"},
+        {808, "cudaErrorMpsMaxClientsReached", "the hardware resources required to create MPS client have been exhausted"},
+        {809, "cudaErrorMpsMaxConnectionsReached", "the hardware resources required to support device connections have been exhausted"},
+        {810, "cudaErrorMpsClientTerminated", "the MPS client has been terminated by the server"},
+        {811, "cudaErrorCdpNotSupported", "CUDA Dynamic Parallelism is not supported in this configuration"},
+        {812, "cudaErrorCdpVersionMismatch", "an unsupported interaction between CUDA Dynamic Parallelism versions"},
         {900, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
         {901, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"},
         {902, "cudaErrorStreamCaptureMerge", "operation would result in a merge of separate capture sequences"},
@@ -335,7 +384,13 @@ inline const ErrorText* error_text(cudaError_t e) {
         {908, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"},
         {909, "cudaErrorTimeout", "wait operation timed out"},
         {910, "cudaErrorGraphExecUpdateFailure", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"},
+        {911, "cudaErrorExternalDevice", "an asynchronous error occurred in a device outside of CUDA"},
+        {912, "cudaErrorInvalidClusterSize", "a kernel launch error occurred due to a cluster misconfiguration"},
+        {913, "cudaErrorFunctionNotLoaded", "the function handle is not loaded"},
+        {914, "cudaErrorInvalidResourceType", "a resource passed in is not of a valid type for the operation"},
+        {915, "cudaErrorInvalidResourceConfiguration", "a resource passed in is insufficient or does not apply to the operation"},
         {999, "cudaErrorUnknown", "unknown error"},
+        {10000, "cudaErrorApiFailureBase", "API failure base (deprecated)"},
     };
     for (const ErrorText& t : table)
         if (t.code == (int)e) return &t;
@@ -520,6 +575,7 @@ inline cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
 // it (cudaErrorStreamCaptureUnsupported) and invalidates the capture; after a launch that failed
 // it answers the failure (exec.h's pending_error).
 inline cudaError_t cudaDeviceSynchronize() {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaDeviceSynchronize")) return cpu_cuda::set_error(e);
     if (cpu_cuda::invalidate_captures()) {
         fprintf(stderr, "cpu_cuda: cudaDeviceSynchronize: called while a stream is capturing, which CUDA does not "
                         "permit; the capture is invalidated (cudaErrorStreamCaptureUnsupported)\n");
@@ -540,6 +596,7 @@ inline cudaError_t cudaDriverGetVersion(int* v) { return cudaRuntimeGetVersion(v
 // Memory
 
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+    if (cudaError_t e = cpu_cuda::refuse_unsafe("cudaMalloc")) return cpu_cuda::set_error(e);
     if (cpu_cuda::sticky_error != cudaSuccess) return cpu_cuda::sticky();
     if (!p) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *p = nullptr;
@@ -588,6 +645,7 @@ inline cudaError_t cudaStreamAttachMemAsync(cudaStream_t, void* p, size_t count,
     return cpu_cuda::managed_range(p, count);
 }
 inline cudaError_t cudaFree(void* p) {
+    if (cudaError_t e = cpu_cuda::refuse_unsafe("cudaFree")) return cpu_cuda::set_error(e);
     if (!p) return cudaSuccess;
     cpu_cuda::settle();  // as CUDA's cudaFree: queued work may still use it
     {
@@ -600,12 +658,14 @@ inline cudaError_t cudaFree(void* p) {
     return cpu_cuda::set_error(cudaErrorInvalidValue);
 }
 inline cudaError_t cudaMallocHost(void** p, size_t bytes) {
+    if (cudaError_t e = cpu_cuda::refuse_unsafe("cudaMallocHost")) return cpu_cuda::set_error(e);
     if (!p) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *p = cpu_cuda::memory().allocate(std::max<size_t>(bytes, 1), false);
     return *p ? cudaSuccess : cpu_cuda::set_error(cudaErrorMemoryAllocation);
 }
 inline cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) { return cudaMallocHost(p, bytes); }
 inline cudaError_t cudaFreeHost(void* p) {
+    if (cudaError_t e = cpu_cuda::refuse_unsafe("cudaFreeHost")) return cpu_cuda::set_error(e);
     if (!p) return cudaSuccess;
     cpu_cuda::settle();
     if (cpu_cuda::memory().release(p, false)) return cudaSuccess;
@@ -620,11 +680,13 @@ inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 }
 
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+    if (cudaError_t e = cpu_cuda::refuse_unsafe("cudaMemcpy")) return cpu_cuda::set_error(e);
     if (cpu_cuda::sticky_error != cudaSuccess) return cpu_cuda::sticky();
     return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpy");
 }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                                    cudaStream_t stream) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaMemcpyAsync")) return cpu_cuda::set_error(e);
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::capturing(stream)) {
         cpu_cuda::KeptPointers kept;
@@ -638,9 +700,11 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cud
     return cpu_cuda::copy(dst, src, count, kind, "cudaMemcpyAsync", true, stream);
 }
 inline cudaError_t cudaMemset(void* p, int value, size_t count) {
+    if (cudaError_t e = cpu_cuda::refuse_unsafe("cudaMemset")) return cpu_cuda::set_error(e);
     return cpu_cuda::fill(p, value, count, "cudaMemset");
 }
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t stream) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaMemsetAsync")) return cpu_cuda::set_error(e);
     if (!cpu_cuda::valid_stream(stream)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::capturing(stream)) {
         cpu_cuda::KeptPointers kept;
@@ -658,6 +722,7 @@ inline cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_
 // Streams and events
 
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaStreamCreate")) return cpu_cuda::set_error(e);
     if (!s) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *s = new CUstream_st{flags};
     cpu_cuda::StreamQueue& queue = cpu_cuda::stream_queue(*s);
@@ -670,6 +735,7 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags
 }
 inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaStreamDestroy")) return cpu_cuda::set_error(e);
     if (cpu_cuda::valid_stream(s)) cpu_cuda::stream_queue(s).drain(), cpu_cuda::forget_capture(s);
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
     if (!cpu_cuda::live_handles().erase(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
@@ -678,13 +744,16 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 // Only queued work (streams.h) can still be running when a call has returned.
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaStreamSynchronize")) return cpu_cuda::set_error(e);
     if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
-    if (cpu_cuda::capturing(s)) return cpu_cuda::set_error(cudaErrorStreamCaptureUnsupported);  // (CUDA's answer)
+    if (cpu_cuda::capturing(s)) return cpu_cuda::set_error(cpu_cuda::refuse_capturing_stream(s, "cudaStreamSynchronize"));
     cpu_cuda::stream_queue(s).drain();
     return cpu_cuda::sync_error();
 }
 inline cudaError_t cudaStreamQuery(cudaStream_t s) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaStreamQuery")) return cpu_cuda::set_error(e);
     if (!cpu_cuda::valid_stream(s)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
+    if (cpu_cuda::capturing(s)) return cpu_cuda::set_error(cpu_cuda::refuse_capturing_stream(s, "cudaStreamQuery"));
     return cpu_cuda::stream_busy(s) ? cudaErrorNotReady : cudaSuccess;  // (not an error: not recorded)
 }
 
@@ -693,6 +762,7 @@ inline bool cpu_cuda_valid_event(cudaEvent_t e) {
     return e && cpu_cuda::live_handles().count(e);
 }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaEventCreate")) return cpu_cuda::set_error(e);
     if (!e) return cpu_cuda::set_error(cudaErrorInvalidValue);
     *e = new CUevent_st{};
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
@@ -701,6 +771,7 @@ inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
 }
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaEventDestroy")) return cpu_cuda::set_error(e);
     if (cpu_cuda_valid_event(e)) e->clock->wait_for(e->clock->made);  // its records still queued
     std::lock_guard<std::mutex> lock(cpu_cuda::handles_mutex());
     if (!cpu_cuda::live_handles().erase(e)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
@@ -738,6 +809,7 @@ inline bool wait_in_capture(cudaStream_t s, cudaEvent_t e) {
 }
 }  // namespace cpu_cuda
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaEventRecord")) return cpu_cuda::set_error(e);
     if (!cpu_cuda_valid_event(e) || !cpu_cuda::valid_stream(s))
         return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::record_in_capture(e, s)) return cudaSuccess;
@@ -757,6 +829,7 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     return cudaSuccess;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaEventSynchronize")) return cpu_cuda::set_error(e);
     if (!cpu_cuda_valid_event(e)) return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     e->clock->wait_for(e->clock->made);  // its last record
     return cpu_cuda::sticky();
@@ -769,6 +842,7 @@ inline cudaError_t cudaEventQuery(cudaEvent_t e) {
 // stream, a wait for it is queued on `s` (the host goes on, as on a GPU), and s's later work
 // queues behind the wait.
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
+    if (cudaError_t e = cpu_cuda::refuse_in_host_fn("cudaStreamWaitEvent")) return cpu_cuda::set_error(e);
     if (!cpu_cuda::valid_stream(s) || !cpu_cuda_valid_event(e))
         return cpu_cuda::set_error(cudaErrorInvalidResourceHandle);
     if (cpu_cuda::wait_in_capture(s, e)) return cudaSuccess;

@@ -332,9 +332,19 @@ inline const TextureObject& texture_2d(cudaTextureObject_t obj, const char* call
 // A surface access of sizeof(T) bytes at byte x of row y: its address, or nullptr when the
 // boundary mode says to drop it (cudaBoundaryModeZero); clamp moves it inside, trap fails the
 // launch
+// The programming guide's surface functions (surf1Dread, surf2Dwrite, ...) take x in bytes, not
+// elements; an access of n bytes at a byte offset that is not a multiple of n is misaligned, which
+// a GPU does not carry out: the launch fails. Here too, with one line naming the call, the offset
+// and the element size (whatever the boundary mode: the offset is wrong, not the bounds).
+inline void misaligned_surface_access(int x, size_t bytes, const char* call) {
+    if (x % (long)bytes == 0) return;
+    fetch_failed(std::string(call) + ": x = " + std::to_string(x) + " is not a multiple of the element's " +
+                 std::to_string(bytes) + " bytes (a surface's x is a byte offset: write x * sizeof(element)); misaligned access");
+}
 template <class T>
 char* surface_element(cudaSurfaceObject_t obj, int x, int y, cudaSurfaceBoundaryMode mode, const char* call) {
     const TextureObject& s = texture_object(obj, true, call);
+    misaligned_surface_access(x, sizeof(T), call);
     const long row = (long)(s.width * s.elem), last_x = row - (long)sizeof(T);
     if (x < 0 || x > last_x || y < 0 || y >= (long)s.height) {
         if (mode == cudaBoundaryModeZero) return nullptr;

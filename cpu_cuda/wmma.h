@@ -1,7 +1,10 @@
 // cpu_cuda/wmma.h: nvcuda::wmma, CUDA's warp matrix (tensor-core) API, on the CPU runtime.
 //
 // What is here: the m16n16k16 shape; matrix_a and matrix_b fragments of __nv_bfloat16 or
-// __half, row- or column-major; float accumulators; fill_fragment, load_matrix_sync,
+// __half, row- or column-major; float accumulators; and the m16n16k8 shape with
+// wmma::precision::tf32 (the programming guide's "alternate floating point" WMMA: the fragments
+// hold float, A is 16x8 and B 8x16, and the product takes each input rounded to tf32, a 10-bit
+// mantissa, to nearest with ties away from zero, as wmma::__float_to_tf32 rounds); fill_fragment, load_matrix_sync,
 // store_matrix_sync (with the leading dimension, and the layout for accumulators) and
 // mma_sync (d = a·b + c). The products are exact (bf16 and fp16 products fit in float) and
 // the sums float32, added in k order onto c: tensor-core rounding is not reproduced, so a
@@ -30,6 +33,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -42,18 +47,30 @@ namespace cpu_cuda {
 namespace wmma_detail {
 
 constexpr int TILE = 16, ELEMENTS = TILE * TILE, PER_LANE = ELEMENTS / 32;  // 8 elements per lane
-enum Kind { kind_a = 0, kind_b = 1, kind_acc = 2 };
+enum Kind { kind_a = 0, kind_b = 1, kind_acc = 2, kind_a_tf32 = 3, kind_b_tf32 = 4 };  // (tf32: m16n16k8's A, B)
+constexpr int KINDS = 5;
+inline constexpr int kind_elements(int kind) { return kind >= kind_a_tf32 ? TILE * 8 : ELEMENTS; }
+
+// float to tf32 (kept in a float): 10 of the 23 mantissa bits, rounded to nearest with ties
+// away from zero (PTX's cvt.rna.tf32.f32, which wmma::__float_to_tf32 is); NaN and infinity kept.
+inline float to_tf32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;  // (a carry into the exponent is right)
+    memcpy(&x, &u, 4);
+    return x;
+}
 
 // position[kind][lane·8 + slot] = the element (row·16 + column) that lane holds in slot:
 // lane-major in the natural layout, a fixed permutation per kind when shuffled.
 inline const std::vector<int>& position(int kind) {
-    using Tables = std::array<std::array<std::vector<int>, 3>, 2>;  // [shuffled][kind]
+    using Tables = std::array<std::array<std::vector<int>, KINDS>, 2>;  // [shuffled][kind]
     static const Tables tables = [] {
         Tables t;
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < KINDS; k++) {
             for (int shuffled = 0; shuffled < 2; shuffled++) {
-                t[shuffled][k].resize(ELEMENTS);
-                for (int i = 0; i < ELEMENTS; i++) t[shuffled][k][i] = i;
+                t[shuffled][k].resize(kind_elements(k));
+                for (int i = 0; i < kind_elements(k); i++) t[shuffled][k][i] = i;
             }
             std::mt19937 rng(20 + k);
             std::shuffle(t[1][k].begin(), t[1][k].end(), rng);
@@ -116,21 +133,22 @@ inline unsigned block_threads() {
 
 // The same pointer, leading dimension and layout in every lane, aligned as documented.
 inline void check_args(WarpOp op, const char* file, int line, const Args& first, const Args& mine,
-                       size_t element_bytes) {
+                       size_t element_bytes, unsigned min_ld = TILE) {
     if (first.ptr != mine.ptr || first.ldm != mine.ldm || first.layout != mine.layout)
         fail(op, file, line,
              "lane " + std::to_string(lane()) +
                  " passed another pointer, leading dimension or layout than lane 0 of its warp (they must agree)");
     if ((uintptr_t)mine.ptr % 32)
         fail(op, file, line, "the pointer must be 256-bit (32-byte) aligned");
-    if (mine.ldm * element_bytes % 16 || mine.ldm < (unsigned)TILE)
+    if (mine.ldm * element_bytes % 16 || mine.ldm < min_ld)
         fail(op, file, line,
-             "leading dimension " + std::to_string(mine.ldm) + " must be at least 16 and a multiple of " +
+             "leading dimension " + std::to_string(mine.ldm) + " must be at least " + std::to_string(min_ld) +
+                 " and a multiple of " +
                  std::to_string(16 / element_bytes) + " elements (16 bytes)");
 }
 
-inline size_t memory_index(int element, unsigned ldm, bool col_major) {
-    int r = element / TILE, c = element % TILE;
+inline size_t memory_index(int element, unsigned ldm, bool col_major, int cols = TILE) {
+    int r = element / cols, c = element % cols;
     return col_major ? (size_t)c * ldm + r : (size_t)r * ldm + c;
 }
 
@@ -151,25 +169,31 @@ struct accumulator {};
 struct row_major {};
 struct col_major {};
 enum layout_t { mem_row_major, mem_col_major };
+namespace precision {
+struct tf32 {};  // m16n16k8's A and B: float storage, tf32 in the product
+}
+inline float __float_to_tf32(float x) { return cpu_cuda::wmma_detail::to_tf32(x); }
 
 template <class Use, int m, int n, int k, class T, class Layout = void>
 class fragment {
-    static_assert(m == 16 && n == 16 && k == 16, "the CPU runtime's WMMA has the m16n16k16 shape only");
-    static_assert(std::is_same<Use, accumulator>::value ? std::is_same<T, float>::value && std::is_void<Layout>::value
-                                                        : (std::is_same<T, __nv_bfloat16>::value ||
-                                                           std::is_same<T, __half>::value) &&
-                                                              (std::is_same<Layout, row_major>::value ||
-                                                               std::is_same<Layout, col_major>::value),
-                  "the CPU runtime's WMMA has matrix_a/matrix_b of __nv_bfloat16 or __half with row_major or "
-                  "col_major, and float accumulators without a layout");
+    static constexpr bool is_a = std::is_same<Use, matrix_a>::value, is_b = std::is_same<Use, matrix_b>::value;
+    static constexpr bool tf32 = std::is_same<T, precision::tf32>::value;
+    static_assert(m == 16 && n == 16 && (k == 16 || (k == 8 && (tf32 || !(is_a || is_b)))) && (!tf32 || k == 8),
+                  "the CPU runtime's WMMA has the m16n16k16 shape, and m16n16k8 with wmma::precision::tf32");
+    static_assert(!(is_a || is_b) ? std::is_same<T, float>::value && std::is_void<Layout>::value
+                                  : (std::is_same<T, __nv_bfloat16>::value || std::is_same<T, __half>::value || tf32) &&
+                                        (std::is_same<Layout, row_major>::value || std::is_same<Layout, col_major>::value),
+                  "the CPU runtime's WMMA has matrix_a/matrix_b of __nv_bfloat16, __half or precision::tf32 with "
+                  "row_major or col_major, and float accumulators without a layout");
 
   public:
-    using element_type = T;
-    enum { num_elements = cpu_cuda::wmma_detail::PER_LANE };
-    T x[num_elements];
-    static constexpr int kind = std::is_same<Use, matrix_a>::value   ? cpu_cuda::wmma_detail::kind_a
-                                : std::is_same<Use, matrix_b>::value ? cpu_cuda::wmma_detail::kind_b
-                                                                     : cpu_cuda::wmma_detail::kind_acc;
+    using element_type = std::conditional_t<tf32, float, T>;  // (tf32 fragments hold float, as CUDA's)
+    static constexpr int rows = is_b ? k : m, cols = is_a ? k : n;  // the fragment's matrix
+    enum { num_elements = rows * cols / 32 };
+    element_type x[num_elements];
+    static constexpr int kind = is_a   ? (tf32 ? cpu_cuda::wmma_detail::kind_a_tf32 : cpu_cuda::wmma_detail::kind_a)
+                                : is_b ? (tf32 ? cpu_cuda::wmma_detail::kind_b_tf32 : cpu_cuda::wmma_detail::kind_b)
+                                       : cpu_cuda::wmma_detail::kind_acc;
 };
 
 template <class Use, int m, int n, int k, class T, class Layout, class V>
@@ -177,7 +201,8 @@ void fill_fragment(fragment<Use, m, n, k, T, Layout>& f, const V& value, const c
                    int line = __builtin_LINE()) {
     using namespace cpu_cuda;
     wmma_detail::whole_warp(WarpOp::wmma_fill, file, line);
-    for (T& e : f.x) e = T(static_cast<float>(value));
+    using E = typename fragment<Use, m, n, k, T, Layout>::element_type;
+    for (E& e : f.x) e = E(static_cast<float>(value));
 }
 
 namespace detail_cpu {
@@ -190,11 +215,12 @@ void move(F& f, M* p, unsigned ldm, bool col_major, cpu_cuda::WarpOp op, const c
     wmma_detail::Args mine{(const void*)p, ldm, col_major ? 1 : 0};
     s.args[slot][current_lane->id] = mine;
     wmma_detail::whole_warp(op, file, line);
-    wmma_detail::check_args(op, file, line, s.args[slot][wmma_detail::warp() * 32], mine, sizeof(M));
+    wmma_detail::check_args(op, file, line, s.args[slot][wmma_detail::warp() * 32], mine, sizeof(M),
+                            col_major ? F::rows : F::cols);
     const std::vector<int>& pos = wmma_detail::position(F::kind);
-    const int* mine_pos = pos.data() + wmma_detail::lane() * wmma_detail::PER_LANE;
-    for (int i = 0; i < wmma_detail::PER_LANE; i++) {
-        size_t at = wmma_detail::memory_index(mine_pos[i], ldm, col_major);
+    const int* mine_pos = pos.data() + wmma_detail::lane() * F::num_elements;
+    for (int i = 0; i < F::num_elements; i++) {
+        size_t at = wmma_detail::memory_index(mine_pos[i], ldm, col_major, F::cols);
         if constexpr (store)
             p[at] = f.x[i];
         else
@@ -204,7 +230,8 @@ void move(F& f, M* p, unsigned ldm, bool col_major, cpu_cuda::WarpOp op, const c
 }  // namespace detail_cpu
 
 template <class Use, int m, int n, int k, class T, class Layout>
-void load_matrix_sync(fragment<Use, m, n, k, T, Layout>& f, const T* p, unsigned ldm,
+void load_matrix_sync(fragment<Use, m, n, k, T, Layout>& f,
+                      const typename fragment<Use, m, n, k, T, Layout>::element_type* p, unsigned ldm,
                       const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     static_assert(!std::is_void<Layout>::value, "an accumulator is loaded with a layout_t argument");
     detail_cpu::move<false>(f, p, ldm, std::is_same<Layout, col_major>::value, cpu_cuda::WarpOp::wmma_load, file,
@@ -228,21 +255,24 @@ void mma_sync(fragment<accumulator, m, n, k, float>& d, const fragment<matrix_a,
               const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     using namespace cpu_cuda;
     using namespace cpu_cuda::wmma_detail;
+    using FA = fragment<matrix_a, m, n, k, T, LA>;
+    using FB = fragment<matrix_b, m, n, k, T, LB>;
+    constexpr bool tf32 = std::is_same<T, precision::tf32>::value;  // inputs rounded to tf32 (products exact in float)
+    auto input = [](auto v) { return tf32 ? to_tf32(to_float(v)) : to_float(v); };
     Staging& s = staging(block_threads());
-    float* A = s.matrices[next_slot(s)].data() + (size_t)warp() * 3 * ELEMENTS;
+    float* A = s.matrices[next_slot(s)].data() + (size_t)warp() * 3 * ELEMENTS;  // m x k, then k x n, m x n
     float *Bm = A + ELEMENTS, *Cm = Bm + ELEMENTS;
     const int at = (int)lane() * PER_LANE;
-    for (int i = 0; i < PER_LANE; i++) {  // this lane's share of each operand, to its place
-        A[position(kind_a)[at + i]] = to_float(a.x[i]);
-        Bm[position(kind_b)[at + i]] = to_float(b.x[i]);
-        Cm[position(kind_acc)[at + i]] = c.x[i];
-    }
+    for (int i = 0; i < FA::num_elements; i++)  // this lane's share of each operand, to its place
+        A[position(FA::kind)[lane() * FA::num_elements + i]] = input(a.x[i]);
+    for (int i = 0; i < FB::num_elements; i++) Bm[position(FB::kind)[lane() * FB::num_elements + i]] = input(b.x[i]);
+    for (int i = 0; i < PER_LANE; i++) Cm[position(kind_acc)[at + i]] = c.x[i];
     whole_warp(WarpOp::wmma_mma, file, line);
     float out[PER_LANE];
     for (int i = 0; i < PER_LANE; i++) {
         int e = position(kind_acc)[at + i], r = e / TILE, col = e % TILE;
         float acc = Cm[e];
-        for (int kk = 0; kk < TILE; kk++) acc = fmaf(A[r * TILE + kk], Bm[kk * TILE + col], acc);
+        for (int kk = 0; kk < k; kk++) acc = fmaf(A[r * k + kk], Bm[kk * n + col], acc);
         out[i] = acc;
     }
     for (int i = 0; i < PER_LANE; i++) d.x[i] = out[i];

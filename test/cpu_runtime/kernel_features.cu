@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <chrono>
 #include <ctime>
@@ -25,6 +26,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cpu_cuda_test.h"
@@ -705,7 +707,7 @@ TEST_CASE("graphs by stream capture: a fork onto a second stream and the join ba
     CHECK(cudaStreamWaitEvent(s1, join, 0) == cudaSuccess);
     graph_add<<<1, 32, 0, s1>>>(c.p, a.p, b.p, n);
     CHECK(cudaLaunchHostFunc(s1, append_host, &log) == cudaSuccess);
-    CHECK(cudaStreamSynchronize(s1) == cudaErrorStreamCaptureUnsupported);  // (CUDA's answer in a capture)
+    // (no cudaStreamSynchronize here: in a capture it is refused and invalidates the capture, a case of its own below)
     cudaGraph_t graph = nullptr;
     REQUIRE(cudaStreamEndCapture(s1, &graph) == cudaSuccess);
     CHECK((cudaStreamIsCapturing(s2, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone));
@@ -966,6 +968,201 @@ TEST_CASE("cudaDeviceSynchronize: refused inside a capture, which it invalidates
     CHECK(contains(err, "__trap() at "));
     cudaGetLastError();
     CHECK(cudaDeviceSynchronize() == cudaSuccess);  // (not sticky here, unlike an assert: the tests go on)
+    cudaStreamDestroy(s);
+}
+
+// CUDA's documentation of cudaLaunchHostFunc (and of a graph's host node): the host function
+// must not make CUDA API calls, which may answer cudaErrorNotPermitted. The runtime always
+// refuses them, with one line each, so that a program relying on one fails here as on a GPU.
+struct HostFnCalls {
+    float* device;
+    cudaStream_t stream;
+    void* p = nullptr;
+    int ran = 0;
+    cudaError_t malloc_e = cudaSuccess, memcpy_e = cudaSuccess, sync_e = cudaSuccess, record_e = cudaSuccess;
+    cudaEvent_t event;
+};
+__global__ void host_fn_set_one(float* p) { *p = 1.0f; }
+void CUDART_CB host_fn_calling_cuda(void* data) {
+    auto* c = (HostFnCalls*)data;
+    c->ran++;
+    c->malloc_e = cudaMalloc(&c->p, 64);
+    const float two = 2.0f;
+    c->memcpy_e = cudaMemcpy(c->device, &two, sizeof two, cudaMemcpyHostToDevice);
+    c->sync_e = cudaStreamSynchronize(c->stream);
+    c->record_e = cudaEventRecord(c->event, c->stream);
+    host_fn_set_one<<<1, 1, 0, c->stream>>>(c->device);  // (refused: its line is checked)
+}
+
+TEST_CASE("host functions: a CUDA call inside cudaLaunchHostFunc's function or a graph's host node is refused") {
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    Dev<float> y(std::vector<float>(1, 0.0f));
+    HostFnCalls calls{y.p, s};
+    REQUIRE(cudaEventCreate(&calls.event) == cudaSuccess);
+    auto check_refused = [&](const std::string& err) {
+        CHECK(calls.ran == 1);
+        CHECK(calls.malloc_e == cudaErrorNotPermitted);
+        CHECK(calls.p == nullptr);
+        CHECK(calls.memcpy_e == cudaErrorNotPermitted);
+        CHECK(calls.sync_e == cudaErrorNotPermitted);
+        CHECK(calls.record_e == cudaErrorNotPermitted);
+        CHECK(y.host() == std::vector<float>{0.0f});  // neither the copy (2) nor the kernel (1) ran
+        for (const char* call : {"cudaMalloc", "cudaMemcpy", "cudaStreamSynchronize", "cudaEventRecord", "host_fn_set_one"})
+            CHECK_MESSAGE(contains(err, std::string("cpu_cuda: ") + call +
+                                            ": called from a host function (cudaLaunchHostFunc or a graph's host node), "
+                                            "which must not make CUDA calls (cudaErrorNotPermitted)"),
+                          call);
+    };
+    std::string err = capture_stderr([&] {
+        REQUIRE(cudaLaunchHostFunc(s, host_fn_calling_cuda, &calls) == cudaSuccess);
+        REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+    });
+    check_refused(err);
+    // the same function as a graph's host node
+    calls.ran = 0, calls.malloc_e = calls.memcpy_e = calls.sync_e = calls.record_e = cudaSuccess;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaGraphNode_t node = nullptr;
+    REQUIRE(cudaGraphCreate(&graph, 0) == cudaSuccess);
+    cudaHostNodeParams hp = {};
+    hp.fn = host_fn_calling_cuda, hp.userData = &calls;
+    REQUIRE(cudaGraphAddHostNode(&node, graph, nullptr, 0, &hp) == cudaSuccess);
+    REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    err = capture_stderr([&] {
+        REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+        REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+    });
+    check_refused(err);
+    cudaGetLastError();
+    // outside the function, the same calls work again
+    void* p = nullptr;
+    CHECK(cudaMalloc(&p, 64) == cudaSuccess);
+    CHECK(cudaFree(p) == cudaSuccess);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaEventDestroy(calls.event);
+    cudaStreamDestroy(s);
+}
+
+// Capture modes, as cudaThreadExchangeStreamCaptureMode's documentation gives them: a potentially
+// unsafe call (cudaMalloc, cudaFree, a synchronous cudaMemcpy or cudaMemset) is refused with
+// cudaErrorStreamCaptureUnsupported, and invalidates the capture, while this thread has a capture
+// begun in Global or ThreadLocal mode, or another thread has one begun in Global mode (a
+// ThreadLocal one of another thread does not count); a Relaxed capture forbids nothing.
+TEST_CASE("stream capture modes: cudaMalloc and cudaFree refused in a global capture, which they invalidate; relaxed allows them") {
+    cudaStream_t s = nullptr, s2 = nullptr;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    REQUIRE(cudaStreamCreate(&s2) == cudaSuccess);
+    Dev<float> y(std::vector<float>(4, 1.0f)), x(std::vector<float>(4, 1.0f));
+    cudaGraph_t graph = nullptr;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    void* p = nullptr;
+    // Global, this thread's: refused, the capture invalidated and its graph not made
+    std::string err = capture_stderr([&] {
+        REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+        graph_axpy<<<1, 4, 0, s>>>(y.p, x.p, 1.0f, 4);
+        CHECK(cudaMalloc(&p, 64) == cudaErrorStreamCaptureUnsupported);
+        CHECK(p == nullptr);
+        CHECK((cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusInvalidated));
+        graph = (cudaGraph_t)1;
+        CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated);
+        CHECK(graph == nullptr);
+    });
+    CHECK(contains(err, "cpu_cuda: cudaMalloc: not permitted during a stream capture begun in cudaStreamCaptureModeGlobal"));
+    CHECK(contains(err, "the capture is invalidated (cudaErrorStreamCaptureUnsupported"));
+    // ThreadLocal, this thread's: cudaFree (of null too, as CUDA's) and cudaMemcpy refused
+    float h = 0.0f;
+    err = capture_stderr([&] {
+        REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+        CHECK(cudaFree(nullptr) == cudaErrorStreamCaptureUnsupported);
+        CHECK(cudaMemcpy(&h, y.p, sizeof h, cudaMemcpyDeviceToHost) == cudaErrorStreamCaptureUnsupported);
+        CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated);
+    });
+    CHECK(contains(err, "cpu_cuda: cudaFree: not permitted during a stream capture"));
+    CHECK(contains(err, "cpu_cuda: cudaMemcpy: not permitted during a stream capture"));
+    cudaGetLastError();
+    // Relaxed: allowed, and the graph is made and runs
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    graph_axpy<<<1, 4, 0, s>>>(y.p, x.p, 1.0f, 4);
+    CHECK(cudaMalloc(&p, 64) == cudaSuccess);
+    CHECK(cudaFree(p) == cudaSuccess);
+    REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+    REQUIRE(graph != nullptr);
+    cudaGraphExec_t exec = nullptr;
+    REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+    CHECK(y.host() == std::vector<float>(4, 2.0f));  // 1 + 1 * 1, once: the invalidated captures never ran
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    // another thread's capture: a Global one forbids this thread, a ThreadLocal one does not
+    for (cudaStreamCaptureMode mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal}) {
+        const bool global = mode == cudaStreamCaptureModeGlobal;
+        CAPTURE(global);
+        std::atomic<int> step{0};
+        cudaError_t begin_e = cudaErrorUnknown, end_e = cudaErrorUnknown;
+        cudaGraph_t g2 = nullptr;
+        cudaError_t malloc_e = cudaErrorUnknown;
+        err = capture_stderr([&] {
+            std::thread other([&] {
+                begin_e = cudaStreamBeginCapture(s2, mode);
+                step = 1;
+                while (step != 2) std::this_thread::yield();
+                end_e = cudaStreamEndCapture(s2, &g2);
+            });
+            while (step != 1) std::this_thread::yield();
+            p = nullptr;
+            malloc_e = cudaMalloc(&p, 64);
+            step = 2;
+            other.join();
+        });
+        CHECK(begin_e == cudaSuccess);
+        CHECK(malloc_e == (global ? cudaErrorStreamCaptureUnsupported : cudaSuccess));
+        CHECK(end_e == (global ? cudaErrorStreamCaptureInvalidated : cudaSuccess));
+        CHECK(contains(err, "cpu_cuda: cudaMalloc: not permitted") == global);
+        if (p) CHECK(cudaFree(p) == cudaSuccess);
+        if (g2) cudaGraphDestroy(g2);
+        cudaGetLastError();
+    }
+    // this thread in Relaxed interaction mode (cudaThreadExchangeStreamCaptureMode) is not forbidden
+    // by its own ThreadLocal capture; the previous mode comes back
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    REQUIRE(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
+    CHECK(mode == cudaStreamCaptureModeGlobal);
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    CHECK(cudaMalloc(&p, 64) == cudaSuccess);
+    CHECK(cudaFree(p) == cudaSuccess);
+    REQUIRE(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
+    CHECK(mode == cudaStreamCaptureModeRelaxed);
+    REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s2);
+    cudaStreamDestroy(s);
+}
+
+// The programming guide (stream capture, "Prohibited and Unhandled Operations"): synchronizing
+// a capturing stream is invalid; the call answers cudaErrorStreamCaptureUnsupported and the
+// capture is invalidated, so that its end gives cudaErrorStreamCaptureInvalidated and no graph.
+TEST_CASE("cudaStreamSynchronize: refused on a capturing stream, whose capture it invalidates") {
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    Dev<float> y(std::vector<float>(4, 1.0f)), x(std::vector<float>(4, 1.0f));
+    cudaGraph_t graph = nullptr;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    std::string err = capture_stderr([&] {
+        REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+        graph_axpy<<<1, 4, 0, s>>>(y.p, x.p, 1.0f, 4);
+        CHECK(cudaStreamSynchronize(s) == cudaErrorStreamCaptureUnsupported);
+        CHECK((cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusInvalidated));
+        graph = (cudaGraph_t)1;
+        CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated);
+    });
+    CHECK(graph == nullptr);
+    CHECK(contains(err, "cpu_cuda: cudaStreamSynchronize: the stream is capturing, which CUDA does not permit; "
+                        "the capture is invalidated (cudaErrorStreamCaptureUnsupported)"));
+    CHECK(y.host() == std::vector<float>(4, 1.0f));  // the captured launch never ran
+    cudaGetLastError();
     cudaStreamDestroy(s);
 }
 

@@ -869,7 +869,7 @@ __global__ void read_surface(cudaSurfaceObject_t s, cudaSurfaceBoundaryMode mode
     *out = surf2Dread<float>(s, x, y, mode);
 }
 
-TEST_CASE("surfaces: byte offsets, and the three boundary modes") {
+TEST_CASE("surfaces: byte offsets (a misaligned one fails the launch), and the three boundary modes") {
     const int W = 3, H = 2;
     cudaChannelFormatDesc ch = cudaCreateChannelDesc<float>();
     cudaArray_t array;
@@ -902,6 +902,22 @@ TEST_CASE("surfaces: byte offsets, and the three boundary modes") {
         CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
     });
     CHECK(contains(err, "surf2Dwrite: 4 bytes at byte 0 of row 2 fall outside the surface of 12 bytes x 2 rows"));
+    // x counts bytes: a float at byte 2 would straddle elements 0 and 1, a misaligned access,
+    // which a GPU does not carry out (the launch fails and nothing is written), in every mode
+    for (cudaSurfaceBoundaryMode mode : {cudaBoundaryModeTrap, cudaBoundaryModeClamp, cudaBoundaryModeZero}) {
+        CAPTURE((int)mode);
+        err = capture_stderr([&] {
+            write_surface<<<1, 1>>>(s, mode, 2, 0, 9.0f);
+            CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+        });
+        CHECK(contains(err, "surf2Dwrite: x = 2 is not a multiple of the element's 4 bytes (a surface's x is a byte offset"));
+        err = capture_stderr([&] {
+            read_surface<<<1, 1>>>(s, mode, 7, 1, out.p);
+            CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+        });
+        CHECK(contains(err, "surf2Dread: x = 7 is not a multiple of the element's 4 bytes"));
+    }
+    CHECK(contents() == std::vector<float>{7, 0, 0, 0, 0, 5});
     CHECK(cudaDestroySurfaceObject(s) == cudaSuccess);
     CHECK(cudaFreeArray(array) == cudaSuccess);
 }
@@ -1078,6 +1094,39 @@ __global__ void big_tiles(float* sums, float* picked, int* votes) {
                          4 * (int)tile.meta_group_rank();
 }
 
+// The same tiles partitioned from a block given a block_tile_memory (the form that GPUs before
+// compute capability 8.0 need for tiles over 32 threads): 64-thread tiles of a 192-thread block
+__global__ void tiles_with_scratch(int* sums, int* picked) {
+    __shared__ cg::block_tile_memory<256> scratch;
+    cg::thread_block block = cg::this_thread_block(scratch);
+    cg::thread_block_tile<64> tile = cg::tiled_partition<64>(block);
+    int v = (int)threadIdx.x * (int)threadIdx.x;
+    sums[threadIdx.x] = cg::reduce(tile, v, cg::plus<int>());
+    tile.sync();
+    picked[threadIdx.x] = tile.shfl_down(v, 40) + 1000000 * (int)tile.meta_group_rank();
+}
+
+TEST_CASE("cooperative groups: tiles of 64 threads from a block with block_tile_memory; a block too large for it") {
+    Dev<int> sums(192), picked(192);
+    sums.fill_nan(), picked.fill_nan();
+    tiles_with_scratch<<<1, 192>>>(sums.p, picked.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<int> su = sums.host(), pk = picked.host();
+    for (int t = 0; t < 192; t++) {
+        int base = t / 64 * 64, r = t % 64, want = 0;
+        for (int i = base; i < base + 64; i++) want += i * i;  // the tile's sum of squares
+        const int src = r + 40 < 64 ? t + 40 : t;               // shfl_down past the end keeps its own
+        CHECK(su[t] == want);
+        CHECK(pk[t] == src * src + 1000000 * (t / 64));
+    }
+    Dev<int> big_sums(512), big_picked(512);
+    std::string err = capture_stderr([&] {
+        tiles_with_scratch<<<1, 512>>>(big_sums.p, big_picked.p);  // 512 threads, scratch for 256
+        CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    });
+    CHECK(contains(err, "the block has 512 threads, more than the 256 its block_tile_memory<256> is sized for"));
+}
+
 TEST_CASE("cooperative groups: coalesced_threads, tiles of 128 threads") {
     Dev<int> counter(std::vector<int>{0}), slot(64);
     Dev<unsigned> sizes(64);
@@ -1111,9 +1160,9 @@ TEST_CASE("cooperative groups: coalesced_threads, tiles of 128 threads") {
 }
 
 // ----------------------------------------------------------------------------
-// cuBLAS: cublasDgemm (float64) and cublasSgemmBatched (arrays of pointers), against host loops
+// cuBLAS: cublasDgemm (float64), cublasSgemmBatched and cublasDgemmBatched (arrays of pointers), against host loops
 
-TEST_CASE("cuBLAS: cublasDgemm and cublasSgemmBatched") {
+TEST_CASE("cuBLAS: cublasDgemm, cublasSgemmBatched and cublasDgemmBatched") {
     cublasHandle_t h;
     REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
     const int m = 5, n = 4, k = 3;  // C (m x n) = 2 A^T B + 0.5 C, A stored k x m, column-major
@@ -1146,6 +1195,37 @@ TEST_CASE("cuBLAS: cublasDgemm and cublasSgemmBatched") {
             CUBLAS_STATUS_SUCCESS);
     // first: A = [1 3; 2 4] times I; second: [5 7; 6 8] times [2 1; 1 2]
     CHECK(fc.host() == std::vector<float>{1, 2, 3, 4, 17, 20, 19, 22});
+    // cublasDgemmBatched: three products C_b (3 x 2) = 1.5 A_b B_b^T - 0.25 C_b, A_b 3 x 4 and B_b
+    // 2 x 4 column-major, each batch's matrices at its own place in one allocation, against a
+    // plain double loop (the tolerance, 1e-15 relative: a sum of four float64 products in
+    // another order)
+    const int bm = 3, bn = 2, bk = 4, batches = 3;
+    std::vector<double> hA(batches * bm * bk), hB(batches * bn * bk), hC(batches * bm * bn);
+    for (size_t i = 0; i < hA.size(); i++) hA[i] = std::sin(0.7 * i + 0.1);
+    for (size_t i = 0; i < hB.size(); i++) hB[i] = std::cos(0.3 * i) - 0.5;
+    for (size_t i = 0; i < hC.size(); i++) hC[i] = 0.125 * i - 1;
+    Dev<double> bA(hA), bB(hB), bC(hC);
+    std::vector<const double*> ppa, ppb;
+    std::vector<double*> ppc;
+    for (int b = 0; b < batches; b++)
+        ppa.push_back(bA.p + b * bm * bk), ppb.push_back(bB.p + b * bn * bk), ppc.push_back(bC.p + b * bm * bn);
+    Dev<const double*> dpa(ppa), dpb(ppb);
+    Dev<double*> dpc(ppc);
+    const double balpha = 1.5, bbeta = -0.25;
+    REQUIRE(cublasDgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, bm, bn, bk, &balpha, dpa.p, bm, dpb.p, bn, &bbeta, dpc.p, bm,
+                               batches) == CUBLAS_STATUS_SUCCESS);
+    std::vector<double> bgot = bC.host();
+    for (int b = 0; b < batches; b++)
+        for (int j = 0; j < bn; j++)
+            for (int i = 0; i < bm; i++) {
+                double sum = 0;
+                for (int p = 0; p < bk; p++) sum += hA[b * bm * bk + p * bm + i] * hB[b * bn * bk + p * bn + j];
+                const double want = 1.5 * sum - 0.25 * hC[b * bm * bn + j * bm + i];
+                CHECK(bgot[b * bm * bn + j * bm + i] == doctest::Approx(want).epsilon(1e-15));
+            }
+    CHECK(cublasDgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, bm, bn, bk, &balpha, dpa.p, bm, dpb.p, bn, &bbeta, dpc.p, bm,
+                             -1) == CUBLAS_STATUS_INVALID_VALUE);  // a negative batch count
+    CHECK(bC.host() == bgot);  // left alone
     cublasDestroy(h);
 }
 

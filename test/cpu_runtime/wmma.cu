@@ -254,3 +254,86 @@ TEST_CASE("misused WMMA calls fail the launch with the call, the reason and the 
         CHECK(contains(err, "test/cpu_runtime/wmma.cu:"));  // the caller's line, not the runtime's
     }
 }
+
+// ----------------------------------------------------------------------------
+// m16n16k8 with wmma::precision::tf32 (the programming guide's alternate floating point WMMA):
+// A 16x8 and B 8x16 in float, each input rounded to tf32 (10-bit mantissa, to nearest, ties away
+// from zero, as wmma::__float_to_tf32) before the product, summed in float onto C.
+
+// tf32 rounding computed another way than the runtime's: the significand scaled to 11 bits and
+// rounded by std::round (which rounds ties away from zero)
+static double tf32_reference(float x) {
+    int e = 0;
+    double m = std::frexp((double)x, &e);  // x = m 2^e, 0.5 <= |m| < 1: 11 significant bits are m 2^11
+    return std::ldexp(std::round(std::ldexp(m, 11)), e - 11);
+}
+
+template <class LA, class LB>
+__global__ void tf32_product(float* d, const float* a, int lda, const float* b, int ldb, const float* c) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, LA> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, LB> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> fc;
+    wmma::load_matrix_sync(fa, a, lda);
+    wmma::load_matrix_sync(fb, b, ldb);
+    wmma::load_matrix_sync(fc, c, 16, wmma::mem_row_major);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(d, fc, 16, wmma::mem_row_major);
+}
+__global__ void tf32_convert(float* out, const float* in, int n) {
+    for (int i = 0; i < n; i++) out[i] = wmma::__float_to_tf32(in[i]);
+}
+
+template <class LA, class LB>
+static void check_tf32_product() {
+    const bool a_col = std::is_same<LA, wmma::col_major>::value, b_col = std::is_same<LB, wmma::col_major>::value;
+    const int lda = a_col ? 16 : 8, ldb = b_col ? 8 : 16;  // the smallest leading dimensions allowed
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    std::vector<float> a(16 * 8), b(8 * 16), c(16 * 16);
+    for (float& x : a) x = u(rng);  // full float mantissas: the rounding shows
+    for (float& x : b) x = u(rng);
+    for (float& x : c) x = u(rng);
+    Dev<float> da(a), db(b), dc(c), dd(16 * 16);
+    dd.fill_nan();
+    tf32_product<LA, LB><<<1, 32>>>(dd.p, da.p, lda, db.p, ldb, dc.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> d = dd.host();
+    int bad = 0, differs_unrounded = 0;
+    for (int r = 0; r < 16; r++)
+        for (int col = 0; col < 16; col++) {
+            double ref = c[r * 16 + col], unrounded = ref, magnitude = std::fabs(ref);
+            for (int k = 0; k < 8; k++) {
+                float x = a[a_col ? k * lda + r : r * lda + k], y = b[b_col ? col * ldb + k : k * ldb + col];
+                ref += tf32_reference(x) * tf32_reference(y), unrounded += (double)x * y;
+                magnitude += std::fabs(tf32_reference(x) * tf32_reference(y));
+            }
+            // the products are exact in float (11-bit significands); the float sum of 9 terms
+            // errs by at most 9 float roundings of the running magnitude: 9 * 2^-24 * magnitude
+            const double tol = 9 * std::ldexp(magnitude, -24);
+            const float got = d[r * 16 + col];
+            bad += !(std::fabs(got - ref) <= tol);  // (NaN fails)
+            differs_unrounded += std::fabs(got - unrounded) > tol;
+        }
+    CHECK(bad == 0);
+    CHECK(differs_unrounded > 128);  // inputs not rounded would agree with the float product instead
+}
+
+TEST_CASE("mma_sync m16n16k8 with precision::tf32: inputs rounded to tf32, every layout of A and B, against float64") {
+    check_tf32_product<wmma::row_major, wmma::row_major>();
+    check_tf32_product<wmma::row_major, wmma::col_major>();
+    check_tf32_product<wmma::col_major, wmma::row_major>();
+    check_tf32_product<wmma::col_major, wmma::col_major>();
+    // __float_to_tf32: 1 + 2^-11 is a tie (away from zero: 1 + 2^-10), 1 + 2^-12 rounds down,
+    // 1 + 3·2^-12 up; the sign does not change the magnitude's rounding
+    std::vector<float> in = {1.0f + std::ldexp(1.0f, -11), 1.0f + std::ldexp(1.0f, -12), 1.0f + 3 * std::ldexp(1.0f, -12),
+                             -(1.0f + std::ldexp(1.0f, -11)), 3.14159265f, -1e-30f};
+    Dev<float> din(in), dout(in.size());
+    tf32_convert<<<1, 1>>>(dout.p, din.p, (int)in.size());
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<float> out = dout.host();
+    CHECK(out[0] == 1.0f + std::ldexp(1.0f, -10));
+    CHECK(out[1] == 1.0f);
+    CHECK(out[2] == 1.0f + std::ldexp(1.0f, -10));
+    CHECK(out[3] == -(1.0f + std::ldexp(1.0f, -10)));
+    for (size_t i = 0; i < in.size(); i++) CHECK(out[i] == (float)tf32_reference(in[i]));
+}
