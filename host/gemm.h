@@ -32,17 +32,23 @@ constexpr int VEC = 4;
 #endif
 typedef float SimdVec __attribute__((vector_size(VEC * sizeof(float))));
 
-// The register tile is MR rows × NR columns of C, held in MR×2 vector accumulators, plus two
-// registers for a row of B and one for a broadcast element of A. AVX-512 has 32 registers:
-// 8 rows (16 accumulators), which also divides the B·T rows of the usual shapes evenly among
-// the threads (B·T = 256 in 6-row tiles leaves one thread a tile more than the other). AVX2
-// and SSE have 16: 6 rows (12 accumulators).
-constexpr int NR = 2 * VEC;  // columns of the register tile: two vector registers per row
-constexpr int MR = VEC == 16 ? 8 : 6;  // rows of the register tile
-constexpr int KC = 256;    // depth of a packed block: a B panel of KC×NR stays in L1
-constexpr int MC_MAX = 96; // rows of A per thread-block (a multiple of MR)
-constexpr int NC = 1024;   // columns of B per packed block (a multiple of NR): KC×NC stays in L2
-static_assert(MC_MAX % MR == 0 && NC % NR == 0, "blocks are whole tiles");
+// The register tile is MR rows × NR columns of C, held in MR×NV vector accumulators, plus NV
+// registers for a row of B and one for a broadcast element of A. AVX-512 has 32 registers: 6
+// rows of 4 vectors (24 accumulators, 29 registers in all), which reads 10 vectors (4 of B, 6
+// broadcasts of A) for every 24 fused multiply-adds where the former 8×2 tile read 10 for 16
+// (measured in docs/speed.md: the products went from about 55% to about 75% of the measured
+// peak on a Zen 5 core). AVX2 and SSE have 16: 6 rows of 2 vectors (12 accumulators).
+// The order of the sums does not depend on the tile: each element of C is one accumulator,
+// from C (or 0) and then k = 0, 1, ..., K-1 one fused multiply-add at a time, stored between
+// depth blocks and loaded again exactly. So the shape of the tile and of the blocks below
+// change the speed and never a bit of the result.
+constexpr int NV = VEC == 16 ? 4 : 2;  // vectors per row of the register tile
+constexpr int NR = NV * VEC;           // columns of the register tile
+constexpr int MR = 6;                  // rows of the register tile
+constexpr int KC = 256;    // depth of a packed block (see docs/speed.md for the measurements that chose it)
+constexpr int MC = 96;     // rows of A swept per B panel (a multiple of MR): an MC×KC block of A stays in L2
+constexpr long CHUNK_FLOATS = 128 * 1024;  // a thread's chunk of the long side's operand, all K: 512 KiB
+static_assert(MC % MR == 0, "blocks are whole tiles");
 
 // The register tile: C[0:MR, 0:NR] (=, or += when add) Ap (KC×MR, packed) · Bp (KC×NR,
 // packed), C's rows ldc apart. The accumulators start from C itself when adding, so C is read
@@ -50,27 +56,21 @@ static_assert(MC_MAX % MR == 0 && NC % NR == 0, "blocks are whole tiles");
 // vectors: left to itself, GCC keeps a float tile this size in registers only when it has
 // AVX-512's 32 of them.
 inline void gemm_tile(int kc, const float* __restrict Ap, const float* __restrict Bp, float* __restrict C,
-                             long ldc, bool add) {
-    SimdVec acc[MR][2] = {};
+                      long ldc, bool add) {
+    SimdVec acc[MR][NV] = {};
     if (add)
-        for (int i = 0; i < MR; i++) {
-            memcpy(&acc[i][0], C + i * ldc, sizeof acc[i][0]);
-            memcpy(&acc[i][1], C + i * ldc + VEC, sizeof acc[i][1]);
-        }
+        for (int i = 0; i < MR; i++)
+            for (int v = 0; v < NV; v++) memcpy(&acc[i][v], C + i * ldc + v * VEC, sizeof acc[i][v]);
     for (int k = 0; k < kc; k++) {
-        SimdVec b0, b1;
-        memcpy(&b0, Bp + k * NR, sizeof b0);
-        memcpy(&b1, Bp + k * NR + VEC, sizeof b1);
+        SimdVec b[NV];
+        for (int v = 0; v < NV; v++) memcpy(&b[v], Bp + k * NR + v * VEC, sizeof b[v]);
         for (int i = 0; i < MR; i++) {
             float a = Ap[k * MR + i];
-            acc[i][0] += a * b0;
-            acc[i][1] += a * b1;
+            for (int v = 0; v < NV; v++) acc[i][v] += a * b[v];
         }
     }
-    for (int i = 0; i < MR; i++) {
-        memcpy(C + i * ldc, &acc[i][0], sizeof acc[i][0]);
-        memcpy(C + i * ldc + VEC, &acc[i][1], sizeof acc[i][1]);
-    }
+    for (int i = 0; i < MR; i++)
+        for (int v = 0; v < NV; v++) memcpy(C + i * ldc + v * VEC, &acc[i][v], sizeof acc[i][v]);
 }
 
 // Copies the rows×cols block X(r, c) = X[r*rs + c*cs] into panels of `width` columns
@@ -94,46 +94,80 @@ inline void pack_panels(float* dst, const float* X, long rs, long cs, int rows, 
     }
 }
 
-// C[i0:i1, j0:j1] of the product, by one thread: blocks of B (KC×NC) and of A (MC_MAX×KC) are
-// packed into this thread's own buffers, then swept by the register tile.
-inline void gemm_part(int i0, int i1, int j0, int j1, int K, const float* A, long a_row, long a_col, const float* B,
-                      long b_row, long b_col, float* C, long ldc, bool accumulate) {
-    static thread_local std::vector<float> Bp(KC * NC);  // kept between products: no page faults
-    float Ap[MC_MAX * KC];
-    float tile[MR * NR] = {};  // an edge tile (see below)
-    for (int jc = j0; jc < j1; jc += NC) {
-        int nc = std::min(NC, j1 - jc);
-        int panels = (nc + NR - 1) / NR;
-        for (int pc = 0; pc < K; pc += KC) {
-            int kc = std::min(KC, K - pc);
-            bool add = accumulate || pc > 0;  // later depth blocks add to the first one
-            // B[pc:pc+kc, jc:jc+nc] as kc×NR panels: B(k, j) = B[k*b_row + j*b_col]
-            pack_panels(Bp.data(), B + (long)pc * b_row + (long)jc * b_col, b_row, b_col, kc, nc, NR);
-            for (int ic = i0; ic < i1; ic += MC_MAX) {
-                int mc = std::min(MC_MAX, i1 - ic);
-                // A[ic:ic+mc, pc:pc+kc] as kc×MR panels: the transpose view X(k, i) = A(i, k)
-                pack_panels(Ap, A + (long)ic * a_row + (long)pc * a_col, a_col, a_row, kc, mc, MR);
-                for (int p = 0; p < panels; p++)
-                    for (int r = 0; r < mc; r += MR) {
-                        const float* a = Ap + (size_t)r * kc;
-                        const float* b = Bp.data() + (size_t)p * kc * NR;
-                        float* c = C + (long)(ic + r) * ldc + jc + p * NR;
-                        int rows = std::min(MR, mc - r), cols = std::min(NR, nc - p * NR);
-                        if (rows == MR && cols == NR) {
-                            gemm_tile(kc, a, b, c, ldc, add);
-                            continue;
-                        }
-                        // An edge tile goes through a whole one, `tile`, in the same order of
-                        // sums, so an element's bits do not depend on where the edges fall
-                        // (on B·T, say): the tests check that the loss does not depend on B.
-                        for (int i = 0; i < rows; i++)
-                            for (int j = 0; j < cols; j++) tile[i * NR + j] = add ? c[i * ldc + j] : 0.0f;
-                        gemm_tile(kc, a, b, tile, NR, add);
-                        for (int i = 0; i < rows; i++)
-                            for (int j = 0; j < cols; j++) c[i * ldc + j] = tile[i * NR + j];
-                    }
-            }
-        }
+// One register tile at C (rows × cols of it inside C: fewer than MR × NR at an edge).
+inline void gemm_edge_or_tile(int kc, const float* a, const float* b, float* c, long ldc, int rows, int cols,
+                              bool add) {
+    if (rows == MR && cols == NR) {
+        gemm_tile(kc, a, b, c, ldc, add);
+        return;
+    }
+    // An edge tile goes through a whole one, `tile`, in the same order of sums, so an
+    // element's bits do not depend on where the edges fall (on B·T, say): the tests check
+    // that the loss does not depend on B.
+    float tile[MR * NR] = {};
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) tile[i * NR + j] = add ? c[i * ldc + j] : 0.0f;
+    gemm_tile(kc, a, b, tile, NR, add);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) c[i * ldc + j] = tile[i * NR + j];
+}
+
+// The operands as the threads share them. The product is cut along its longer side of C (the
+// columns when N > M, else the rows) into chunks of whole tiles; the operand along the shorter
+// side (A when the columns are cut, B when the rows are) is packed once for all K, by the team
+// together, into `small`, which every chunk reads. Each chunk then packs its own depth blocks
+// of the other operand, which no other chunk needs.
+struct GemmShape {
+    int M, N, K;
+    const float* A; long a_row, a_col;
+    const float* B; long b_row, b_col;
+    float* C; long ldc;
+    bool accumulate;
+};
+// Where depth block pc's panels start in `small`: blocks are kc deep and `padded` wide, in
+// order of k, so block pc starts pc·padded floats in.
+inline size_t gemm_small_offset(int pc, int padded) { return (size_t)pc * padded; }
+
+// Columns [j0, j1) of C, all its rows, with A packed in `small` (MR-row panels). The chunk's
+// columns of B are packed first for all K, into Bp: where B is a transposed view (the forward's
+// wᵀ) those columns are whole rows of w, one contiguous stretch of memory read in order,
+// rather than a KC-long piece of each of hundreds of rows per depth block.
+inline void gemm_column_chunk(const GemmShape& g, const float* small, float* Bp, int j0, int j1) {
+    const int Mp = (g.M + MR - 1) / MR * MR, nc = j1 - j0, panels = (nc + NR - 1) / NR, ncp = panels * NR;
+    for (int pc = 0; pc < g.K; pc += KC)  // B[pc:pc+kc, j0:j1] as kc×NR panels: B(k, j) = B[k*b_row + j*b_col]
+        pack_panels(Bp + gemm_small_offset(pc, ncp), g.B + (long)pc * g.b_row + (long)j0 * g.b_col, g.b_row,
+                    g.b_col, std::min(KC, g.K - pc), nc, NR);
+    for (int pc = 0; pc < g.K; pc += KC) {
+        int kc = std::min(KC, g.K - pc);
+        bool add = g.accumulate || pc > 0;  // later depth blocks add to the first one
+        const float* Ablock = small + gemm_small_offset(pc, Mp);
+        const float* Bblock = Bp + gemm_small_offset(pc, ncp);
+        for (int ic = 0; ic < g.M; ic += MC)
+            for (int p = 0; p < panels; p++)
+                for (int r = ic; r < std::min(g.M, ic + MC); r += MR)
+                    gemm_edge_or_tile(kc, Ablock + (size_t)r * kc, Bblock + (size_t)p * kc * NR,
+                                      g.C + (long)r * g.ldc + j0 + p * NR, g.ldc, std::min(MR, g.M - r),
+                                      std::min(NR, nc - p * NR), add);
+    }
+}
+
+// Rows [i0, i1) of C, all its columns, with B packed in `small` (NR-column panels); the
+// chunk's rows of A are packed first for all K, into Ap.
+inline void gemm_row_chunk(const GemmShape& g, const float* small, float* Ap, int i0, int i1) {
+    const int Np = (g.N + NR - 1) / NR * NR, mc = i1 - i0, panels = Np / NR, mcp = (mc + MR - 1) / MR * MR;
+    for (int pc = 0; pc < g.K; pc += KC)  // A[i0:i1, pc:pc+kc] as kc×MR panels: the transpose view X(k, i) = A(i, k)
+        pack_panels(Ap + gemm_small_offset(pc, mcp), g.A + (long)i0 * g.a_row + (long)pc * g.a_col, g.a_col,
+                    g.a_row, std::min(KC, g.K - pc), mc, MR);
+    for (int pc = 0; pc < g.K; pc += KC) {
+        int kc = std::min(KC, g.K - pc);
+        bool add = g.accumulate || pc > 0;
+        const float* Ablock = Ap + gemm_small_offset(pc, mcp);
+        const float* Bblock = small + gemm_small_offset(pc, Np);
+        for (int p = 0; p < panels; p++)
+            for (int r = 0; r < mc; r += MR)
+                gemm_edge_or_tile(kc, Ablock + (size_t)r * kc, Bblock + (size_t)p * kc * NR,
+                                  g.C + (long)(i0 + r) * g.ldc + p * NR, g.ldc, std::min(MR, mc - r),
+                                  std::min(NR, g.N - p * NR), add);
     }
 }
 
@@ -158,28 +192,70 @@ inline void gemv_part(int j0, int j1, int K, const float* A, long a_col, const f
     }
 }
 
-// The threads split C along its longer side, in whole tiles, and each computes its part
-// alone: no thread waits for another inside a product (a shared packed B needed two barriers
-// per block of B, thousands per step, each a sleep and a wake-up with the passive wait).
-// What a thread packs for itself (A, when the columns are split; B, when the rows are) is the
-// small operand. Each element is summed by one thread in a fixed order whatever the split, so
-// runs are bit-reproducible and independent of the thread count.
+// The threads share a product as described above GemmShape: first they pack the short side's
+// operand together (each of its panels by one thread, then one barrier), then they take the
+// chunks of the long side in turn, each thread the next one free (dynamic scheduling: on a
+// machine with other work a thread that lost its core for a while does fewer chunks instead of
+// holding the other back). Each element of C is summed within one chunk, by one thread, in the
+// fixed order of gemm_tile, whichever thread that is: runs are bit-reproducible and
+// independent of the thread count and of timing.
 inline void gemm(int M, int N, int K, const float* A, long a_row, long a_col, const float* B, long b_row, long b_col,
                  float* C, long ldc, bool accumulate) {
-    bool split_columns = N > M || M == 1;  // (one row: its columns, gemv_part)
-    int unit = split_columns ? NR : MR, units = ((split_columns ? N : M) + unit - 1) / unit;
+    if (M <= 0 || N <= 0) return;
+    if (M == 1) {  // one row: its columns, gemv_part
+        int units = (N + NR - 1) / NR;
+#pragma omp parallel
+        {
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            int lo = std::min(N, (int)((long)units * t / nt) * NR), hi = std::min(N, (int)((long)units * (t + 1) / nt) * NR);
+            if (lo < hi) gemv_part(lo, hi, K, A, a_col, B, b_row, b_col, C, accumulate);
+        }
+        return;
+    }
+    if (K <= 0) {  // an empty sum: C = 0, or C unchanged
+        if (!accumulate)
+            for (int i = 0; i < M; i++) memset(C + (long)i * ldc, 0, N * sizeof(float));
+        return;
+    }
+    const GemmShape g{M, N, K, A, a_row, a_col, B, b_row, b_col, C, ldc, accumulate};
+    const bool split_columns = N > M;
+    const int width = split_columns ? MR : NR;                           // panels of the short side
+    const int shorter = split_columns ? M : N, longer = split_columns ? N : M;
+    const int padded = (shorter + width - 1) / width * width, short_panels = padded / width;
+    const int unit = split_columns ? NR : MR, units = (longer + unit - 1) / unit;
+    // chunks: the long side's operand for one chunk and all K (K·chunk floats) about half of a
+    // 1 MiB L2 cache, and at least two per thread, so that the dynamic schedule can even out
+    const int nt_max = omp_get_max_threads();
+    int chunk = std::max(1, (int)(CHUNK_FLOATS / ((long)K * unit)));
+    chunk = std::max(1, std::min(chunk, (units + 2 * nt_max - 1) / (2 * nt_max)));
+    const int chunks = (units + chunk - 1) / chunk;
+    static thread_local std::vector<float> small;  // kept between products: no page faults
+    if (small.size() < (size_t)padded * K) small.resize((size_t)padded * K);
+    float* sp = small.data();
 #pragma omp parallel
     {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int lo = std::min((split_columns ? N : M), (int)((long)units * t / nt) * unit);
-        int hi = std::min((split_columns ? N : M), (int)((long)units * (t + 1) / nt) * unit);
-        if (lo < hi) {
-            if (M == 1)
-                gemv_part(lo, hi, K, A, a_col, B, b_row, b_col, C, accumulate);
-            else if (split_columns)
-                gemm_part(0, M, lo, hi, K, A, a_row, a_col, B, b_row, b_col, C, ldc, accumulate);
+        // this thread's depth blocks of the long side's operand, kept between products
+        static thread_local std::vector<float> own;
+        const size_t own_size = (size_t)K * chunk * unit;
+        if (own.size() < own_size) own.resize(own_size);
+        const int nblocks = (K + KC - 1) / KC;
+#pragma omp for schedule(static)
+        for (int job = 0; job < nblocks * short_panels; job++) {
+            int pc = job / short_panels * KC, q = job % short_panels, kc = std::min(KC, K - pc);
+            float* dst = sp + gemm_small_offset(pc, padded) + (size_t)q * kc * width;
+            int n = std::min(width, shorter - q * width);
+            if (split_columns)  // A[q·MR.., pc..] as a kc×MR panel: the transpose view X(k, i) = A(i, k)
+                pack_panels(dst, A + (long)q * MR * a_row + (long)pc * a_col, a_col, a_row, kc, n, MR);
+            else  // B[pc.., q·NR..] as a kc×NR panel
+                pack_panels(dst, B + (long)pc * b_row + (long)q * NR * b_col, b_row, b_col, kc, n, NR);
+        }  // (the loop's implicit barrier: the short side is packed)
+#pragma omp for schedule(dynamic, 1)
+        for (int ch = 0; ch < chunks; ch++) {
+            int lo = ch * chunk * unit, hi = std::min(longer, (ch + 1) * chunk * unit);
+            if (split_columns)
+                gemm_column_chunk(g, sp, own.data(), lo, hi);
             else
-                gemm_part(lo, hi, 0, N, K, A, a_row, a_col, B, b_row, b_col, C, ldc, accumulate);
+                gemm_row_chunk(g, sp, own.data(), lo, hi);
         }
     }
 }
