@@ -220,6 +220,12 @@ mutations=(
 "launcher variables: PMI_SIZE and PMIX_RANK not checked against MPI's job|host/comm_mpi.h|s#(is_size ? n > world : n >= world))#(false))#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
 "llm.c's Llama-3 header: F solved for before the other fields are checked (NH = 0: SIGFPE)|host/checkpoint.h|s#    if (std::string problem = shape_problem(cfg, false); !problem.empty()) return problem;#    (void)0;#|train|env GPU_TRAIN= bash test/hardening/bad_inputs.sh"
 "a dry run stops on data a real run refuses, again|host/run.h|s#say(std::string(\"warning: a real run would stop here#throw; say(std::string(\"warning: a real run would stop here#|train|bash test/tools/cluster_plan.sh"
+# ---- the CPU trainer's products (host/gemm.h) and make bench's breakdown (issue 49)
+"gemm: an edge tile's last column not written back|host/gemm.h|s#for (int j = 0; j < cols; j++) c\[i \* ldc + j\] = tile\[i \* NR + j\];#for (int j = 0; j + 1 < cols; j++) c[i * ldc + j] = tile[i * NR + j];#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=matmul*forward*and*backward*"
+"gemm: a stretch of depth starts from 0, not from the stretch before|host/gemm.h|s#pc > 0;  // later depth blocks add to the first one#pc > k0;#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=deep*matmul*"
+"gemm: the 16×16 transpose interleaves 64 bits where it should 32|host/gemm.h|s#const ShuffleMask lo32 = {0, 16, 1, 17,#const ShuffleMask lo32 = {0, 1, 16, 17,#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=large*matmul*"
+"make bench: ./train run without TRAIN_PHASE_TIMES (no breakdown)|scripts/bench_cpu.sh|s#TRAIN_PHASE_TIMES=1 ./train#./train#|none|bash test/tools/bench_cpu.sh"
+"phase times: the products not timed|train.cpp|s#    PhaseScope timed(PHASE_PRODUCTS);#    (void)0;#|train|bash test/tools/bench_cpu.sh"
 )
 
 # The programs make test builds: what "auto" chooses from.
