@@ -12,6 +12,7 @@
 #include "cpu_peak.h"
 
 int main(int argc, char** argv) {
+    choose_passive_openmp_wait(argv);  // the threads wait for work as ./train's do (train.cpp)
     int rounds = argc > 1 ? atoi(argv[1]) : 5;
     if (rounds < 1) {
         fprintf(stderr, "usage: %s [ROUNDS >= 1]\n", argv[0]);

@@ -36,8 +36,9 @@ typedef float SimdVec __attribute__((vector_size(VEC * sizeof(float))));
 // registers for a row of B and one for a broadcast element of A. AVX-512 has 32 registers: 6
 // rows of 4 vectors (24 accumulators, 29 registers in all), which reads 10 vectors (4 of B, 6
 // broadcasts of A) for every 24 fused multiply-adds where the former 8×2 tile read 10 for 16
-// (measured in docs/speed.md: the products went from about 55% to about 75% of the measured
-// peak on a Zen 5 core). AVX2 and SSE have 16: 6 rows of 2 vectors (12 accumulators).
+// (docs/speed.md: with the packing below, one step's products went from 71–72% to 73–76% of
+// the measured peak on one Zen 5 core; the 8×2 tile within the same packing measured about the
+// same, so the tile is not the whole story). AVX2 and SSE have 16: 6 rows of 2 vectors.
 // The order of the sums does not depend on the tile: each element of C is one accumulator,
 // from C (or 0) and then k = 0, 1, ..., K-1 one fused multiply-add at a time, stored between
 // depth blocks and loaded again exactly. So the shape of the tile and of the blocks below
@@ -48,7 +49,7 @@ constexpr int MR = 6;                  // rows of the register tile
 constexpr int KC = 128;    // depth of a packed block: a KC×NR panel of B (32 KiB) stays in L1 (48 KiB on Zen 5)
 constexpr int MC = 384;    // rows of A swept per B panel (a multiple of MR): an MC×KC block of A (192 KiB) stays in L2
 constexpr long CHUNK_FLOATS = 128 * 1024;  // a thread's chunk of the long side's operand, one stretch: 512 KiB
-constexpr long KS_FLOATS = 256 * 1024;  // the short side's operand for one stretch of depth: 1 MiB
+constexpr long KS_FLOATS = 1024 * 1024;  // the short side's operand for one stretch of depth: 4 MiB
 static_assert(MC % MR == 0, "blocks are whole tiles");
 
 // The register tile: C[0:MR, 0:NR] (=, or += when add) Ap (KC×MR, packed) · Bp (KC×NR,
