@@ -60,6 +60,55 @@
 // (host/gemm.h), so that the model reads first. gemm(M, N, K, A, ..., B, ..., C, ldc, accumulate).
 #include "host/gemm.h"
 
+// Where a step's time goes (make bench, docs/speed.md): with TRAIN_PHASE_TIMES=1 in the
+// environment, the wall time inside the products (matmul_forward and matmul_backward, their
+// bias passes included), the attention (forward and backward) and AdamW's update is summed over
+// the training steps after the first, and the shares of the step are printed as the program
+// ends; the rest of the step is the element-wise passes (norms, GELU or SwiGLU, residual adds,
+// embeddings, the loss, the gradient norm) and the data. The timer reads the clock and changes
+// nothing else; without the variable each phase costs one test of a flag.
+enum Phase { PHASE_PRODUCTS, PHASE_ATTENTION, PHASE_OPTIMIZER, NUM_PHASES };
+struct PhaseTimes {
+    const bool on = getenv("TRAIN_PHASE_TIMES") && std::string(getenv("TRAIN_PHASE_TIMES")) == "1";
+    double ms[NUM_PHASES] = {};               // running sums, in or out of a step
+    double step_ms[NUM_PHASES] = {}, total_ms = 0;  // over the steps after the first
+    int steps = 0, seen = 0;
+    ~PhaseTimes() {
+        if (!on || steps == 0) return;
+        double other = total_ms;
+        for (double x : step_ms) other -= x;
+        auto share = [&](double x) { return 100 * x / total_ms; };
+        printf("phases: %.1f ms/step (%d steps after the first): products %.1f%%, attention %.1f%%, element-wise "
+               "passes and the rest %.1f%%, optimizer %.1f%%\n", total_ms / steps, steps,
+               share(step_ms[PHASE_PRODUCTS]), share(step_ms[PHASE_ATTENTION]), share(other),
+               share(step_ms[PHASE_OPTIMIZER]));
+        fflush(stdout);
+    }
+};
+inline PhaseTimes phase_times;
+inline double phase_now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+struct PhaseScope {  // adds the time until the end of its scope to phase p
+    Phase p;
+    double t0 = 0;
+    explicit PhaseScope(Phase p) : p(p) { if (phase_times.on) t0 = phase_now_ms(); }
+    ~PhaseScope() { if (phase_times.on) phase_times.ms[p] += phase_now_ms() - t0; }
+};
+struct PhaseStep {  // one training step: what the phases took during it, after the first step
+    double t0 = 0, ms0[NUM_PHASES] = {};
+    PhaseStep() {
+        if (!phase_times.on) return;
+        t0 = phase_now_ms();
+        std::copy(phase_times.ms, phase_times.ms + NUM_PHASES, ms0);
+    }
+    ~PhaseStep() {
+        if (!phase_times.on || phase_times.seen++ == 0) return;  // the first step warms caches
+        phase_times.total_ms += phase_now_ms() - t0, phase_times.steps++;
+        for (int i = 0; i < NUM_PHASES; i++) phase_times.step_ms[i] += phase_times.ms[i] - ms0[i];
+    }
+};
+
 // ----------------------------------------------------------------------------
 // Layers. Each forward has its backward right below it.
 
@@ -193,6 +242,7 @@ void norm_backward(const ModelConfig& c, float* dinp, float* dw, float* db, cons
 
 // Linear layer: out (N,OC) = inp (N,IC) · w (OC,IC)ᵀ + bias (OC); bias may be null.
 void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC, int OC) {
+    PhaseScope timed(PHASE_PRODUCTS);
     if (bias) {
 #pragma omp parallel for
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, OC * sizeof(float));
@@ -202,6 +252,7 @@ void matmul_forward(float* out, const float* inp, const float* w, const float* b
 }
 void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N,
                      int IC, int OC) {
+    PhaseScope timed(PHASE_PRODUCTS);
     gemm(N, IC, OC, dout, OC, 1, w, IC, 1, dinp, IC, false);   // dinp (N,IC)  = dout · w
     gemm(OC, IC, N, dout, 1, OC, inp, IC, 1, dw, IC, true);    // dw  (OC,IC) += doutᵀ · inp
     if (dbias) {  // dbias += Σ_n dout[n,:], each sum in order over n, 64 columns at a time in vectors
@@ -264,6 +315,7 @@ void rope_backward(float* dqkv, const float* cos_sin, int B, int T, int NH, int 
 // probabilities (row t uses only columns ≤ P + t).
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH,
                        const float* kv = nullptr, size_t kv_row = 0, int P = 0) {
+    PhaseScope timed(PHASE_ATTENTION);
     const int hs = C / NH, QKV = C + 2 * KVH * hs, group = NH / KVH, Tk = P + T;
     if (!kv) kv = qkv + C, kv_row = QKV;
     float scale = 1.0f / sqrtf((float)hs);
@@ -299,6 +351,7 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
 }
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int C,
                         int NH, int KVH) {
+    PhaseScope timed(PHASE_ATTENTION);
     int hs = C / NH, QKV = C + 2 * KVH * hs, group = NH / KVH;
     float scale = 1.0f / sqrtf((float)hs);
     // Each (b, K/V head) owns its slice of dqkv: the dq of its group's query heads and its dk,
@@ -705,6 +758,7 @@ void model_backward(Model& m, const int* inputs, const int* targets, int B, int 
 // extra pass over the gradient buffer. Only this replica's shard of the parameters is
 // updated (all of them without ZeRO); the moments are indexed from the shard's start.
 void adamw_update(Model& m, const AdamWConfig& h, float lr, int t, float grad_scale = 1.0f) {
+    PhaseScope timed(PHASE_OPTIMIZER);
     float bc1 = 1.0f - powf(h.beta1, (float)t), bc2 = 1.0f - powf(h.beta2, (float)t);
     float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
     std::vector<size_t> sizes = m.cfg.param_sizes();
@@ -796,6 +850,7 @@ double first_micro_batch_norm_squared(const Model& m, const BatchPlan& plan) {
 // scale (host/noise.h); one more pass over the gradient buffer.
 StepResult train_step(Model& m, DataLoader& loader, const BatchPlan& plan, const Comm& comm, const AdamWConfig& opt,
                       float lr, float grad_clip, int t, bool measure_noise = false, GradSync* grad_sync = nullptr) {
+    PhaseStep timed;  // TRAIN_PHASE_TIMES
     const int B = plan.B, T = plan.T;
     GradSync at_end, &sync = grad_sync ? *grad_sync : at_end;  // without one: --grad-sync end
     // 1. zero the parameter gradients: they accumulate over the micro-batches below

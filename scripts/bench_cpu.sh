@@ -7,6 +7,10 @@
 # BENCH_SHAPES picks shapes (comma-separated among gpt2-124m, gpt2-small, default, llama;
 # default all of them).
 #
+# Under each shape's line, the shares of ./train's step (the median over the rounds of each) spent
+# in the matrix products, the attention, the element-wise passes (and the rest) and the optimizer,
+# which ./train measures when TRAIN_PHASE_TIMES=1 (train.cpp; it changes no result).
+#
 # When python3 can import torch, each shape is also trained by a plain PyTorch model of the
 # same shape (float32, eager, the same thread count): GPT-2 by dev/reference/gpt2_torch_bench.py,
 # the Llama by dev/reference/llama_torch_bench.py (written by hand: RMSNorm, interleaved RoPE,
@@ -33,12 +37,14 @@ threads=$(nproc)
 common=(--val-every 0 --sample-every 0 -o "" -n "$steps")
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ours_ms() {  # ARGS...: one ./train run; prints its ms/step, GFLOP/s and parameter count
-    local out line params
-    out=$(./train "$@" "${common[@]}") && line=$(echo "$out" | grep '^average:') ||
+ours_ms() {  # ARGS...: one ./train run; prints its ms/step, GFLOP/s, parameter count and the shares
+    # of its step (percent: products, attention, element-wise passes and the rest, optimizer)
+    local out line params phases
+    out=$(TRAIN_PHASE_TIMES=1 ./train "$@" "${common[@]}") && line=$(echo "$out" | grep '^average:') ||
         { echo "error: ./train $* failed" >&2; exit 1; }
     params=$(echo "$out" | sed -nE 's/^model: .* ([0-9,]+) parameters$/\1/p' | tr -d ,)
-    echo "$(echo "$line" | sed -E 's/^average: ([0-9.]+) ms.* ([0-9.]+) GFLOP.*/\1 \2/') ${params:-?}"
+    phases=$(echo "$out" | sed -nE 's/^phases: .*products ([0-9.]+)%, attention ([0-9.]+)%, element-wise passes and the rest (-?[0-9.]+)%, optimizer ([0-9.]+)%$/\1 \2 \3 \4/p')
+    echo "$(echo "$line" | sed -E 's/^average: ([0-9.]+) ms.* ([0-9.]+) GFLOP.*/\1 \2/') ${params:-?} ${phases:-? ? ? ?}"
 }
 # the PyTorch model of the shape being measured: its script and options (set before measure)
 torch_bench=(dev/reference/gpt2_torch_bench.py)
@@ -62,9 +68,10 @@ fi
 # measure NAME ARGS...: ROUNDS turns of ./train (and PyTorch), then one line of figures
 measure() {
     local name=$1; shift
-    local ours=() gflops=() torch=() ratios=() i o t p q
+    local ours=() gflops=() torch=() ratios=() shares=() i o t p q s1 s2 s3 s4
     for ((i = 0; i < rounds; i++)); do
-        read -r o t p < <(ours_ms "$@"); ours+=("$o"); gflops+=("$t")
+        read -r o t p s1 s2 s3 s4 < <(ours_ms "$@"); ours+=("$o"); gflops+=("$t")
+        shares+=("$s1 $s2 $s3 $s4")
         if [ $have_torch = yes ]; then
             read -r t q < <(torch_ms "$@"); torch+=("$t")
             # the same model: where the PyTorch script counts its parameters, as many as ./train's
@@ -82,6 +89,15 @@ measure() {
             "$(printf '%s\n' "${ratios[@]}" | median)" "$rounds" "$(printf '%.2f ' "${ratios[@]}" | xargs)"
     fi
     echo
+    # where ./train's step goes (TRAIN_PHASE_TIMES, train.cpp): each share's median over the rounds
+    if [[ ${shares[0]} != *"?"* ]]; then
+        local col names=(products attention "element-wise passes and the rest" optimizer) parts=()
+        for col in 1 2 3 4; do
+            parts+=("${names[col - 1]} $(printf '%s\n' "${shares[@]}" | awk -v c="$col" '{ print $c }' | median |
+                                         awk '{ printf "%.1f", $1 }')%")
+        done
+        printf "    ./train's step: %s, %s, %s, %s\n" "${parts[@]}"
+    fi
     ms=$o
 }
 

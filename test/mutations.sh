@@ -240,6 +240,12 @@ mutations=(
 "CPU runtime: WMMA m16n16k8 tf32 products take the float inputs unrounded|cpu_cuda/wmma.h|s#    auto input = \[\](auto v) { return tf32 ? to_tf32(to_float(v)) : to_float(v); };#    auto input = [](auto v) { return to_float(v); };#|test/cpu_runtime/wmma|./test/cpu_runtime/wmma -tc=*tf32*"
 "CPU runtime: a block larger than its block_tile_memory<MaxBlockSize> is not refused|cpu_cuda/cooperative_groups.h|s#    if (threads > MaxBlockSize)#    if (false)#|test/cpu_runtime/samples|./test/cpu_runtime/samples -tc=*block_tile_memory*"
 "CPU runtime: cudaGetErrorName does not know cudaErrorNvlinkUncorrectable (a toolkit enumerator)|cpu_cuda/runtime.h|/{220, \"cudaErrorNvlinkUncorrectable\"/d|test/cpu_runtime/execution|./test/cpu_runtime/execution -tc=*every*enumerator*"
+# ---- the CPU trainer's products (host/gemm.h) and make bench's breakdown (issue 49)
+"gemm: an edge tile's last column not written back|host/gemm.h|s#for (int j = 0; j < cols; j++) c\[i \* ldc + j\] = tile\[i \* NR + j\];#for (int j = 0; j + 1 < cols; j++) c[i * ldc + j] = tile[i * NR + j];#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=matmul*forward*and*backward*"
+"gemm: a stretch of depth starts from 0, not from the stretch before|host/gemm.h|s#pc > 0;  // later depth blocks add to the first one#pc > k0;#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=deep*matmul*"
+"gemm: the 16×16 transpose interleaves 64 bits where it should 32|host/gemm.h|s#const ShuffleMask lo32 = {0, 16, 1, 17,#const ShuffleMask lo32 = {0, 1, 16, 17,#|test/cpu_trainer/trainer|./test/cpu_trainer/trainer -tc=large*matmul*"
+"make bench: ./train run without TRAIN_PHASE_TIMES (no breakdown)|scripts/bench_cpu.sh|s#TRAIN_PHASE_TIMES=1 ./train#./train#|none|bash test/tools/bench_cpu.sh"
+"phase times: the products not timed|train.cpp|s#    PhaseScope timed(PHASE_PRODUCTS);#    (void)0;#|train|bash test/tools/bench_cpu.sh"
 )
 
 # The programs make test builds: what "auto" chooses from.

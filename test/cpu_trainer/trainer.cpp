@@ -226,7 +226,8 @@ TEST_CASE("matmul forward and backward match the double reference (sizes not mul
 }
 
 TEST_CASE("large matmul agrees with the double reference (blocked paths, several threads)") {
-    // K > KC and N > NC exercise the depth and column blocking
+    // K > KC and N over several chunks exercise the depth blocks and the column chunks of
+    // host/gemm.h, and the forward's wᵀ its 16×16 transposes and their edges (300 = 18·16 + 12)
     const int N = 70, IC = 300, OC = 1100;
     Rng rng(4);
     std::vector<float> x = random_floats(N * IC, rng), w = random_floats(OC * IC, rng), out(N * OC);
@@ -234,6 +235,25 @@ TEST_CASE("large matmul agrees with the double reference (blocked paths, several
     Vec o;
     ref::matmul(o, to_double(x), to_double(w), nullptr, N, IC, OC);
     CHECK(norm_error(out, o) <= 1e-6);  // float32 dot products of 300 terms: ~1e-7 relative
+}
+
+// A deep product (the classifier's input gradient, K = Vp) goes in stretches of depth
+// (host/gemm.h, KS_FLOATS: 4 MiB of packed rows): with 60 rows (fewer than IC, so the columns are
+// split), K = 20000 is two of them, 17,408 and 2,592 deep, the second adding to the first.
+TEST_CASE("deep matmul: the input gradient over K in stretches matches the double reference") {
+    const int N = 60, IC = 100, OC = 20000;
+    Rng rng(5);
+    std::vector<float> x = random_floats(N * IC, rng), w = random_floats(OC * IC, rng), R = random_floats(N * OC, rng);
+    std::vector<float> dx(N * IC), dw(OC * IC, 0.0f);
+    matmul_backward(dx.data(), dw.data(), nullptr, R.data(), x.data(), w.data(), N, IC, OC);
+    // dx = R · w in double: dx[n, i] = Σ_o R[n, o] w[o, i]
+    Vec ref_dx((size_t)N * IC, 0.0);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++)
+            for (int i = 0; i < IC; i++) ref_dx[(size_t)n * IC + i] += (double)R[(size_t)n * OC + o] * w[(size_t)o * IC + i];
+    // float32 sums of 20,000 terms, one after the other: ~sqrt(K)·2^-24 ≈ 1e-5 relative (2.5e-6
+    // measured); the first stretch lost (17,408 of the 20,000 terms) gives ~0.9
+    CHECK(norm_error(dx, ref_dx) <= 1e-5);
 }
 
 // A single row (generation's decode) skips the packing (host/gemm.h, gemv_part) but must keep

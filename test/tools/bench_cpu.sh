@@ -22,6 +22,15 @@ check "without torch: it says so" grep -q '^PyTorch not found: timing ./train al
 check "without torch: the Llama line, ./train's figure alone" \
     bash -c "grep -E '$line *\$' '$work/alone.out' | grep -vq PyTorch"
 check "BENCH_SHAPES=llama: only the Llama line" [ "$(grep -c ' ms/step' "$work/alone.out")" -eq 1 ]
+# under it, where ./train's step went (TRAIN_PHASE_TIMES, train.cpp): each of the four phases runs
+# in every step, so each share is above 0, and they make up the step (100%, each rounded to 0.1)
+shares_ok() {  # FILE: its one line of shares, each above 0, the four adding up to 100 (± the rounding)
+    sed -nE "s/^    \.\/train's step: products ([0-9.]+)%, attention ([0-9.]+)%, element-wise passes and the rest ([0-9.]+)%, optimizer ([0-9.]+)%\$/\1 \2 \3 \4/p" "$1" |
+        awk '{ s = $1 + $2 + $3 + $4; ok = $1 > 0 && $2 > 0 && $3 > 0 && $4 > 0 && s > 99.7 && s < 100.3 }
+             END { exit !(NR == 1 && ok) }'
+}
+check "the shares of ./train's step: products, attention, element-wise passes, optimizer, each above 0, adding up to 100%" \
+    shares_ok "$work/alone.out"
 BENCH_SHAPES=llama,gpt3 bash scripts/bench_cpu.sh 2 1 >"$work/bad.out" 2>&1
 rc=$?
 check "an unknown shape in BENCH_SHAPES is refused, by name, before any run" \
