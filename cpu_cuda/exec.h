@@ -1348,7 +1348,7 @@ KeptPointers kept_arguments(const std::tuple<A...>& args) {
     std::apply(
         [&](const auto&... a) {
             size_t i = 0;
-            auto one = [&](const auto& v) {
+            [[maybe_unused]] auto one = [&](const auto& v) {  // (unused by a kernel without parameters)
                 i++;
                 if constexpr (std::is_pointer<std::decay_t<decltype(v)>>::value)
                     kept.keep((const void*)v, "argument " + std::to_string(i));

@@ -265,10 +265,6 @@ private:
     }
 };
 
-// The CPU trainer's replicas start through MPI only (mpirun, or srun with PMI on a build with
-// MPI); it does not read Slurm's task variables. A process that finds them saying "one of
-// several tasks" yet runs alone says so once: srun --ntasks N would otherwise start N
-// separate trainings without a word.
 // Slurm's task variables as a process started alone reads them (both trainers): a count or a
 // rank that is not a whole number is no environment srun gives its tasks, and one line says so,
 // exit 2 (SLURM_NTASKS=abc once trained alone without a note). Whether a number names this
@@ -287,6 +283,10 @@ inline void check_slurm_task_variables() {
     }
 }
 
+// The CPU trainer's replicas start through MPI only (mpirun, or srun with PMI on a build with
+// MPI); it does not read Slurm's task variables. A process that finds them saying "one of
+// several tasks" yet runs alone says so once: srun --ntasks N would otherwise start N
+// separate trainings without a word.
 inline void note_ignored_slurm_tasks() {
     check_slurm_task_variables();
     const char* ntasks = getenv("SLURM_STEP_NUM_TASKS") ? getenv("SLURM_STEP_NUM_TASKS") : getenv("SLURM_NTASKS");

@@ -894,7 +894,7 @@ TEST_CASE("CPU_CUDA_DELAY_STREAM: the delayed stream's work runs late, so that a
             cudaStream_t a = nullptr, b = nullptr;
             cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);  // delayed
             cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
-            cudaEvent_t written;
+            cudaEvent_t written = nullptr;
             cudaEventCreate(&written);
             float *x, *early, *late;
             cudaMalloc(&x, n * 4), cudaMalloc(&early, n * 4), cudaMalloc(&late, n * 4);

@@ -980,7 +980,7 @@ struct HostFnCalls {
     void* p = nullptr;
     int ran = 0;
     cudaError_t malloc_e = cudaSuccess, memcpy_e = cudaSuccess, sync_e = cudaSuccess, record_e = cudaSuccess;
-    cudaEvent_t event;
+    cudaEvent_t event = nullptr;
 };
 __global__ void host_fn_set_one(float* p) { *p = 1.0f; }
 void CUDART_CB host_fn_calling_cuda(void* data) {

@@ -693,7 +693,7 @@ TEST_CASE("a collective runs after its call returns: the stream answers not read
         float* pinned = nullptr;
         EXPECT(cudaMallocHost((void**)&pinned, n * sizeof(float)) == cudaSuccess);
         std::vector<float> pageable(n, -1.0f);
-        cudaEvent_t done;
+        cudaEvent_t done = nullptr;
         EXPECT(cudaEventCreate(&done) == cudaSuccess);
         if (me.rank == 1) sleep_s(0.5);
         const double start = now_s();
