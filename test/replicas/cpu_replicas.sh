@@ -117,10 +117,11 @@ done
 # ---- a frozen replica ends the job: SIGSTOP one rank in the middle of training; with
 # --comm-timeout 3 the others must end the job within seconds, with one line naming the
 # rank that did not arrive (by its pid, which the start-up lines print) and the collective.
-# frozen NP RANK: starts NP ranks, stops RANK after step 5
+# frozen NP RANK [OPTIONS]: starts NP ranks, stops RANK after step 5; in each sync mode
 frozen() {
     local np=$1 stop=$2 log="$work/frozen$1$2.out"
-    timeout 90 $MPIRUN -np "$np" $TINY -b 4 -d $((4 * T * np)) -n 100000 -o "" --comm-timeout 3 >"$log" 2>&1 &
+    shift 2  # the rest: options (the sync mode)
+    timeout 90 $MPIRUN -np "$np" $TINY -b 4 -d $((4 * T * np)) -n 100000 -o "" --comm-timeout 3 "$@" >"$log" 2>&1 &
     local job=$!
     for _ in $(seq 300); do grep -q "^step     5/" "$log" && break; sleep 0.1; done
     local pid; pid=$(sed -n "s/^rank $stop on .*, pid \([0-9]*\)$/\1/p" "$log")
@@ -128,14 +129,15 @@ frozen() {
     local t0=$SECONDS
     wait $job; local rc=$? took=$((SECONDS - t0))
     [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null  # in case mpirun left it behind, stopped
-    local name="a stopped rank $stop of $np ends the job with one line naming it (${took} s)"
+    local name="a stopped rank $stop of $np${1:+ ($*)} ends the job with one line naming it (${took} s)"
     # timeout 3 s + the roll call's 2 s + the abort: 20 s leaves room for a slow machine
     if [ -n "$pid" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 20 ] &&
        grep -q "rank $stop (.*pid $pid) did not arrive at the all-reduce of .* within --comm-timeout 3 s" "$log" &&
        [ "$(grep -c '^train:' "$log")" -eq 1 ]; then pass "$name"
     else tail -5 "$log"; fail "$name (exit $rc)"; fi
 }
-frozen 2 1
+frozen 2 1          # (the buckets overlapped with the backward: the default)
 frozen 3 0
+frozen 2 1 --grad-sync end
 
 finish
