@@ -4,7 +4,7 @@
 # 1 if any failed. A suite that cannot run here (no MPI, no CUDA toolkit, no matplotlib)
 # says why and counts as one skip; so does every case a suite skips (its "SKIP name: why"
 # line). In CI (CI=true) a dependency that .ci/run installs (Open MPI, clang's libFuzzer)
-# must be there: its absence is a failure, not a skip. Each suite's wall time is printed.
+# must be there: its absence is a failure, not a skip. Each suite's wall and processor times are printed.
 set -u
 cd "$(dirname "$0")/.."
 passed=0 failed=0 skipped=0 skip_reasons=()
@@ -20,16 +20,27 @@ missing() {
     else echo "==== $1: skipped, $2"; skip "$1: $2"; fi
 }
 
+# children_cpu: the processor time (user + system, in clock ticks) of this shell's finished
+# children and their descendants, from /proc (0 where there is none)
+children_cpu() {
+    local stat
+    read -r stat 2>/dev/null </proc/$$/stat || { echo 0; return; }
+    set -- ${stat##*) }  # the fields after the command's name: cutime and cstime are 14 and 15
+    echo $(( ${14} + ${15} ))
+}
+ticks=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
 # suite NAME COMMAND...: runs it, shows its output, and reads its counts from the doctest
-# summary or a closing "N passed, M failed" line. No counts and a failure = 1 failed.
+# summary or a closing "N passed, M failed" line. No counts and a failure = 1 failed. Its wall
+# time is printed with the processor time it took (two cores busy: twice the wall time).
 suite() {
     local name=$1; shift
     echo "==== $name: $*"
     local log; log=$(mktemp)
-    local start=$SECONDS
+    local start=$SECONDS cpu0; cpu0=$(children_cpu)
     "$@" 2>&1 | tee "$log"
     local rc=${PIPESTATUS[0]}
-    echo "==== $name: $((SECONDS - start)) s"
+    echo "==== $name: $((SECONDS - start)) s (processor $(( ($(children_cpu) - cpu0) / ticks )) s)"
     local p f
     if grep -q '^\[doctest\] test cases:' "$log"; then
         p=$(grep '^\[doctest\] test cases:' "$log" | tail -1 | sed -E 's/.*\| *([0-9]+) passed.*/\1/')
