@@ -63,6 +63,8 @@
 // 13.0, sm_90). At hs = 128 the same would need 64 registers for k and v and 64 for q's and
 // dy's fragments beside dk and dv's 128 accumulators: it keeps the per-tile loop, 100
 // ldmatrix .x4 per step (k and v read again at each step, q and dy twice), 252 registers.
+// (The 16-query loop at hs = 128 with k and v read from shared memory for each 16 queries:
+// 84 ldmatrix, but 255 registers and 16 bytes of spill stores, 24 of loads.)
 // docs/attention.md has the compiled figures.
 //
 // Cost per query-key pair (causal: about T²/2 per (b, h)): 5 products of 2·HS FLOP (Sᵀ, dPᵀ,
