@@ -85,14 +85,15 @@ enum class LaneState : uint8_t { unstarted, running, ready, at_barrier, in_colle
                                  at_grid_barrier };  // in grid.sync(): until every block arrives
 enum class WarpOp : uint8_t { shfl_idx, shfl_up, shfl_down, shfl_bfly, ballot, any, all, syncwarp, activemask,
                                wmma_fill, wmma_load, wmma_store, wmma_mma,  // wmma_*: votes, as ballot (wmma.h)
-                               ptx_mma, ptx_ldmatrix, ptx_ldmatrix_trans };  // ptx_*: the same (mma.h)
+                               ptx_mma, ptx_ldmatrix, ptx_ldmatrix_trans, ptx_movmatrix };  // ptx_*: the same (mma.h)
 inline const char* warp_op_name(WarpOp op) {
     static const char* names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
                                   "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp", "__activemask",
                                   "wmma::fill_fragment", "wmma::load_matrix_sync", "wmma::store_matrix_sync",
                                   "wmma::mma_sync", "mma.sync.m16n8k16 (mma_bf16_16816)",
                                   "ldmatrix.sync.m8n8.x4 (ldmatrix_x4)",
-                                  "ldmatrix.sync.m8n8.x4.trans (ldmatrix_x4_trans)"};
+                                  "ldmatrix.sync.m8n8.x4.trans (ldmatrix_x4_trans)",
+                                  "movmatrix.sync.m8n8.trans (movmatrix_trans)"};
     return names[(int)op];
 }
 // A collective's name in messages: the call the program made (a cooperative-groups call

@@ -242,6 +242,17 @@ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row, const char* fil
         r[j] = pack(st.rows[8 * j + 2 * i][g], st.rows[8 * j + 2 * i + 1][g]);
 }
 
+// movmatrix.sync.aligned.m8n8.trans.b16: one 8×8 matrix, lane l holding (row g, columns 2i,
+// 2i+1), becomes its transpose in the same layout: lane l receives (rows 2i, 2i+1, column g).
+inline uint32_t movmatrix_trans(uint32_t x, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    using namespace ptx_detail;
+    WarpStage& st = next_stage();
+    const unsigned g = lane() / 4, i = lane() % 4;
+    st.rows[g][2 * i] = lo(x), st.rows[g][2 * i + 1] = hi(x);
+    whole_warp(WarpOp::ptx_movmatrix, file, line);
+    return pack(st.rows[2 * i][g], st.rows[2 * i + 1][g]);
+}
+
 // cp.async.cg.shared.global [dst], [src], 16, src_bytes: the first src_bytes of src, then
 // zeros, to dst once the group is waited for.
 inline void cp_async_16(void* dst_shared, const void* src_global, int src_bytes = 16,

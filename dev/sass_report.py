@@ -109,6 +109,9 @@ DYNAMIC_SMEM_TABLE = [
     ("flash_attention_forward_wide_kernel<64,", {"bf16": 36864}),       # 4 tiles of 64 × 72 bf16 (q in one pair)
     ("flash_attention_backward_dkdv_mma_kernel<64,", {"bf16": 56320}),  # 6 such tiles, 256 floats
     ("flash_attention_backward_dq_mma_kernel<64,", {"bf16": 55296}),    # 6 such tiles
+    # gpu/flash_attention_bwd5.cuh's bwd5_shared_bytes<64>(): 6 such tiles, 256 floats, the 64 × 72
+    # dSᵀ tile, 16 bytes for the ticket
+    ("flash_attention_backward_bwd5_mma_kernel<64>", {"bf16": 65552}),
     ("flash_attention_forward_kernel", {"bf16": 30080, "fp32": 44416}),
     ("flash_attention_backward_dq_kernel", {"bf16": 41728, "fp32": 62208}),
     ("flash_attention_backward_dkdv_kernel", {"bf16": 50432, "fp32": 70912}),

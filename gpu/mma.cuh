@@ -25,6 +25,11 @@
 //   j; lane l receives in r[j] the elements (row g, columns 2i, 2i+1) of matrix j, or with
 //   .trans (rows 2i, 2i+1 of column g), i.e. the matrix transposed.
 //
+//   movmatrix .trans: one 8×8 matrix held as ldmatrix leaves it (lane l: row g, columns 2i,
+//   2i+1) becomes its transpose in the same layout (lane l: rows 2i, 2i+1 of column g), without
+//   touching shared memory: a B fragment loaded for a product over one dimension of a tile
+//   serves, transposed, a product over the other.
+//
 // Requirements, which the CPU runtime checks: every lane of the warp calls mma_bf16_16816 and
 // ldmatrix together; ldmatrix rows and cp.async's both addresses are 16-byte aligned; ldmatrix
 // and cp.async's destination are in shared memory. A cp.async copy is complete and visible to
@@ -32,7 +37,8 @@
 // after that and a __syncthreads().
 //
 // Costs: mma_bf16_16816 is 2·16·8·16 = 4,096 FLOP in one instruction (HMMA.16816.F32.BF16);
-// ldmatrix .x4 moves 512 bytes for the warp in one instruction (LDSM.16.M88.4).
+// ldmatrix .x4 moves 512 bytes for the warp in one instruction (LDSM.16.M88.4); movmatrix is
+// one instruction (MOVM.16.MT88) per 8×8 matrix, register to register.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -72,6 +78,7 @@ using cpu_cuda::ptx::cp_async_wait;
 using cpu_cuda::ptx::ldmatrix_x4;
 using cpu_cuda::ptx::ldmatrix_x4_trans;
 using cpu_cuda::ptx::mma_bf16_16816;
+using cpu_cuda::ptx::movmatrix_trans;
 #else
 
 // The instructions below exist from sm_80 on (ldmatrix from sm_75); the kernels that use them
@@ -115,6 +122,18 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(shared_address(row)));
+#endif
+}
+// One 8×8 bf16 matrix transposed across the warp's registers (see above): x is this lane's
+// register of it, the result its register of the transpose.
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+#ifdef GPU_MMA_UNAVAILABLE
+    __trap();
+    return x;
+#else
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
 #endif
 }
 

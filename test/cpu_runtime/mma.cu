@@ -1,5 +1,6 @@
 // Tests of the CPU runtime's PTX instructions (cpu_cuda/mma.h, behind gpu/mma.cuh), doctest:
-// mma.sync m16n8k16 bf16, ldmatrix .x4 and .x4.trans, cp.async with commit and wait groups.
+// mma.sync m16n8k16 bf16, ldmatrix .x4 and .x4.trans, movmatrix .trans, cp.async with commit and
+// wait groups.
 //
 // The expected register layouts are written here from the PTX ISA's tables, in the ISA's own
 // terms (element a_k of a thread's fragment, groupID = lane / 4, threadID_in_group = lane % 4),
@@ -309,6 +310,35 @@ TEST_CASE("ldmatrix_x4 and ldmatrix_x4_trans: each lane receives the elements th
                                     : ((0x1000u + (8 + 3) * 16 + 8 + 2) | (0x1000u + (8 + 3) * 16 + 8 + 3) << 16);
             CHECK(l13 == want13);
         }
+}
+
+// movmatrix .trans: each lane builds its register of an 8×8 matrix by hand, the layout the
+// PTX ISA gives ("movmatrix": thread l holds row l / 4, columns 2·(l % 4) and 2·(l % 4) + 1),
+// and writes the register it gets back.
+__global__ void transpose_registers(uint32_t* out, const uint16_t* m) {
+    const int lane = threadIdx.x, row = lane / 4, col = 2 * (lane % 4);
+    const uint32_t x = (uint32_t)m[row * 8 + col] | (uint32_t)m[row * 8 + col + 1] << 16;
+    out[lane] = gpu::movmatrix_trans(x);
+}
+
+TEST_CASE("movmatrix_trans: each lane receives the transpose's elements the PTX ISA names") {
+    std::vector<uint16_t> m(64);
+    for (int i = 0; i < 64; i++) m[i] = (uint16_t)(0x2000 + i);  // distinct, the position in it
+    Dev<uint16_t> dm(m);
+    Dev<uint32_t> out(32);
+    out.fill_nan();
+    transpose_registers<<<1, 32>>>(out.p, dm.p);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    std::vector<uint32_t> o = out.host();
+    int bad = 0;
+    for (int lane = 0; lane < 32; lane++) {  // the transpose's (row g, column 2i..) is m's (2i.., g)
+        const int g = lane / 4, i = lane % 4;
+        bad += (o[lane] & 0xffff) != m[(2 * i) * 8 + g] || o[lane] >> 16 != m[(2 * i + 1) * 8 + g];
+    }
+    CHECK(bad == 0);
+    // literals: lane 0 gets (0,0),(1,0); lane 13 (transpose row 3, columns 2, 3) gets m's (2,3),(3,3)
+    CHECK(o[0] == (0x2000u | 0x2008u << 16));
+    CHECK(o[13] == ((0x2000u + 2 * 8 + 3) | (0x2000u + 3 * 8 + 3) << 16));
 }
 
 // The way attention kernels use it: A (16×16, row-major) by ldmatrix_x4; B for two n-tiles of

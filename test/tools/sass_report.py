@@ -311,6 +311,11 @@ def head_size_of_both_instantiations():
     assert sr.at_head_size("k<128, true>", 0)
     assert sr.lookup(sr.DYNAMIC_SMEM_TABLE, "flash_attention_backward_dq_mma_kernel<64, true>", {}) == {"bf16": 55296}
     assert sr.lookup(sr.DYNAMIC_SMEM_TABLE, "flash_attention_backward_dq_mma_kernel<64, false>", {}) == {"bf16": 55296}
+    # the five-product backward: (2·64 + 4·64) × 72 bf16 + 4·64 floats + 64 × 72 bf16 + 16 (its
+    # bwd5_shared_bytes<64>()); hs = 128's is not in the table
+    assert sr.lookup(sr.DYNAMIC_SMEM_TABLE, "flash_attention_backward_bwd5_mma_kernel<64>", {}) == {
+        "bf16": (2 * 64 + 4 * 64) * 72 * 2 + 4 * 64 * 4 + 64 * 72 * 2 + 16}
+    assert sr.lookup(sr.DYNAMIC_SMEM_TABLE, "flash_attention_backward_bwd5_mma_kernel<128>", {}) == {}
 
 
 @check
