@@ -172,7 +172,8 @@ sanitizers: build/asan/train build/asan/cpu_trainer
 fuzzers: $(FUZZ_HARNESSES)
 fuzz: fuzzers
 	bash test/hardening/fuzz/run.sh $(FUZZ_SECONDS)
-test: sanitizers $(if $(FUZZ_OK),fuzzers)
+# (built by make test in the same parallel make as the rest, not before it one after the other)
+TEST_PROGRAMS += build/asan/train build/asan/cpu_trainer $(if $(FUZZ_OK),$(FUZZ_HARNESSES))
 clean: clean-hardening
 clean-hardening:
 	rm -rf build/asan build/fuzz

@@ -35,6 +35,12 @@ CPU_CUDA_HEADERS := $(wildcard cpu_cuda/*.h cpu_cuda/include/*.h cpu_cuda/includ
 CPU_CUDA_CXXFLAGS := $(CXXFLAGS) -g -I$(CURDIR)/cpu_cuda/include -I$(CPU_CUDA_INC)
 CPU_CUDA_FLAGS := $(CPU_CUDA_CXXFLAGS) -include $(CURDIR)/cpu_cuda/cuda_cpu.h
 CPU_CUDA_LIBS := -lpthread -lrt
+# The test programs keep line tables only (-g1: backtraces and breakpoints by line, no local
+# variables), a fifth less compile time for the largest of them; the trainers, the workbenches
+# and your own programs keep full -g. For a test program in gdb with its variables:
+# make test/gpu_trainer/trainer_cpu CPU_CUDA_TEST_DEBUG=-g (after removing it).
+CPU_CUDA_TEST_DEBUG ?= -g1
+CPU_CUDA_TEST_FLAGS = $(CPU_CUDA_FLAGS) $(CPU_CUDA_TEST_DEBUG)
 REWRITE := build/cpu_cuda_rewrite
 
 # the project's sources as the CPU build sees them
@@ -83,35 +89,35 @@ train_gpt_cpu_fp32: $(TRAINER_SOURCES) $(CPU_CUDA_HEADERS) $(TRAIN_STAMP) | cpu_
 
 # their end-to-end tests start the trainer of their precision, and ./train
 test/gpu_trainer/trainer_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check train_gpt_cpu train
-	$(CXX) $(CPU_CUDA_FLAGS) $(DEFS_$(PRECISION)) -DTRAIN_GPT_BINARY='"./train_gpt_cpu"' -o $@ \
+	$(CXX) $(CPU_CUDA_TEST_FLAGS) $(DEFS_$(PRECISION)) -DTRAIN_GPT_BINARY='"./train_gpt_cpu"' -o $@ \
 	    -x c++ build/cpu/test/gpu_trainer/trainer.cu $(CPU_CUDA_LIBS)
 test/gpu_trainer/trainer_cpu_fp32: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) | cpu_cuda_check train_gpt_cpu_fp32 train
-	$(CXX) $(CPU_CUDA_FLAGS) -DTRAIN_GPT_BINARY='"./train_gpt_cpu_fp32"' -o $@ -x c++ build/cpu/test/gpu_trainer/trainer.cu \
+	$(CXX) $(CPU_CUDA_TEST_FLAGS) -DTRAIN_GPT_BINARY='"./train_gpt_cpu_fp32"' -o $@ -x c++ build/cpu/test/gpu_trainer/trainer.cu \
 	    $(CPU_CUDA_LIBS)
 
 test/cpu_runtime/execution: $(call CPU_MIRROR,test/cpu_runtime/execution.cu test/cpu_runtime/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/cpu_runtime/execution.cu $(CPU_CUDA_LIBS)
+	$(CXX) $(CPU_CUDA_TEST_FLAGS) -o $@ -x c++ build/cpu/test/cpu_runtime/execution.cu $(CPU_CUDA_LIBS)
 
 test/cpu_runtime/kernel_features: $(call CPU_MIRROR,test/cpu_runtime/kernel_features.cu test/cpu_runtime/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/test/cpu_runtime/kernel_features.cu $(CPU_CUDA_LIBS)
+	$(CXX) $(CPU_CUDA_TEST_FLAGS) -O1 -o $@ -x c++ build/cpu/test/cpu_runtime/kernel_features.cu $(CPU_CUDA_LIBS)
 
 test/cpu_runtime/samples: $(call CPU_MIRROR,test/cpu_runtime/samples.cu test/cpu_runtime/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -O1 -o $@ -x c++ build/cpu/test/cpu_runtime/samples.cu $(CPU_CUDA_LIBS)
+	$(CXX) $(CPU_CUDA_TEST_FLAGS) -O1 -o $@ -x c++ build/cpu/test/cpu_runtime/samples.cu $(CPU_CUDA_LIBS)
 
 test/cpu_runtime/wmma: $(call CPU_MIRROR,test/cpu_runtime/wmma.cu test/cpu_runtime/cpu_cuda_test.h) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/cpu_runtime/wmma.cu $(CPU_CUDA_LIBS)
+	$(CXX) $(CPU_CUDA_TEST_FLAGS) -o $@ -x c++ build/cpu/test/cpu_runtime/wmma.cu $(CPU_CUDA_LIBS)
 test/cpu_runtime/mma: $(call CPU_MIRROR,test/cpu_runtime/mma.cu test/cpu_runtime/cpu_cuda_test.h gpu/mma.cuh) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/cpu_runtime/mma.cu $(CPU_CUDA_LIBS)
+	$(CXX) $(CPU_CUDA_TEST_FLAGS) -o $@ -x c++ build/cpu/test/cpu_runtime/mma.cu $(CPU_CUDA_LIBS)
 
 FLASH_TEST_SOURCES := $(call CPU_MIRROR,test/gpu_trainer/flash_attention.cu train.cpp test/test_util.h dev/cuda/device_array.h \
                       $(HOST_HEADERS) $(wildcard gpu/*.cuh))
 test/gpu_trainer/flash_attention_cpu: $(FLASH_TEST_SOURCES) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) $(DEFS_$(PRECISION)) -o $@ -x c++ build/cpu/test/gpu_trainer/flash_attention.cu $(CPU_CUDA_LIBS)
+	$(CXX) $(CPU_CUDA_TEST_FLAGS) $(DEFS_$(PRECISION)) -o $@ -x c++ build/cpu/test/gpu_trainer/flash_attention.cu $(CPU_CUDA_LIBS)
 test/gpu_trainer/flash_attention_cpu_fp32: $(FLASH_TEST_SOURCES) $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -o $@ -x c++ build/cpu/test/gpu_trainer/flash_attention.cu $(CPU_CUDA_LIBS)
+	$(CXX) $(CPU_CUDA_TEST_FLAGS) -o $@ -x c++ build/cpu/test/gpu_trainer/flash_attention.cu $(CPU_CUDA_LIBS)
 
 test/cpu_runtime/cublas test/cpu_runtime/nccl: test/%: test/%.cpp test/cpu_runtime/cpu_cuda_test.h $(CPU_CUDA_HEADERS) | cpu_cuda_check
-	$(CXX) $(CPU_CUDA_FLAGS) -o $@ $< $(CPU_CUDA_LIBS)
+	$(CXX) $(CPU_CUDA_TEST_FLAGS) -o $@ $< $(CPU_CUDA_LIBS)
 
 # (-O1: the checks run small shapes, and six programs compile twice as fast)
 $(foreach w,$(WORKBENCHES) $(BENCH_ONLY_WORKBENCHES),dev/cuda/$(w)_cpu): dev/cuda/%_cpu: $(call CPU_MIRROR,$(CPU_CUDA_SOURCES)) $(CPU_CUDA_HEADERS) $(GPU_STAMP) | cpu_cuda_check

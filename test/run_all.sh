@@ -20,28 +20,20 @@ missing() {
     else echo "==== $1: skipped, $2"; skip "$1: $2"; fi
 }
 
-# children_cpu: the processor time (user + system, in clock ticks) of this shell's finished
-# children and their descendants, from /proc (0 where there is none)
+# children_cpu [PID]: the processor time (user + system, in clock ticks) of the finished
+# children of this shell (or of PID) and their descendants, from /proc (0 where there is none)
 children_cpu() {
     local stat
-    read -r stat 2>/dev/null </proc/$$/stat || { echo 0; return; }
+    read -r stat 2>/dev/null </proc/"${1:-$$}"/stat || { echo 0; return; }
     set -- ${stat##*) }  # the fields after the command's name: cutime and cstime are 14 and 15
     echo $(( ${14} + ${15} ))
 }
 ticks=$(getconf CLK_TCK 2>/dev/null || echo 100)
 
-# suite NAME COMMAND...: runs it, shows its output, and reads its counts from the doctest
-# summary or a closing "N passed, M failed" line. No counts and a failure = 1 failed. Its wall
-# time is printed with the processor time it took (two cores busy: twice the wall time).
-suite() {
-    local name=$1; shift
-    echo "==== $name: $*"
-    local log; log=$(mktemp)
-    local start=$SECONDS cpu0; cpu0=$(children_cpu)
-    "$@" 2>&1 | tee "$log"
-    local rc=${PIPESTATUS[0]}
-    echo "==== $name: $((SECONDS - start)) s (processor $(( ($(children_cpu) - cpu0) / ticks )) s)"
-    local p f
+# tally NAME LOG STATUS: adds a finished suite's counts, read from the doctest summary or a
+# closing "N passed, M failed" line of its LOG. No counts and a failure = 1 failed.
+tally() {
+    local name=$1 log=$2 rc=$3 p f
     if grep -q '^\[doctest\] test cases:' "$log"; then
         p=$(grep '^\[doctest\] test cases:' "$log" | tail -1 | sed -E 's/.*\| *([0-9]+) passed.*/\1/')
         f=$(grep '^\[doctest\] test cases:' "$log" | tail -1 | sed -E 's/.*\| *([0-9]+) failed.*/\1/')
@@ -55,7 +47,54 @@ suite() {
     add "$p" "$f"
     local line  # the cases it skipped, each on a line of its own: "SKIP name: why"
     while IFS= read -r line; do skip "$name: ${line#SKIP }"; done < <(grep '^SKIP ' "$log")
+}
+
+# suite NAME COMMAND...: runs it, shows its output and adds its counts (tally). Its wall time
+# is printed with the processor time it took (two cores busy: twice the wall time).
+suite() {
+    local name=$1; shift
+    echo "==== $name: $*"
+    local log; log=$(mktemp)
+    local start=$SECONDS cpu0; cpu0=$(children_cpu)
+    "$@" 2>&1 | tee "$log"
+    local rc=${PIPESTATUS[0]}
+    echo "==== $name: $((SECONDS - start)) s (processor $(( ($(children_cpu) - cpu0) / ticks )) s)"
+    tally "$name" "$log" "$rc"
     rm -f "$log"
+}
+
+# Beside the others: a suite that keeps one core busy for minutes (one thread, a fixed
+# schedule, nothing timed) runs on the second core while the suites after it run on the
+# first, which they leave idle most of the time (they run one process at a time, or wait).
+# suite_beside NAME COMMAND... starts it, its output kept; suites_beside_done waits for it
+# and then shows that output and adds its counts, as suite does. Only suites that time
+# nothing (no --comm-timeout, no kill at a moment) may run while one is beside them.
+beside_names=() beside_logs=() beside_pids=()
+suite_beside() {
+    local name=$1; shift
+    echo "==== $name: started beside the next suites: $*"
+    local log; log=$(mktemp)
+    (
+        start=$SECONDS me=$BASHPID
+        cpu0=$(children_cpu "$me")
+        "$@" >"$log" 2>&1
+        echo "$? $((SECONDS - start)) $(( ($(children_cpu "$me") - cpu0) / ticks ))" >"$log.status"
+    ) &
+    beside_names+=("$name") beside_logs+=("$log") beside_pids+=($!)
+}
+suites_beside_done() {
+    local k rc seconds cpu
+    for k in "${!beside_pids[@]}"; do
+        wait "${beside_pids[$k]}"
+        local name=${beside_names[$k]} log=${beside_logs[$k]}
+        read -r rc seconds cpu <"$log.status" 2>/dev/null || { rc=1 seconds=? cpu=?; }
+        echo "==== $name: its output (it ran beside the suites above)"
+        cat "$log"
+        echo "==== $name: $seconds s beside the others (processor $cpu s)"
+        tally "$name" "$log" "$rc"
+        rm -f "$log" "$log.status"
+    done
+    beside_names=() beside_logs=() beside_pids=()
 }
 
 suite "CPU trainer (doctest)" ./test/cpu_trainer/trainer
@@ -87,7 +126,8 @@ fi
 
 suite "data tools, recipes and plots" python3 test/tools/data_tools.py
 suite "Llama-3's tokenizer.model in the data tools: hand-worked BPE and split, the files, bad files" python3 test/tools/llama3_tokenizer.py
-suite "Hugging Face checkpoints in and out (scripts/hf_convert.py), and both trainers on the imports" \
+# (beside the tools' suites that follow, up to the compile matrix, which takes both cores)
+suite_beside "Hugging Face checkpoints in and out (scripts/hf_convert.py), and both trainers on the imports" \
     bash test/tools/hf_convert.sh
 suite "SASS report: its parser and arithmetic on a hand-written listing" python3 test/tools/sass_report.py
 suite "plot of a real run" bash test/tools/plot_run.sh
@@ -97,6 +137,7 @@ suite "quoted outputs and names: the checker fails on a planted digit or name; t
 suite "the GPU check's plan, usage and summary (scripts/gpu_check.sh, no GPU)" bash test/tools/gpu_check.sh
 suite "cluster layouts in the plan: Llama-3 70B on 16,384 GPUs by hand, bad layouts, a plan without data" bash test/tools/cluster_plan.sh
 suite "every preset GPU: kernel variants, refusals, one chunked step (CPU runtime)" bash test/gpu_trainer/devices.sh
+suites_beside_done
 suite "compile matrix: sm_75 to sm_120, fp32 and bf16 (nvcc, no GPU)" bash test/gpu_trainer/compile_matrix.sh
 
 # ---- hardening: bad inputs, crash safety, sanitizers, fuzzing (see README, "Hardening")
@@ -154,6 +195,12 @@ if [ -x ./test/cpu_runtime/execution ]; then
     suite "the same, race detector on (every launch under five schedules)" env CPU_CUDA_RACECHECK=1 ./test/cpu_runtime/mma
     suite "CPU runtime for CUDA: cuBLAS subset" ./test/cpu_runtime/cublas
     suite "CPU runtime for CUDA: NCCL across processes" ./test/cpu_runtime/nccl
+    # every launch under five schedules, compared: a race shows up as a difference. (Not the
+    # end-to-end cases: they start train_gpt_cpu, whose kernels the other cases launch too; nor
+    # HellaSwag, whose forward the golden-file case launches.) One thread and a fixed schedule,
+    # for a minute or two: beside the suites up to the replicas, which time their peers' ends
+    suite_beside "GPU tests on the CPU runtime, bf16 build, race detector on" env CPU_CUDA_RACECHECK=1 CPU_CUDA_DETERMINISTIC=1 ./test/gpu_trainer/trainer_cpu \
+        --test-case-exclude="train_gpt:*,HellaSwag:*"
     suite "fused attention on the CPU runtime, bf16 build (tensor cores: mma.sync, ldmatrix, cp.async)" \
         ./test/gpu_trainer/flash_attention_cpu
     suite "fused attention on the CPU runtime, fp32 build (the exact tier)" ./test/gpu_trainer/flash_attention_cpu_fp32
@@ -164,11 +211,7 @@ if [ -x ./test/cpu_runtime/execution ]; then
     # the memory estimate against cudaMemGetInfo as a GPU's driver answers it (2 MiB pages)
     suite "GPU memory test on the CPU runtime, counting a driver's pages" env CPU_CUDA_DRIVER_PAGES=1 \
         ./test/gpu_trainer/trainer_cpu --test-case="memory: *"
-    # every launch under five schedules, compared: a race shows up as a difference. (Not the
-    # end-to-end cases: they start train_gpt_cpu, whose kernels the other cases launch too; nor
-    # HellaSwag, whose forward the golden-file case launches.)
-    suite "GPU tests on the CPU runtime, bf16 build, race detector on" env CPU_CUDA_RACECHECK=1 CPU_CUDA_DETERMINISTIC=1 ./test/gpu_trainer/trainer_cpu \
-        --test-case-exclude="train_gpt:*,HellaSwag:*"
+    suites_beside_done
     suite "GPU replicas on the CPU runtime (mpirun and Slurm-style)" bash test/replicas/gpu_replicas.sh
     suite "ZeRO stage 1 in the GPU trainer on the CPU runtime, bf16 build" bash test/replicas/gpu_zero.sh
     suite "ZeRO stage 1 in the GPU trainer on the CPU runtime, fp32 build" env TRAIN_GPT=./train_gpt_cpu_fp32 \
@@ -197,7 +240,7 @@ if command -v nvcc >/dev/null && [ -f gpu.mk ]; then
     arch=() where="for this machine's GPU"
     nvidia-smi -L >/dev/null 2>&1 || arch=(CUDA_ARCH=90) where="CUDA_ARCH=90: no GPU here"
     echo "==== nvcc build: train_gpt and test/gpu_trainer/trainer ($where)"
-    if make -s train_gpt test/gpu_trainer/trainer "${arch[@]}" >/tmp/test_gpu_build.log 2>&1; then
+    if make -s -j"$(nproc)" train_gpt test/gpu_trainer/trainer "${arch[@]}" >/tmp/test_gpu_build.log 2>&1; then
         echo "PASS nvcc build"
         add 1 0
         log=$(mktemp)

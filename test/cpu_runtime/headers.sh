@@ -6,8 +6,8 @@
 #     what only another one declares compiles in the umbrella's order and fails here;
 #   * none of its files includes anything of the trainers (host/, gpu/, train*): a failing
 #     case names the line.
-# Syntax only (g++ -fsyntax-only): a few seconds a header. Skipped without the CUDA toolkit's
-# headers, which declare what the runtime defines.
+# Syntax only (g++ -fsyntax-only): a few seconds a header, one a processor at a time.
+# Skipped without the CUDA toolkit's headers, which declare what the runtime defines.
 set -u
 cd "$(dirname "$0")/../.."
 source test/suite_lib.sh  # pass, fail, skip, check, finish
@@ -22,10 +22,18 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
 # the headers a program may include: cpu_cuda/*.h, and include/'s stand-ins for the toolkit's
-for header in cpu_cuda/*.h cpu_cuda/include/*.h cpu_cuda/include/*/*.h cpu_cuda/include/cuda/*; do
+headers=(cpu_cuda/*.h cpu_cuda/include/*.h cpu_cuda/include/*/*.h cpu_cuda/include/cuda/*)
+# compiled as many at a time as there are processors, each leaving its status beside its log
+for header in "${headers[@]}"; do
     unit=$dir/$(tr / _ <<<"$header").cpp
     echo "#include \"$PWD/$header\"" >"$unit"
-    if "${compiler[@]}" -fsyntax-only "$unit" >"$unit.log" 2>&1; then
+    while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done
+    { "${compiler[@]}" -fsyntax-only "$unit" >"$unit.log" 2>&1; echo $? >"$unit.rc"; } &
+done
+wait
+for header in "${headers[@]}"; do
+    unit=$dir/$(tr / _ <<<"$header").cpp
+    if [ "$(cat "$unit.rc" 2>/dev/null)" = 0 ]; then
         pass "$header compiles alone"
     else
         fail "$header compiles alone:"
