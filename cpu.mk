@@ -36,8 +36,9 @@ CPU_CUDA_CXXFLAGS := $(CXXFLAGS) -g -I$(CURDIR)/cpu_cuda/include -I$(CPU_CUDA_IN
 CPU_CUDA_FLAGS := $(CPU_CUDA_CXXFLAGS) -include $(CURDIR)/cpu_cuda/cuda_cpu.h
 CPU_CUDA_LIBS := -lpthread -lrt
 # The test programs keep line tables only (-g1: backtraces and breakpoints by line, no local
-# variables), which compiles faster (train_gpt.cu: 48 s of processor time instead of 60); the trainers, the workbenches
-# and your own programs keep full -g. For a test program in gdb with its variables:
+# variables), which compiles faster (train_gpt.cu: 48 s of processor time instead of 60 with
+# -g); the trainers, the workbenches and your own programs keep full -g. For a test program in
+# gdb with its variables:
 # make test/gpu_trainer/trainer_cpu CPU_CUDA_TEST_DEBUG=-g (after removing it).
 CPU_CUDA_TEST_DEBUG ?= -g1
 CPU_CUDA_TEST_FLAGS = $(CPU_CUDA_FLAGS) $(CPU_CUDA_TEST_DEBUG)

@@ -24,6 +24,9 @@ finish() {
     echo "$passed passed, $failed failed, $skipped skipped"
     [ "$failed" -eq 0 ]
 }
+# a_processor_free: waits until fewer background jobs of this shell run than there are
+# processors (before starting one more: `a_processor_free; work &`, then `wait`)
+a_processor_free() { while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done; }
 # suite_arguments USAGE "$@": a suite's command line, checked before it runs anything. --help
 # or -h prints "usage: USAGE" and exits 0; any other argument is one line on stderr and exit 2
 # (a suite that takes none once ran whole on --help). USAGE "" names the suite alone: it takes

@@ -10,7 +10,7 @@
 # Skipped without the CUDA toolkit's headers, which declare what the runtime defines.
 set -u
 cd "$(dirname "$0")/../.."
-source test/suite_lib.sh  # pass, fail, skip, check, finish
+source test/suite_lib.sh  # pass, fail, skip, check, finish, a_processor_free
 
 if ! make -s --no-print-directory cpu_cuda_check >/dev/null 2>&1; then
     skip "cpu_cuda/ headers" "the CUDA toolkit's headers were not found (install the CUDA toolkit)"
@@ -27,7 +27,7 @@ headers=(cpu_cuda/*.h cpu_cuda/include/*.h cpu_cuda/include/*/*.h cpu_cuda/inclu
 for header in "${headers[@]}"; do
     unit=$dir/$(tr / _ <<<"$header").cpp
     echo "#include \"$PWD/$header\"" >"$unit"
-    while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done
+    a_processor_free
     { "${compiler[@]}" -fsyntax-only "$unit" >"$unit.log" 2>&1; echo $? >"$unit.rc"; } &
 done
 wait

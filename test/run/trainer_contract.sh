@@ -16,7 +16,7 @@ members=(connect check_options hardware GATHERED_WEIGHT_BYTES memory_use memory_
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for member in all "${members[@]}"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done
+    a_processor_free
     flag=(); [ "$member" = all ] || flag=("-DDROP_$member")
     { compile "${flag[@]}" >"$work/$member.log"; echo $? >"$work/$member.rc"; } &
 done
